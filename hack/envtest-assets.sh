@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# envtest-assets.sh provides the envtest control plane (kube-apiserver, etcd and
+# kubectl) by building it from Go modules, because prebuilt envtest archives
+# cannot be downloaded where agentlane is developed.
+#
+#   hack/envtest-assets.sh            build if missing, then print the assets dir
+#   hack/envtest-assets.sh --check    exit 0 when the binaries are already built
+#
+# The binaries are built once per version into a cache outside the work tree
+# ($AGENTLANE_CACHE, default ~/.cache/agentlane) so fresh clones and CI runs on
+# the same machine reuse them, and linked into bin/k8s/<version>-<os>-<arch>/.
+# Progress goes to stderr; stdout carries only the assets path so callers can
+# write KUBEBUILDER_ASSETS=$(hack/envtest-assets.sh).
+set -euo pipefail
+
+KUBE_VERSION="${KUBE_VERSION:-1.36.3}"
+STAGING_VERSION="${STAGING_VERSION:-0.36.3}"
+ETCD_VERSION="${ETCD_VERSION:-3.6.8}"
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+goos="$(go env GOOS)"
+goarch="$(go env GOARCH)"
+tag="${KUBE_VERSION}-etcd${ETCD_VERSION}-${goos}-${goarch}"
+cache="${AGENTLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agentlane}/envtest/${tag}"
+dest="${root}/bin/k8s/${KUBE_VERSION}-${goos}-${goarch}"
+
+log() { printf '[envtest-assets] %s\n' "$*" >&2; }
+
+built() {
+	[[ -x "${cache}/kube-apiserver" && -x "${cache}/etcd" && -x "${cache}/kubectl" ]]
+}
+
+link_into_tree() {
+	mkdir -p "${dest}"
+	for b in kube-apiserver etcd kubectl; do
+		ln -sf "${cache}/${b}" "${dest}/${b}"
+	done
+}
+
+if [[ "${1:-}" == "--check" ]]; then
+	built
+	exit $?
+fi
+
+if built; then
+	link_into_tree
+	echo "${dest}"
+	exit 0
+fi
+
+mkdir -p "${cache}"
+work="$(mktemp -d)"
+trap 'rm -rf "${work}"' EXIT
+
+# Staging modules that k8s.io/kubernetes replaces with local directories; each
+# is published with the matching v0.x version. The sample-* modules have no
+# published version and are not needed by the binaries built here.
+staging=(
+	api apiextensions-apiserver apimachinery apiserver cli-runtime client-go
+	cloud-provider cluster-bootstrap code-generator component-base
+	component-helpers controller-manager cri-api cri-client cri-streaming
+	csi-translation-lib dynamic-resource-allocation endpointslice externaljwt
+	kms kube-aggregator kube-controller-manager kube-proxy kube-scheduler
+	kubectl kubelet metrics mount-utils pod-security-admission streaming
+)
+
+start=$(date +%s)
+log "building kube-apiserver and kubectl v${KUBE_VERSION} from k8s.io/kubernetes (first time only; about 6-8 minutes on 2 cores)"
+mkdir -p "${work}/kube"
+{
+	echo "module agentlane.io/envtest-kube"
+	echo
+	echo "go 1.26.0"
+	echo
+	echo "require k8s.io/kubernetes v${KUBE_VERSION}"
+	echo
+	echo "replace ("
+	for m in "${staging[@]}"; do
+		echo "	k8s.io/${m} => k8s.io/${m} v${STAGING_VERSION}"
+	done
+	echo ")"
+} >"${work}/kube/go.mod"
+(
+	cd "${work}/kube"
+	log "resolving modules"
+	GOFLAGS=-mod=mod go get "k8s.io/kubernetes/cmd/kube-apiserver@v${KUBE_VERSION}" "k8s.io/kubernetes/cmd/kubectl@v${KUBE_VERSION}" >&2
+	log "compiling kube-apiserver"
+	CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags=-s -o "${cache}/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+	log "compiling kubectl"
+	CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags=-s -o "${cache}/kubectl" k8s.io/kubernetes/cmd/kubectl
+)
+log "kube-apiserver and kubectl built in $(( $(date +%s) - start ))s"
+
+start=$(date +%s)
+log "building etcd v${ETCD_VERSION} from go.etcd.io/etcd/server/v3"
+mkdir -p "${work}/etcd"
+cat >"${work}/etcd/go.mod" <<MOD
+module agentlane.io/envtest-etcd
+
+go 1.26.0
+
+require go.etcd.io/etcd/server/v3 v${ETCD_VERSION}
+MOD
+(
+	cd "${work}/etcd"
+	GOFLAGS=-mod=mod go get "go.etcd.io/etcd/server/v3@v${ETCD_VERSION}" >&2
+	CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags=-s -o "${cache}/etcd" go.etcd.io/etcd/server/v3
+)
+log "etcd built in $(( $(date +%s) - start ))s"
+
+link_into_tree
+log "control plane ready in ${dest}"
+echo "${dest}"

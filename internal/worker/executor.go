@@ -1,0 +1,295 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package worker runs External-lane tasks: it turns a task's command type and
+// JSON payload into a process on this node and reports what came of it.
+package worker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// DefaultMaxOutputBytes bounds the stdout and stderr a task result keeps.
+const DefaultMaxOutputBytes = 64 * 1024
+
+// Task is what an executor needs to run one attempt of an ExternalTask.
+type Task struct {
+	// CommandType selects the executor, for example "bash" or "exec".
+	CommandType string
+	// Payload is the command's JSON payload.
+	Payload json.RawMessage
+}
+
+// Output is the result of running a task. A task that ran to completion has
+// Success set when its exit code is 0; Error explains any failure.
+type Output struct {
+	Success  bool   `json:"-"`
+	ExitCode int    `json:"exitCode"`
+	Stdout   string `json:"stdout"`
+	Stderr   string `json:"stderr,omitempty"`
+	// Truncated is set when stdout or stderr was cut at the output limit.
+	Truncated bool   `json:"truncated,omitempty"`
+	Error     string `json:"-"`
+}
+
+// Executor runs one command type.
+type Executor interface {
+	Execute(ctx context.Context, payload json.RawMessage) (Output, error)
+}
+
+// ExecutorFunc adapts a function to Executor.
+type ExecutorFunc func(ctx context.Context, payload json.RawMessage) (Output, error)
+
+// Execute calls f.
+func (f ExecutorFunc) Execute(ctx context.Context, payload json.RawMessage) (Output, error) {
+	return f(ctx, payload)
+}
+
+// ErrUnknownCommandType is returned for a command type no executor handles.
+var ErrUnknownCommandType = errors.New("no executor for command type")
+
+// Registry maps command types to executors. It is safe for concurrent use.
+type Registry struct {
+	mu        sync.RWMutex
+	executors map[string]Executor
+}
+
+// NewRegistry returns a registry with the built-in executors: "bash" runs a
+// shell command line and "exec" runs a program with arguments, both bounded by
+// maxOutput bytes of output per stream.
+func NewRegistry(maxOutput int) *Registry {
+	r := &Registry{executors: map[string]Executor{}}
+	r.Register("bash", &ProcessExecutor{Shell: true, MaxOutputBytes: maxOutput})
+	r.Register("exec", &ProcessExecutor{MaxOutputBytes: maxOutput})
+	return r
+}
+
+// Register adds or replaces the executor for a command type.
+func (r *Registry) Register(commandType string, e Executor) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.executors[commandType] = e
+}
+
+// CommandTypes lists the registered command types in sorted order.
+func (r *Registry) CommandTypes() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]string, 0, len(r.executors))
+	for t := range r.executors {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Run executes t with the executor registered for its command type.
+func (r *Registry) Run(ctx context.Context, t Task) (Output, error) {
+	r.mu.RLock()
+	e, ok := r.executors[t.CommandType]
+	r.mu.RUnlock()
+	if !ok {
+		return Output{}, fmt.Errorf("%w %q", ErrUnknownCommandType, t.CommandType)
+	}
+	return e.Execute(ctx, t.Payload)
+}
+
+// ProcessPayload is the payload of "bash" and "exec" tasks.
+type ProcessPayload struct {
+	// Command is the shell command line ("bash" tasks).
+	Command string `json:"command,omitempty"`
+	// Args is the program and its arguments ("exec" tasks).
+	Args []string `json:"args,omitempty"`
+	// WorkingDir is the directory the process starts in; empty means the
+	// worker's own working directory.
+	WorkingDir string `json:"workingDir,omitempty"`
+	// Env adds variables to the worker's environment.
+	Env map[string]string `json:"env,omitempty"`
+	// Stdin is written to the process's standard input.
+	Stdin string `json:"stdin,omitempty"`
+}
+
+// ProcessExecutor runs a task as a child process. The process runs in its own
+// process group so that a timeout or cancellation stops everything it started.
+type ProcessExecutor struct {
+	// Shell runs Command through "bash -c" (falling back to "sh -c" when bash
+	// is missing) instead of running Args directly.
+	Shell bool
+	// MaxOutputBytes bounds each of stdout and stderr; 0 means
+	// DefaultMaxOutputBytes.
+	MaxOutputBytes int
+	// KillGrace is how long a cancelled process has between SIGTERM and
+	// SIGKILL; 0 means two seconds.
+	KillGrace time.Duration
+}
+
+var _ Executor = &ProcessExecutor{}
+
+// Execute runs the payload's process and waits for it. A process that exits
+// non-zero is a completed run with Success false, not an error; an error means
+// the process could not be run or was stopped by ctx.
+func (p *ProcessExecutor) Execute(ctx context.Context, raw json.RawMessage) (Output, error) {
+	var pl ProcessPayload
+	if len(raw) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&pl); err != nil {
+			return Output{}, fmt.Errorf("invalid payload: %w", err)
+		}
+	}
+	var argv []string
+	switch {
+	case p.Shell && pl.Command == "":
+		return Output{}, errors.New("invalid payload: command is required")
+	case p.Shell:
+		shell := "bash"
+		if _, err := exec.LookPath(shell); err != nil {
+			shell = "sh"
+		}
+		argv = []string{shell, "-c", pl.Command}
+	case len(pl.Args) == 0:
+		return Output{}, errors.New("invalid payload: args is required")
+	default:
+		argv = pl.Args
+	}
+
+	limit := p.MaxOutputBytes
+	if limit <= 0 {
+		limit = DefaultMaxOutputBytes
+	}
+	grace := p.KillGrace
+	if grace <= 0 {
+		grace = 2 * time.Second
+	}
+	stdout := &limitedBuffer{limit: limit}
+	stderr := &limitedBuffer{limit: limit}
+
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = pl.WorkingDir
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if pl.Stdin != "" {
+		cmd.Stdin = bytes.NewBufferString(pl.Stdin)
+	}
+	cmd.Env = os.Environ()
+	keys := make([]string, 0, len(pl.Env))
+	for k := range pl.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		cmd.Env = append(cmd.Env, k+"="+pl.Env[k])
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+
+	if err := cmd.Start(); err != nil {
+		return Output{}, fmt.Errorf("start %s: %w", argv[0], err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+
+	var err error
+	select {
+	case err = <-waited:
+	case <-ctx.Done():
+		// Stop the whole process group: a shell's children must not outlive
+		// the task.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-waited:
+		case <-time.After(grace):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-waited
+		}
+		return p.output(stdout, stderr, -1), fmt.Errorf("process stopped: %w", context.Cause(ctx))
+	}
+
+	out := p.output(stdout, stderr, cmd.ProcessState.ExitCode())
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil:
+		out.Success = true
+	case errors.As(err, &exitErr):
+		out.Error = fmt.Sprintf("exit code %d", out.ExitCode)
+		if s := lastLine(out.Stderr); s != "" {
+			out.Error += ": " + s
+		}
+	default:
+		return out, err
+	}
+	return out, nil
+}
+
+func (p *ProcessExecutor) output(stdout, stderr *limitedBuffer, code int) Output {
+	return Output{
+		ExitCode:  code,
+		Stdout:    stdout.String(),
+		Stderr:    stderr.String(),
+		Truncated: stdout.truncated || stderr.truncated,
+	}
+}
+
+// lastLine returns the last non-empty line of s, at most 200 bytes of it.
+func lastLine(s string) string {
+	b := bytes.TrimRight([]byte(s), "\n\r\t ")
+	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+		b = b[i+1:]
+	}
+	if len(b) > 200 {
+		b = b[len(b)-200:]
+	}
+	return string(b)
+}
+
+// limitedBuffer keeps the first limit bytes written to it and drops the rest,
+// remembering that it did. It never fails a write, so a chatty process is not
+// killed by a closed pipe.
+type limitedBuffer struct {
+	mu        sync.Mutex
+	buf       bytes.Buffer
+	limit     int
+	truncated bool
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	room := b.limit - b.buf.Len()
+	if room < len(p) {
+		b.truncated = true
+		if room > 0 {
+			b.buf.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	b.buf.Write(p)
+	return len(p), nil
+}
+
+func (b *limitedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
