@@ -21,7 +21,9 @@ import (
 )
 
 // Labels the operator puts on the objects it creates (ExternalTasks, Jobs,
-// session pods) so that workers and users can select them.
+// session pods) so that workers and users can select them. Their values are
+// object and lane names, which is why LaneQueue and AgentSession names are
+// limited to 63 characters.
 const (
 	// QueueLabel carries the name of the LaneQueue an object belongs to.
 	QueueLabel = "agentlane.io/queue"
@@ -111,14 +113,16 @@ const (
 type RetryPolicy struct {
 	// strategy is how the delay between attempts is computed: Exponential
 	// (initialDelay, doubling each time, capped at maxDelay), Fixed (fixedDelay
-	// every time) or None (no retries).
+	// every time) or None (no retries). Defaults to Exponential.
 	// +kubebuilder:default=Exponential
 	// +optional
 	Strategy RetryStrategy `json:"strategy,omitempty"`
 
 	// maxRetries is how many times a failed command is tried again after its
 	// first attempt, so a command runs at most maxRetries+1 times. A command
-	// that still fails becomes a dead letter. Ignored when strategy is None.
+	// that still fails becomes a dead letter. Failures that cannot succeed on
+	// a second try (budget denied, cancelled, invalid command) are never
+	// retried. Ignored when strategy is None. Defaults to 3; at most 100.
 	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
@@ -126,13 +130,14 @@ type RetryPolicy struct {
 	MaxRetries *int32 `json:"maxRetries,omitempty"`
 
 	// initialDelay is the delay before the first retry with the Exponential
-	// strategy, as a duration string such as 100ms or 2s.
+	// strategy, as a duration string such as 100ms or 2s. Defaults to 100ms.
 	// +kubebuilder:default="100ms"
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="initialDelay must be a positive duration, such as 100ms"
 	// +optional
 	InitialDelay *metav1.Duration `json:"initialDelay,omitempty"`
 
 	// maxDelay caps the delay between retries with the Exponential strategy.
+	// Defaults to 30s.
 	// +kubebuilder:default="30s"
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="maxDelay must be a positive duration, such as 30s"
 	// +optional
@@ -164,8 +169,10 @@ const (
 // is spent only when a command actually starts, so waiting commands cost
 // nothing. Leave the rate limit out for no limit.
 type RateLimit struct {
-	// count is how many commands may start per period, and also the largest
-	// burst. At least 1.
+	// count is how many commands may start per period. The limit is a token
+	// bucket that holds up to count tokens and refills count tokens per
+	// period; a token is spent only when a command actually starts, so
+	// waiting costs nothing. Between 1 and 1000000.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000000
 	// +required
@@ -197,8 +204,12 @@ const (
 // lane's priority number is lowered (improved) step by step, never below 0,
 // and a command past its deadline gets the top priority.
 type PriorityBoost struct {
-	// strategy is Disabled, Standard (one level at 75%, 50%, 25% and 10% of
-	// the time left) or Aggressive (two levels at 80%, 60%, 40% and 20%).
+	// strategy is how a waiting command moves ahead as its deadline
+	// approaches: its lane's priority number is lowered (improved) step by
+	// step, never below 0, and once the deadline has passed the command gets
+	// the top priority. Disabled (never), Standard (one level at 75%, 50%, 25%
+	// and 10% of the time left) or Aggressive (two levels at 80%, 60%, 40% and
+	// 20%). Defaults to Standard.
 	// +kubebuilder:default=Standard
 	// +optional
 	Strategy BoostStrategy `json:"strategy,omitempty"`
@@ -219,23 +230,27 @@ type PriorityBoost struct {
 type Identity struct {
 	// tenantId is the tenant the session works for, such as acme-corp. With
 	// the WeightedTenant fairness policy it selects the tenant's weight.
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	TenantID string `json:"tenantId,omitempty"`
 
 	// principal is who the session acts for, such as user:42.
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	Principal string `json:"principal,omitempty"`
 
 	// agentTemplateId names the agent template the session was made from,
 	// such as reviewer-v3.
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	AgentTemplateID string `json:"agentTemplateId,omitempty"`
 
 	// correlationId ties the session to a wider chain of requests, such as
 	// the id of the request that started it.
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	CorrelationID string `json:"correlationId,omitempty"`
@@ -245,7 +260,7 @@ type Identity struct {
 type LaneQueueReference struct {
 	// name is the name of the LaneQueue.
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:MaxLength=63
 	// +required
 	Name string `json:"name"`
 }
@@ -255,7 +270,7 @@ type LaneQueueReference struct {
 type AgentSessionReference struct {
 	// name is the name of the AgentSession.
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:MaxLength=63
 	// +required
 	Name string `json:"name"`
 }

@@ -1,0 +1,517 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Condition types and reasons of a LaneQueue.
+const (
+	// LaneQueueReadyCondition is True while the operator runs a lane scheduler
+	// built from the current spec and accepts commands for the queue.
+	LaneQueueReadyCondition = "Ready"
+	// LaneQueueUnderPressureCondition is True while at least one lane has as
+	// many pending commands as pressureThreshold, or more; the message names
+	// the lanes. It turns False when those lanes drain to zero.
+	LaneQueueUnderPressureCondition = "UnderPressure"
+
+	// LaneQueueSchedulingReason (Ready=True): the scheduler runs the current
+	// spec.
+	LaneQueueSchedulingReason = "Scheduling"
+	// LaneQueueInvalidSpecReason (Ready=False): the spec passed admission but
+	// the scheduler cannot run it; the message says why. The previous
+	// scheduler, if any, keeps running.
+	LaneQueueInvalidSpecReason = "InvalidSpec"
+	// LaneQueueDeletingReason (Ready=False): the queue is being deleted; it
+	// takes no new commands and cancels those still waiting.
+	LaneQueueDeletingReason = "Deleting"
+
+	// LaneQueuePressureReason (UnderPressure=True): a lane's pending count
+	// reached pressureThreshold.
+	LaneQueuePressureReason = "PressureThresholdReached"
+	// LaneQueueWarningDepthReason (UnderPressure=True): a lane's pending count
+	// also reached alerts.warningDepth. It takes precedence over
+	// PressureThresholdReached.
+	LaneQueueWarningDepthReason = "WarningDepthReached"
+	// LaneQueueCriticalDepthReason (UnderPressure=True): a lane's pending count
+	// reached alerts.criticalDepth. It takes precedence over the other reasons.
+	LaneQueueCriticalDepthReason = "CriticalDepthReached"
+	// LaneQueueIdleReason (UnderPressure=False): no lane is under pressure.
+	LaneQueueIdleReason = "Idle"
+)
+
+// Lane is one priority lane of a LaneQueue: a class of commands with its own
+// priority, caps, handler mode and timeout. A command starts only when its
+// lane's shared cap, its lane's per-session cap and the queue's maxConcurrent
+// all have room.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.maxConcurrency) || !has(self.maxConcurrencyPerSession) || self.maxConcurrency <= 0 || self.maxConcurrencyPerSession <= self.maxConcurrency",message="maxConcurrencyPerSession must not exceed maxConcurrency (0 means unlimited)",fieldPath=".maxConcurrencyPerSession"
+type Lane struct {
+	// name identifies the lane in routing rules, ExternalTasks, session lane
+	// overrides and status. It is a DNS label, such as query or execute, and
+	// must be unique within the queue.
+	// +required
+	Name LaneName `json:"name"`
+
+	// priority orders the lanes: 0 is the highest. When several lanes have a
+	// command ready to start, the lane with the lowest number starts first,
+	// even if its command was submitted later. Lanes may share a priority;
+	// ties go to the command submitted first. Between 0 and 100.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +required
+	Priority int32 `json:"priority"`
+
+	// handlerMode says who runs the lane's commands: Internal (the submitting
+	// session runs them once granted a slot), External (each command becomes
+	// an ExternalTask that a worker or Job runs) or Hybrid (run as Internal and
+	// also announced as external tasks, for observers). A session may switch
+	// the mode for its own new commands with spec.laneOverrides. Defaults to
+	// Internal.
+	// +kubebuilder:default=Internal
+	// +optional
+	HandlerMode HandlerMode `json:"handlerMode,omitempty"`
+
+	// maxConcurrency is how many of the lane's commands may run at once across
+	// all sessions of the queue. 0, the default, means unlimited.
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MaxConcurrency int32 `json:"maxConcurrency,omitempty"`
+
+	// maxConcurrencyPerSession is how many of the lane's commands one session
+	// may run at once. 1 makes the lane serial per session: a session's
+	// commands then run one at a time in submission order. 0, the default,
+	// means unlimited. It may not exceed maxConcurrency when that is set.
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MaxConcurrencyPerSession int32 `json:"maxConcurrencyPerSession,omitempty"`
+
+	// timeout is how long one attempt of a command may run in this lane, such
+	// as 30s or 2m. It replaces the queue's defaultTimeout. A command that
+	// runs out of time fails and goes through the retry policy.
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="timeout must be a positive duration, such as 30s"
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// retryPolicy replaces the queue's retryPolicy for this lane. It replaces
+	// it as a whole: fields left out take their defaults, not the queue's
+	// values.
+	// +optional
+	RetryPolicy *RetryPolicy `json:"retryPolicy,omitempty"`
+
+	// rateLimit limits how many of the lane's commands start per period. It
+	// applies in addition to the queue's rateLimit.
+	// +optional
+	RateLimit *RateLimit `json:"rateLimit,omitempty"`
+
+	// externalTarget says where the lane's commands run in External mode,
+	// including when a session switches the lane to External. When it is not
+	// set, the worker pool runs them.
+	// +optional
+	ExternalTarget *ExternalTarget `json:"externalTarget,omitempty"`
+}
+
+// ExternalTargetType is where the ExternalTasks of a lane run.
+//
+// +kubebuilder:validation:Enum=Workers;Job
+type ExternalTargetType string
+
+const (
+	// ExternalTargetWorkers: long-running worker pods claim the tasks.
+	ExternalTargetWorkers ExternalTargetType = "Workers"
+	// ExternalTargetJob: the operator creates one batch Job per task whose pod
+	// runs the worker in one-shot mode.
+	ExternalTargetJob ExternalTargetType = "Job"
+)
+
+// ExternalTarget says where the ExternalTasks of a lane run. Either way the
+// worker that runs a task completes it by writing the task's status.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.type) || self.type != 'Job' || has(self.jobTemplate)",message="jobTemplate is required when type is Job",fieldPath=".jobTemplate"
+// +kubebuilder:validation:XValidation:rule="!has(self.jobTemplate) || (has(self.type) && self.type == 'Job')",message="jobTemplate may only be set when type is Job",fieldPath=".jobTemplate"
+type ExternalTarget struct {
+	// type is Workers (the worker pool claims the tasks) or Job (one batch Job
+	// per task, created from jobTemplate). Defaults to Workers.
+	// +kubebuilder:default=Workers
+	// +optional
+	Type ExternalTargetType `json:"type,omitempty"`
+
+	// workerSelector restricts which workers may claim the lane's tasks. It is
+	// matched against the labels each worker advertises with its heartbeat.
+	// When it is not set, any worker serving the queue may claim them. Only
+	// used when type is Workers.
+	// +optional
+	WorkerSelector *metav1.LabelSelector `json:"workerSelector,omitempty"`
+
+	// jobTemplate is the batch Job the operator creates for each task when
+	// type is Job; it is required then and not allowed otherwise. It supplies
+	// the image, resources and placement; the operator adds the task reference
+	// the one-shot worker needs, and owner references. The template is stored
+	// as given and checked when the Job is created, not at admission.
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +optional
+	JobTemplate *batchv1.JobTemplateSpec `json:"jobTemplate,omitempty"`
+}
+
+// RoutingRule sends every command of one type to one lane.
+type RoutingRule struct {
+	// commandType is the command type the rule matches, such as grep, bash or
+	// llm. Each command type may appear in one rule only.
+	// +required
+	CommandType CommandType `json:"commandType"`
+
+	// lane is the lane that runs commands of this type. It must be one of
+	// spec.lanes.
+	// +required
+	Lane LaneName `json:"lane"`
+}
+
+// TenantWeight is the share of one tenant under the WeightedTenant fairness
+// policy.
+type TenantWeight struct {
+	// tenantId is the tenant, as in the sessions' identity.tenantId.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	TenantID string `json:"tenantId"`
+
+	// weight is the tenant's relative share of each shared lane: a tenant
+	// with weight 2 starts twice as many commands as one with weight 1 when
+	// both have work waiting. Tenants not listed have weight 1.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +required
+	Weight int32 `json:"weight"`
+}
+
+// DepthAlerts are the queue-depth levels at which the queue raises alerts
+// (events on the sessions' streams and Kubernetes Events), per lane.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.warningDepth) || !has(self.criticalDepth) || self.warningDepth == 0 || self.criticalDepth == 0 || self.warningDepth <= self.criticalDepth",message="warningDepth must not exceed criticalDepth",fieldPath=".warningDepth"
+type DepthAlerts struct {
+	// warningDepth is the number of pending commands in a lane at which a
+	// warning alert is raised. 0 turns warnings off. Defaults to 50.
+	// +kubebuilder:default=50
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	WarningDepth *int32 `json:"warningDepth,omitempty"`
+
+	// criticalDepth is the number of pending commands in a lane at which a
+	// critical alert is raised. 0 turns critical alerts off. Defaults to 100.
+	// +kubebuilder:default=100
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	CriticalDepth *int32 `json:"criticalDepth,omitempty"`
+}
+
+// DeadLetterPolicy says whether commands that failed for good are kept for
+// inspection, and how many.
+type DeadLetterPolicy struct {
+	// enabled keeps a dead letter for every command that exhausted its retries
+	// or timed out for good. When false such commands are only reported as
+	// failed. Defaults to true.
+	// +kubebuilder:default=true
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// maxSize is how many dead letters the queue keeps; when it is full the
+	// oldest is dropped. Defaults to 1000; at most 100000.
+	// +kubebuilder:default=1000
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	// +optional
+	MaxSize *int32 `json:"maxSize,omitempty"`
+}
+
+// TaskRetention bounds how long finished ExternalTask objects of the queue
+// stay in the cluster. Tasks that have not finished are never removed.
+type TaskRetention struct {
+	// ttlAfterFinished is how long a finished ExternalTask is kept before the
+	// operator deletes it, such as 1h. 0s deletes it as soon as its result has
+	// been delivered. Defaults to 1h.
+	// +kubebuilder:default="1h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="ttlAfterFinished must be a duration of 0s or more, such as 1h"
+	// +optional
+	TTLAfterFinished *metav1.Duration `json:"ttlAfterFinished,omitempty"`
+
+	// maxFinished is how many finished ExternalTasks of the queue are kept at
+	// most; beyond it the oldest are deleted first. Defaults to 1000; at most
+	// 100000.
+	// +kubebuilder:default=1000
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000
+	// +optional
+	MaxFinished *int32 `json:"maxFinished,omitempty"`
+}
+
+// LaneQueueSpec is the scheduling policy of a LaneQueue. Rules that relate
+// several fields (routing and defaultLane name existing lanes, tenant weights
+// need the WeightedTenant policy) are checked at admission.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.routing) || self.routing.all(r, self.lanes.exists(l, l.name == r.lane))",message="every routing rule must name a lane defined in spec.lanes",fieldPath=".routing"
+// +kubebuilder:validation:XValidation:rule="!has(self.defaultLane) || self.lanes.exists(l, l.name == self.defaultLane)",message="defaultLane must name a lane defined in spec.lanes",fieldPath=".defaultLane"
+// +kubebuilder:validation:XValidation:rule="has(self.defaultLane) || size(self.lanes) == 0 || self.lanes.exists(l, l.name == 'execute')",message="defaultLane is required when no lane is named execute, because command types without a route go to execute",fieldPath=".defaultLane"
+// +kubebuilder:validation:XValidation:rule="!has(self.tenantWeights) || (has(self.fairness) && self.fairness == 'WeightedTenant')",message="tenantWeights may only be set when fairness is WeightedTenant",fieldPath=".tenantWeights"
+type LaneQueueSpec struct {
+	// lanes are the priority lanes of the queue, 1 to 16, each with a unique
+	// name.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(l, self.exists_one(m, m.name == l.name))",message="lane names must be unique"
+	// +required
+	Lanes []Lane `json:"lanes"`
+
+	// routing sends command types to lanes. A command runs in the lane it
+	// names; otherwise in the lane of the rule for its command type;
+	// otherwise in the lane the built-in table gives, when the queue has that
+	// lane (read, glob, ls, grep, list_files, search, web_fetch and web_search
+	// go to query; llm goes to generate; bash, write, edit, delete, move, copy
+	// and execute go to execute); otherwise in defaultLane. At most 64 rules,
+	// one per command type.
+	// +listType=map
+	// +listMapKey=commandType
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	Routing []RoutingRule `json:"routing,omitempty"`
+
+	// defaultLane runs the commands that neither name a lane nor match a
+	// routing rule or a built-in route to a lane of this queue. When it is not
+	// set they go to the lane named execute, which must then exist.
+	// +optional
+	DefaultLane LaneName `json:"defaultLane,omitempty"`
+
+	// maxConcurrent is how many commands of the whole queue may run at once,
+	// across all lanes and sessions. 0, the default, means unlimited. Keep it
+	// at 0, or large enough, when a lane must never wait for capacity used by
+	// other lanes.
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MaxConcurrent int32 `json:"maxConcurrent,omitempty"`
+
+	// fairness decides which session's command a shared lane starts next:
+	// FIFO (oldest submission first), RoundRobin (sessions take turns) or
+	// WeightedTenant (tenants share in proportion to tenantWeights, their
+	// sessions take turns). Within one session commands always start in
+	// submission order. Defaults to FIFO.
+	// +kubebuilder:default=FIFO
+	// +optional
+	Fairness FairnessPolicy `json:"fairness,omitempty"`
+
+	// tenantWeights are the tenant shares for the WeightedTenant fairness
+	// policy; tenants not listed have weight 1. At most 64 entries, one per
+	// tenant. Only allowed with fairness WeightedTenant.
+	// +listType=map
+	// +listMapKey=tenantId
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	TenantWeights []TenantWeight `json:"tenantWeights,omitempty"`
+
+	// retryPolicy applies to every lane that has no retryPolicy of its own.
+	// By default failed commands are retried 3 times with exponential backoff
+	// from 100ms up to 30s.
+	// +kubebuilder:default={}
+	// +optional
+	RetryPolicy *RetryPolicy `json:"retryPolicy,omitempty"`
+
+	// rateLimit limits how many commands of the whole queue start per period.
+	// When it is not set the queue has no rate limit; lanes may still have
+	// their own.
+	// +optional
+	RateLimit *RateLimit `json:"rateLimit,omitempty"`
+
+	// priorityBoost moves waiting commands ahead as their deadlines approach.
+	// By default the Standard strategy applies to commands that have a
+	// deadline.
+	// +kubebuilder:default={}
+	// +optional
+	PriorityBoost *PriorityBoost `json:"priorityBoost,omitempty"`
+
+	// pressureThreshold is the number of pending commands in a lane at which
+	// the lane is under pressure: the queue emits a pressure event once and
+	// sets the UnderPressure condition, and emits an idle event when the lane
+	// drains to zero. Useful to trigger scaling of workers. 0 turns pressure
+	// events off. Defaults to 50.
+	// +kubebuilder:default=50
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	PressureThreshold *int32 `json:"pressureThreshold,omitempty"`
+
+	// alerts are the lane depths at which warning and critical alerts are
+	// raised (50 and 100 by default).
+	// +kubebuilder:default={}
+	// +optional
+	Alerts *DepthAlerts `json:"alerts,omitempty"`
+
+	// deadLetter keeps the commands that failed for good (by default enabled,
+	// up to 1000).
+	// +kubebuilder:default={}
+	// +optional
+	DeadLetter *DeadLetterPolicy `json:"deadLetter,omitempty"`
+
+	// defaultTimeout is how long one attempt of a command may run in a lane
+	// that sets no timeout of its own, such as 90s. Defaults to 60s.
+	// +kubebuilder:default="60s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="defaultTimeout must be a positive duration, such as 60s"
+	// +optional
+	DefaultTimeout *metav1.Duration `json:"defaultTimeout,omitempty"`
+
+	// taskRetention bounds how long finished ExternalTasks of this queue are
+	// kept in the cluster (by default 1h, and at most 1000). Tasks that have
+	// not finished are never removed.
+	// +kubebuilder:default={}
+	// +optional
+	TaskRetention *TaskRetention `json:"taskRetention,omitempty"`
+}
+
+// LaneStatus holds the counters of one lane. Pending and active are current
+// values; the others count since the lane scheduler started and restart from
+// zero when the operator restarts.
+type LaneStatus struct {
+	// name is the lane.
+	// +required
+	Name LaneName `json:"name"`
+
+	// pending is the number of commands waiting to start in the lane,
+	// including those waiting for a retry.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Pending int32 `json:"pending"`
+
+	// active is the number of the lane's commands running now.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Active int32 `json:"active"`
+
+	// completed is the number of commands that succeeded.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Completed int64 `json:"completed"`
+
+	// failed is the number of commands that failed for good, after their
+	// retries.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Failed int64 `json:"failed"`
+
+	// deadLettered is the number of commands that became dead letters.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	DeadLettered int64 `json:"deadLettered"`
+
+	// cancelled is the number of commands cancelled before they finished.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Cancelled int64 `json:"cancelled"`
+}
+
+// LaneQueueStatus is the observed state of a LaneQueue.
+type LaneQueueStatus struct {
+	// observedGeneration is the spec generation the scheduler runs.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// laneNames lists the lanes the scheduler runs, in priority order and
+	// separated by commas, for display.
+	// +kubebuilder:validation:MaxLength=1100
+	// +optional
+	LaneNames string `json:"laneNames,omitempty"`
+
+	// pending is the number of commands waiting to start, over all lanes.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Pending int32 `json:"pending"`
+
+	// active is the number of commands running now, over all lanes.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Active int32 `json:"active"`
+
+	// sessions is the number of AgentSessions bound to the queue.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Sessions int32 `json:"sessions"`
+
+	// lanes holds the counters of each lane.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Lanes []LaneStatus `json:"lanes,omitempty"`
+
+	// conditions are the latest observations of the queue: Ready and
+	// UnderPressure.
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=lq,categories=agentlane
+// +kubebuilder:printcolumn:name="Lanes",type=string,JSONPath=`.status.laneNames`,description="Lanes in priority order"
+// +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.pending`,description="Commands waiting to start"
+// +kubebuilder:printcolumn:name="Active",type=integer,JSONPath=`.status.active`,description="Commands running"
+// +kubebuilder:printcolumn:name="Sessions",type=integer,JSONPath=`.status.sessions`,description="AgentSessions bound to the queue",priority=1
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="Whether the scheduler runs the current spec"
+// +kubebuilder:printcolumn:name="Pressure",type=string,JSONPath=`.status.conditions[?(@.type=="UnderPressure")].reason`,description="Why the queue is or is not under pressure",priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="LaneQueue name must be at most 63 characters, so that it fits in a label value"
+
+// LaneQueue is a pool of priority lanes that agent sessions share: it decides
+// which command of which session runs next, where it runs, and what happens
+// when it fails.
+type LaneQueue struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the scheduling policy of the queue.
+	// +required
+	Spec LaneQueueSpec `json:"spec"`
+
+	// status is the observed state of the queue, written by the operator.
+	// +optional
+	Status LaneQueueStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// LaneQueueList is a list of LaneQueues.
+type LaneQueueList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []LaneQueue `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&LaneQueue{}, &LaneQueueList{})
+}
