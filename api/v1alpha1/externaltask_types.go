@@ -348,6 +348,10 @@ type ExternalTaskStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=xt,categories=agentlane
+// +kubebuilder:selectablefield:JSONPath=`.status.worker`
+// +kubebuilder:selectablefield:JSONPath=`.status.phase`
+// +kubebuilder:selectablefield:JSONPath=`.spec.sessionRef.name`
+// +kubebuilder:selectablefield:JSONPath=`.spec.queueRef.name`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`,description="Life-cycle phase"
 // +kubebuilder:printcolumn:name="Command",type=string,JSONPath=`.spec.commandType`,description="Command type"
 // +kubebuilder:printcolumn:name="Lane",type=string,JSONPath=`.status.lane`,description="Lane the task was routed to"

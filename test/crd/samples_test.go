@@ -33,6 +33,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 )
 
 const samplesDir = "../../config/samples"
@@ -119,6 +121,26 @@ var _ = Describe("Samples", func() {
 			if base := filepath.Base(f); base != "kustomization.yaml" {
 				Expect(strings.Contains(string(kustomization), base)).To(BeTrue(), "%s is not listed in kustomization.yaml", base)
 			}
+		}
+	})
+})
+
+var _ = Describe("ExternalTask field selectors", func() {
+	It("lets a worker list only the tasks assigned to it", func() {
+		ns := "default"
+		for _, w := range []string{"worker-a", "worker-b", "worker-a"} {
+			u := object(taskBase)
+			Expect(k8sClient.Create(ctx, u)).To(Succeed())
+			set(w, "status", "worker")(u)
+			set("Dispatched", "status", "phase")(u)
+			Expect(k8sClient.Status().Update(ctx, u)).To(Succeed())
+		}
+		var list agentlanev1alpha1.ExternalTaskList
+		Expect(k8sClient.List(ctx, &list, client.InNamespace(ns),
+			client.MatchingFields{"status.worker": "worker-a"})).To(Succeed())
+		Expect(list.Items).To(HaveLen(2))
+		for _, x := range list.Items {
+			Expect(x.Status.Worker).To(Equal("worker-a"))
 		}
 	})
 })
