@@ -80,7 +80,7 @@ build: ## Build the manager and worker binaries into bin/.
 
 .PHONY: demo
 demo: build ## Run the main job on an embedded control plane.
-	@hack/demo.sh
+	@hack/demo.sh $(DEMO_FLAGS)
 
 ##@ Tools
 
