@@ -1,0 +1,335 @@
+package lanequeue
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+)
+
+// beginAttemptLocked makes t a running attempt in mode, holding its slots,
+// that started at startedAt (now, except for adopted commands).
+func (q *Queue) beginAttemptLocked(t *Ticket, now, startedAt int64, mode HandlerMode, announce bool) {
+	ls := t.ls
+	ln := ls.lane
+	ln.active++
+	ls.active++
+	ls.sess.active++
+	if !ln.cfg.Isolated {
+		q.active++
+	}
+	ln.m.active.Set(float64(ln.active))
+	t.attempts++
+	t.state = stRunning
+	t.started = startedAt
+	timeout := t.timeout
+	if timeout == 0 {
+		timeout = int64(ln.cfg.Timeout)
+	}
+	if timeout == 0 {
+		timeout = q.defaultTimeout
+	}
+	q.starts++
+	a := &attemptCtx{
+		q:        q,
+		t:        t,
+		seqStart: q.starts,
+		number:   t.attempts,
+		mode:     mode,
+		started:  unixTime(startedAt),
+		deadline: unixTime(startedAt + timeout),
+	}
+	t.run = a
+	t.due = startedAt + timeout
+	q.due.PushOrUpdate(t)
+	q.refreshLocked(ls, now, false)
+	q.cmdEventLocked(EventStarted, t, now, nil)
+
+	switch mode {
+	case External:
+		q.external[t.id] = t
+		q.cmdEventLocked(EventExternalTaskPending, t, now, nil)
+		if announce && q.onExternal != nil {
+			q.hooks = append(q.hooks, externalTaskOf(t))
+		}
+	default:
+		a.handler = t.handler
+		if a.handler == nil {
+			a.handler = q.defHandler
+		}
+		if a.handler == nil {
+			q.endAttemptLocked(t, endFailure, Result{}, ErrNoHandler, now)
+			return
+		}
+		if mode == Hybrid {
+			q.cmdEventLocked(EventExternalTaskPending, t, now, nil)
+		}
+		if q.grantsTail == nil {
+			q.grants = a
+		} else {
+			q.grantsTail.next = a
+		}
+		q.grantsTail = a
+	}
+}
+
+type endKind uint8
+
+const (
+	endSuccess endKind = iota
+	endFailure
+	endTimeout
+	endCancel
+)
+
+// reportLocked records what attempt a produced, unless the attempt was
+// already abandoned (timed out, cancelled), in which case it is ignored.
+func (q *Queue) reportLocked(a *attemptCtx, r Result, err error, now int64) {
+	t := a.t
+	if t.run != a {
+		return
+	}
+	kind := endSuccess
+	if err != nil || !r.Success {
+		kind = endFailure
+		if err == nil {
+			err = &resultError{msg: r.Error, code: r.ExitCode}
+		}
+	}
+	if a.mode != Internal {
+		q.cmdEventLocked(EventExternalTaskCompleted, t, now, err)
+	}
+	q.endAttemptLocked(t, kind, r, err, now)
+}
+
+// resultError is the failure of an attempt that reported Success false.
+type resultError struct {
+	msg  string
+	code int
+}
+
+func (e *resultError) Error() string {
+	if e.msg == "" {
+		return fmt.Sprintf("command failed (exit code %d)", e.code)
+	}
+	return e.msg
+}
+
+// endAttemptLocked releases the slots of t's running attempt and moves t on:
+// to Succeeded, Cancelled, a retry, or its final failure.
+func (q *Queue) endAttemptLocked(t *Ticket, kind endKind, r Result, err error, now int64) {
+	ls := t.ls
+	ln := ls.lane
+	a := t.run
+	t.run = nil
+	q.due.Delete(t)
+	if a.mode == External {
+		delete(q.external, t.id)
+	}
+	switch kind {
+	case endTimeout:
+		a.abandonLocked(context.DeadlineExceeded)
+	case endCancel:
+		a.abandonLocked(context.Canceled)
+	}
+	ln.active--
+	ls.active--
+	ls.sess.active--
+	if !ln.cfg.Isolated {
+		q.active--
+	}
+	ln.m.active.Set(float64(ln.active))
+	d := now - t.started
+	ln.runLat.observe(d)
+	q.runLat.observe(d)
+	ln.m.runSeconds.Observe(float64(d) / 1e9)
+	q.refreshLocked(ls, now, false)
+
+	switch kind {
+	case endSuccess:
+		q.terminalLocked(t, stSucceeded, r, nil, now)
+		q.cmdEventLocked(EventCompleted, t, now, nil).setTerminal()
+	case endCancel:
+		q.terminalLocked(t, stCancelled, r, err, now)
+		q.cmdEventLocked(EventCancelled, t, now, err).setTerminal()
+	default:
+		q.failLocked(t, kind == endTimeout, r, err, now)
+	}
+}
+
+// terminalLocked ends t in st. Every command passes here exactly once.
+func (q *Queue) terminalLocked(t *Ticket, st state, r Result, err error, now int64) {
+	ls := t.ls
+	ln := ls.lane
+	sess := ls.sess
+	t.state = st
+	if err != nil || st != stSucceeded || !r.Success || r.Output != nil || r.Error != "" || r.ExitCode != 0 {
+		t.fin = &finish{result: r, err: err}
+	}
+	delete(q.tickets, t.id)
+	q.due.Delete(t)
+	ls.refs--
+	if ls.refs == 0 {
+		ln.runnable.Delete(ls)
+		delete(ln.sessions, sess.key)
+	}
+	switch st {
+	case stSucceeded:
+		ln.counts.completed++
+		sess.counts.completed++
+		ln.m.completed.Inc()
+	case stFailed, stTimedOut:
+		ln.counts.failed++
+		sess.counts.failed++
+		ln.m.failed.Inc()
+	case stDeadLettered:
+		ln.counts.deadLettered++
+		sess.counts.deadLettered++
+		ln.m.deadLettered.Inc()
+	case stCancelled:
+		ln.counts.cancelled++
+		sess.counts.cancelled++
+		ln.m.cancelled.Inc()
+	}
+	if t.done != nil {
+		close(t.done)
+	}
+	if ln.removed && ln.active == 0 && ln.pending == 0 {
+		q.draining = slices.DeleteFunc(q.draining, func(l *lane) bool { return l == ln })
+	}
+}
+
+func (q *Queue) spawn(a *attemptCtx) {
+	if q.spawnHook != nil {
+		q.spawnHook(a)
+		return
+	}
+	go q.runLoop(a)
+}
+
+// runLoop runs a granted attempt, reports it, and keeps going with the next
+// attempt granted by that report, so a busy lane reuses its goroutines
+// instead of starting one per command.
+func (q *Queue) runLoop(a *attemptCtx) {
+	for a != nil {
+		r, err := runHandler(a)
+		q.mu.Lock()
+		now := q.now()
+		q.reportLocked(a, r, err, now)
+		q.dispatchLocked(now)
+		q.armLocked(now)
+		g := q.grants
+		q.grants, q.grantsTail = nil, nil
+		flush := len(q.events) > 0 || len(q.hooks) > 0
+		q.mu.Unlock()
+		if flush {
+			q.flush()
+		}
+		a = g
+		if g != nil {
+			for rest := g.next; rest != nil; {
+				next := rest.next
+				rest.next = nil
+				q.spawn(rest)
+				rest = next
+			}
+			g.next = nil
+		}
+	}
+}
+
+// runAttempt runs one granted attempt on the calling goroutine and hands any
+// attempts it unblocks to spawn. Tests use it with a spawn hook to run
+// Internal commands deterministically.
+func (q *Queue) runAttempt(a *attemptCtx) {
+	r, err := runHandler(a)
+	q.mu.Lock()
+	now := q.now()
+	q.reportLocked(a, r, err, now)
+	q.dispatchLocked(now)
+	q.unlock(now)
+}
+
+func runHandler(a *attemptCtx) (r Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("lanequeue: handler panicked: %v", p)
+		}
+	}()
+	return a.handler.Run(a, a.attempt())
+}
+
+// attemptCtx is the context handed to a Handler, and the record of one
+// granted attempt. Everything but done and next is immutable once the
+// attempt is granted, so the runner reads it without the lock.
+type attemptCtx struct {
+	q        *Queue
+	t        *Ticket
+	handler  Handler
+	deadline time.Time
+	started  time.Time
+	number   int32
+	mode     HandlerMode
+	// seqStart numbers starts queue-wide, ordering attempts granted at the
+	// same instant.
+	seqStart uint64
+	// err is set once, when the attempt is abandoned (timeout, cancel, close).
+	err atomic.Pointer[error]
+	// done is created on first use; guarded by q.mu.
+	done chan struct{}
+	// next links granted attempts waiting to be run; guarded by q.mu.
+	next *attemptCtx
+}
+
+var _ context.Context = &attemptCtx{}
+
+func (a *attemptCtx) Deadline() (time.Time, bool) { return a.deadline, true }
+func (a *attemptCtx) Value(any) any               { return nil }
+
+func (a *attemptCtx) Err() error {
+	if p := a.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (a *attemptCtx) Done() <-chan struct{} {
+	a.q.mu.Lock()
+	defer a.q.mu.Unlock()
+	if a.err.Load() != nil {
+		return closedChan
+	}
+	if a.done == nil {
+		a.done = make(chan struct{})
+	}
+	return a.done
+}
+
+// abandonLocked cancels the attempt's context. Caller holds q.mu.
+func (a *attemptCtx) abandonLocked(err error) {
+	if a.err.Load() != nil {
+		return
+	}
+	a.err.Store(&err)
+	if a.done != nil {
+		close(a.done)
+	}
+}
+
+func (a *attemptCtx) attempt() Attempt {
+	t := a.t
+	return Attempt{
+		ID:          t.id,
+		SessionKey:  t.ls.sess.key,
+		CommandType: t.typ,
+		Lane:        t.ls.lane.name,
+		RunID:       t.runID,
+		Payload:     t.payload,
+		Labels:      t.labels,
+		Number:      int(a.number),
+		Mode:        a.mode,
+		StartedAt:   a.started,
+		Deadline:    a.deadline,
+	}
+}

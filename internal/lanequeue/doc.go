@@ -1,0 +1,102 @@
+// Package lanequeue is agentlane's lane scheduler: an in-process queue that
+// decides when each command of each agent session may run.
+//
+// # Model
+//
+// A Command is one unit of work of a session (a tool call, a model call). It
+// is routed to a lane by name or by its type (see DefaultRoutes). A lane has
+// a priority (0 is highest), a handler mode, an attempt timeout and two caps:
+// MaxConcurrency, shared by all sessions, and MaxConcurrencyPerSession. The
+// queue adds MaxConcurrent across lanes. A command starts only when all three
+// caps have room (0 means unlimited), its session is not paused, and the
+// lane's and queue's rate limits each have a token. An Isolated lane (say, for
+// cron jobs) stands outside the queue-wide cap and rate limit, so it never
+// takes capacity another lane needs.
+//
+// # Ordering
+//
+// Whenever a slot may have opened (submit, finish, cancel, timer, resume,
+// reconfigure) the queue starts commands until nothing more can start. Each
+// start picks exactly one command by these rules, in order:
+//
+//  1. Lanes. Among lanes that have a startable command and room under their
+//     cap and rate limit, the lane whose candidate has the lowest effective
+//     priority number wins. So a Query command submitted after queued
+//     Execute commands starts before them.
+//  2. Sessions within a lane. Each session's commands in a lane start in
+//     submission order (FIFO per session per lane; a command back from a
+//     retry delay takes its original place). Across the sessions of a lane
+//     the Fairness policy picks the candidate:
+//     FIFO (default): lowest effective priority, then earliest submit;
+//     RoundRobin: lowest effective priority, then the session whose last
+//     turn is oldest;
+//     WeightedTenant: lowest effective priority, then the smallest virtual
+//     finish tag, where each command of tenant T costs 1/weight(T), so
+//     tenants share starts in proportion to TenantWeights (default 1).
+//  3. Effective priority is the command's Priority if set, else its lane's,
+//     improved by the Boost policy as its deadline nears: Standard gives one
+//     level at 75%, 50%, 25% and 10% of the submit-to-deadline span left,
+//     Aggressive two levels at 80%, 60%, 40% and 20%. At or past the
+//     deadline it is 0. It is never below 0.
+//  4. Ties go to the earlier submit, then the lower sequence number, which
+//     is unique, so the order is total and replays exactly.
+//
+// # Lifecycle
+//
+// A command is Queued, then Running (holding its slots), and ends in exactly
+// one terminal state: Succeeded, Failed, TimedOut, DeadLettered or
+// Cancelled. A failed or timed-out attempt is retried by the lane's (or
+// queue's) RetryPolicy: it waits out the delay in state Retrying, then
+// re-enters its lane at its original place. Errors marked Permanent, and
+// cancellations, are never retried and never dead-lettered. A command that
+// uses up its retries is dead-lettered (or ends Failed / TimedOut when the
+// dead-letter list is disabled).
+//
+// The queue considers an attempt running from the moment it is granted until
+// it reports, times out or is cancelled. After a timeout or cancellation its
+// slots are free again even if an Internal handler has not returned yet; its
+// context is cancelled and its eventual result is ignored. External results
+// for an attempt that is no longer running are rejected (ErrStaleAttempt).
+//
+// # Handler modes
+//
+// Internal attempts run the command's Handler on a queue-owned goroutine.
+// External attempts become ExternalTasks: listed by PendingExternal, passed
+// to Options.OnExternalTask, and finished by Complete, CompleteAttempt or
+// FailAttempt, or by their timeout. Hybrid runs like Internal and also emits
+// the external-task events. A command takes the mode of its lane (or its
+// session's override, see SetSessionLaneMode) at the moment it starts, so a
+// mode change affects commands that have not started yet and never those in
+// flight.
+//
+// # Time, IDs and replay
+//
+// Every timestamp, timeout, retry delay, boost step and rate-limit refill
+// comes from Options.Clock, and a single timer on that clock serves them all.
+// Tokens are taken only when a command starts, so an idle queue never spends
+// them; a lane held back only by its rate limit wakes itself when its next
+// token is due. With a fake clock and SequentialIDs the same calls replay to
+// the same IDs, timestamps and events.
+//
+// # Events
+//
+// Subscribe delivers events in the order they happened, outside the queue
+// lock, through a bounded buffer per subscriber: when a subscriber falls
+// behind its events are dropped and counted (Subscription.Dropped), never
+// waited for. With no subscriber no event is built at all. The
+// OnExternalTask hook is called on the same delivery path, after the task's
+// external_task_pending event has been delivered and in the order tasks
+// became pending; it may call back into the queue (Complete, Submit, ...)
+// but not Subscribe, Subscription.Close or Close.
+//
+// # Cost
+//
+// One mutex guards a queue. Submit, start and finish are O(log s) in the
+// number of sessions with startable work in the lane plus O(l) in the number
+// of lanes, and O(log r) in the number of running or backing-off commands
+// for the timer heap. Nothing allocates a goroutine or channel per queued
+// command: a runner goroutine that finishes an attempt goes straight on to
+// the next one it unblocked, and a Ticket's Done channel is made only if
+// someone asks before the command ends. A queued command takes about 400
+// bytes of heap.
+package lanequeue

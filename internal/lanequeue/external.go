@@ -1,0 +1,119 @@
+package lanequeue
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// ExternalTask is a granted External-mode attempt waiting for something
+// outside the queue to run it and report back with Complete,
+// CompleteAttempt or FailAttempt before Deadline. It holds its slots until
+// then.
+type ExternalTask struct {
+	ID          string
+	Attempt     int
+	SessionKey  string
+	Lane        string
+	CommandType string
+	Payload     []byte
+	Labels      Identity
+	RunID       string
+	// CreatedAt is when the attempt was granted.
+	CreatedAt time.Time
+	// Deadline is when the attempt times out.
+	Deadline time.Time
+}
+
+// Remaining returns how long the task has left at now (never negative).
+func (t ExternalTask) Remaining(now time.Time) time.Duration {
+	return max(t.Deadline.Sub(now), 0)
+}
+
+func externalTaskOf(t *Ticket) ExternalTask {
+	a := t.run
+	return ExternalTask{
+		ID:          t.id,
+		Attempt:     int(a.number),
+		SessionKey:  t.ls.sess.key,
+		Lane:        t.ls.lane.name,
+		CommandType: t.typ,
+		Payload:     t.payload,
+		Labels:      t.labels,
+		RunID:       t.runID,
+		CreatedAt:   a.started,
+		Deadline:    a.deadline,
+	}
+}
+
+// PendingExternal lists the pending external tasks, oldest grant first.
+func (q *Queue) PendingExternal() []ExternalTask {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ts := make([]*Ticket, 0, len(q.external))
+	for _, t := range q.external {
+		ts = append(ts, t)
+	}
+	slices.SortFunc(ts, func(a, b *Ticket) int {
+		return cmp.Or(cmp.Compare(a.started, b.started), cmp.Compare(a.seq, b.seq))
+	})
+	out := make([]ExternalTask, len(ts))
+	for i, t := range ts {
+		out[i] = externalTaskOf(t)
+	}
+	return out
+}
+
+// Complete reports the result of the pending external task id, whatever its
+// attempt. A Result without Success is a failure and goes through retry.
+func (q *Queue) Complete(id string, r Result) error {
+	return q.reportExternal(id, 0, r, nil)
+}
+
+// CompleteAttempt is Complete fenced by attempt number: it fails with
+// ErrStaleAttempt unless attempt is the one currently pending, so a worker
+// that lost its task (timed out and retried) cannot complete the new attempt.
+func (q *Queue) CompleteAttempt(id string, attempt int, r Result) error {
+	if attempt <= 0 {
+		return fmt.Errorf("%w: attempt must be >= 1", ErrInvalidCommand)
+	}
+	return q.reportExternal(id, attempt, r, nil)
+}
+
+// FailAttempt reports that attempt of the pending external task id failed
+// with err. Wrap err with Permanent to skip retries. Attempt 0 matches any.
+func (q *Queue) FailAttempt(id string, attempt int, err error) error {
+	if err == nil {
+		err = errors.New("lanequeue: external task failed")
+	}
+	return q.reportExternal(id, attempt, Result{Error: err.Error()}, err)
+}
+
+func (q *Queue) reportExternal(id string, attempt int, r Result, err error) error {
+	q.mu.Lock()
+	now := q.now()
+	t := q.external[id]
+	if t == nil {
+		_, live := q.tickets[id]
+		q.mu.Unlock()
+		switch {
+		case !live:
+			return fmt.Errorf("%w: %s", ErrNotFound, id)
+		case attempt > 0:
+			return fmt.Errorf("%w: %s attempt %d is not pending", ErrStaleAttempt, id, attempt)
+		default:
+			return fmt.Errorf("%w: %s", ErrNotPending, id)
+		}
+	}
+	if attempt > 0 && int(t.attempts) != attempt {
+		cur := t.attempts
+		q.mu.Unlock()
+		return fmt.Errorf("%w: %s attempt %d, pending attempt is %d", ErrStaleAttempt, id, attempt, cur)
+	}
+	q.reportLocked(t.run, r, err, now)
+	q.dispatchLocked(now)
+	q.unlock(now)
+	return nil
+}

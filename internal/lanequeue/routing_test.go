@@ -1,0 +1,69 @@
+package lanequeue
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestRouting(t *testing.T) {
+	tests := map[string]struct {
+		cfg      func(*Config)
+		cmd      Command
+		wantLane string
+		wantErr  error
+	}{
+		"read goes to query":           {cmd: Command{Type: "read"}, wantLane: "query"},
+		"web_search goes to query":     {cmd: Command{Type: "web_search"}, wantLane: "query"},
+		"bash goes to execute":         {cmd: Command{Type: "bash"}, wantLane: "execute"},
+		"move goes to execute":         {cmd: Command{Type: "move"}, wantLane: "execute"},
+		"llm goes to generate":         {cmd: Command{Type: "llm"}, wantLane: "generate"},
+		"unknown type goes to execute": {cmd: Command{Type: "frobnicate"}, wantLane: "execute"},
+		"explicit lane wins":           {cmd: Command{Type: "read", Lane: "control"}, wantLane: "control"},
+		"override route": {
+			cfg:      func(c *Config) { c.Routing = map[string]string{"grep": "control"} },
+			cmd:      Command{Type: "grep"},
+			wantLane: "control",
+		},
+		"override default lane": {
+			cfg:      func(c *Config) { c.DefaultLane = "generate" },
+			cmd:      Command{Type: "frobnicate"},
+			wantLane: "generate",
+		},
+		"unknown explicit lane": {cmd: Command{Type: "read", Lane: "nope"}, wantErr: ErrUnknownLane},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			if tc.cfg != nil {
+				tc.cfg(&cfg)
+			}
+			h := newHarness(t, cfg)
+			tc.cmd.SessionKey = "s"
+			tk, err := h.q.Submit(tc.cmd)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Submit error = %v, want %v", err, tc.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			if got := h.events()[0].Lane; got != tc.wantLane {
+				t.Errorf("lane = %q, want %q (ticket %s)", got, tc.wantLane, tk.ID())
+			}
+		})
+	}
+}
+
+func TestDefaultRoutesIsACopy(t *testing.T) {
+	r := DefaultRoutes()
+	if r["read"] != "query" || r["bash"] != "execute" || r["llm"] != "generate" || len(r) != 16 {
+		t.Errorf("DefaultRoutes = %v", r)
+	}
+	r["read"] = "execute"
+	if DefaultRoutes()["read"] != "query" {
+		t.Error("DefaultRoutes shares its map")
+	}
+	var err error = &laneError{name: "x"}
+	if !errors.Is(err, ErrUnknownLane) || err.Error() != `lanequeue: unknown lane "x"` {
+		t.Errorf("lane error = %v", err)
+	}
+}

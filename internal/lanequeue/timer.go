@@ -1,0 +1,91 @@
+package lanequeue
+
+import "time"
+
+// The queue keeps one timer on its clock. Everything that waits on time
+// (attempt timeouts, retry delays, priority boost steps and rate-limit
+// refills) is a due time in q.due or a lane's rateWake, and the timer is
+// armed for the earliest of them.
+
+func dueLess(a, b *Ticket) bool {
+	if a.due != b.due {
+		return a.due < b.due
+	}
+	return a.seq < b.seq
+}
+
+func dueSlot(t *Ticket) *int32 { return &t.dueIdx }
+
+// armLocked makes sure the timer fires no later than the earliest thing
+// waiting on time. A timer that fires early just re-arms; moving it later is
+// never needed, which keeps the common start/finish path free of timer calls.
+func (q *Queue) armLocked(now int64) {
+	next := int64(0)
+	if q.due.Len() > 0 {
+		next = q.due.Peek().due
+	}
+	if q.rateWake > 0 && (next == 0 || q.rateWake < next) {
+		next = q.rateWake
+	}
+	for _, ln := range q.lanes {
+		if ln.rateWake > 0 && (next == 0 || ln.rateWake < next) {
+			next = ln.rateWake
+		}
+	}
+	if next == 0 || q.timer == nil || q.closed {
+		return
+	}
+	if q.armedAt != 0 && q.armedAt <= next {
+		return
+	}
+	q.armedAt = next
+	q.timer.Reset(time.Duration(max(next-now, 0)))
+}
+
+func (q *Queue) timerLoop(c <-chan time.Time) {
+	for {
+		select {
+		case <-c:
+			q.mu.Lock()
+			q.armedAt = 0
+			now := q.now()
+			q.advanceLocked(now)
+			q.unlock(now)
+		case <-q.stop:
+			return
+		}
+	}
+}
+
+// advance processes everything due at the clock's current time. The timer
+// goroutine calls it; tests using manualTimers call it after moving the clock.
+func (q *Queue) advance() {
+	q.mu.Lock()
+	now := q.now()
+	q.advanceLocked(now)
+	q.unlock(now)
+}
+
+func (q *Queue) advanceLocked(now int64) {
+	for q.due.Len() > 0 && q.due.Peek().due <= now {
+		t := q.due.Pop()
+		switch t.state {
+		case stRunning:
+			q.endAttemptLocked(t, endTimeout, Result{}, ErrTimeout, now)
+		case stRetrying:
+			q.enqueueLocked(t, now, true)
+		case stQueued:
+			// A boost step was reached: re-key the session head.
+			q.refreshLocked(t.ls, now, true)
+		}
+	}
+	if q.rateWake > 0 && q.rateWake <= now {
+		q.rateWake = 0
+	}
+	for _, ln := range q.lanes {
+		if ln.rateWake > 0 && ln.rateWake <= now {
+			ln.rateWake = 0
+		}
+	}
+	q.dispatchLocked(now)
+}

@@ -1,0 +1,67 @@
+package lanequeue
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestTimeouts(t *testing.T) {
+	tests := map[string]struct {
+		defaultTimeout, laneTimeout, cmdTimeout time.Duration
+		want                                    time.Duration
+	}{
+		"queue default is 60s":       {want: 60 * time.Second},
+		"configured default":         {defaultTimeout: 10 * time.Second, want: 10 * time.Second},
+		"lane overrides the default": {defaultTimeout: 10 * time.Second, laneTimeout: 5 * time.Second, want: 5 * time.Second},
+		"command overrides the lane": {laneTimeout: 5 * time.Second, cmdTimeout: 2 * time.Second, want: 2 * time.Second},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			cfg := oneLane(LaneConfig{Timeout: tc.laneTimeout, Retry: &RetryPolicy{Strategy: RetryNone}})
+			cfg.DefaultTimeout = tc.defaultTimeout
+			cfg.DeadLetter.Disabled = true
+			h := newHarness(t, cfg)
+			tk := h.submit(Command{ID: "c", SessionKey: "s", Timeout: tc.cmdTimeout})
+			attempt := h.grants[0]
+			if dl, _ := attempt.Deadline(); !dl.Equal(t0.Add(tc.want)) {
+				t.Errorf("ctx deadline = %v, want %v", dl, t0.Add(tc.want))
+			}
+			h.step(tc.want - time.Nanosecond)
+			if tk.State() != StateRunning {
+				t.Fatalf("timed out early: %s", tk.State())
+			}
+			h.step(time.Nanosecond)
+			o := h.outcome(tk)
+			if o.State != StateTimedOut || !errors.Is(o.Err, ErrTimeout) {
+				t.Errorf("outcome = %+v, want TimedOut", o)
+			}
+			if !errors.Is(attempt.Err(), context.DeadlineExceeded) {
+				t.Errorf("ctx err = %v, want DeadlineExceeded", attempt.Err())
+			}
+			h.succeed("c") // a late result changes nothing
+			if got := h.outcome(tk).State; got != StateTimedOut {
+				t.Errorf("late result changed state to %s", got)
+			}
+		})
+	}
+}
+
+func TestTimeoutGoesThroughRetry(t *testing.T) {
+	h := newHarness(t, oneLane(LaneConfig{Timeout: time.Second, Retry: &RetryPolicy{Strategy: RetryFixed, FixedDelay: time.Second}}))
+	tk := h.submit(Command{ID: "c", SessionKey: "s"})
+	h.step(time.Second) // timeout
+	h.step(time.Second) // retry delay
+	if got := h.granted(); len(got) != 2 {
+		t.Fatalf("grants = %v, want the abandoned first and the retry", got)
+	}
+	h.grants = h.grants[1:]
+	h.succeed("c")
+	if o := h.outcome(tk); o.State != StateSucceeded || o.Attempts != 2 {
+		t.Errorf("outcome = %+v, want Succeeded on attempt 2", o)
+	}
+	if st := h.q.Stats().Lanes[0]; st.Timeouts != 1 || st.Retried != 1 || st.Completed != 1 {
+		t.Errorf("lane stats = %+v", st)
+	}
+}
