@@ -104,6 +104,13 @@ type Lane struct {
 	// +optional
 	MaxConcurrencyPerSession int32 `json:"maxConcurrencyPerSession,omitempty"`
 
+	// isolated keeps the lane outside the queue-wide maxConcurrent cap and
+	// rateLimit: its commands neither wait for nor take capacity that other
+	// lanes need, which suits background work such as cron jobs. Its own caps
+	// still apply. Defaults to false.
+	// +optional
+	Isolated bool `json:"isolated,omitempty"`
+
 	// timeout is how long one attempt of a command may run in this lane, such
 	// as 30s or 2m. It replaces the queue's defaultTimeout. A command that
 	// runs out of time fails and goes through the retry policy.
