@@ -32,6 +32,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/controller"
 )
 
 var scheme = runtime.NewScheme()
@@ -76,6 +77,11 @@ func main() {
 		log.Error(err, "unable to create the manager")
 		os.Exit(1)
 	}
+	ctx := ctrl.SetupSignalHandler()
+	if err := controller.Setup(ctx, mgr, &controller.Schedulers{}); err != nil {
+		log.Error(err, "unable to set up the controllers")
+		os.Exit(1)
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		log.Error(err, "unable to set up the health check")
 		os.Exit(1)
@@ -86,7 +92,7 @@ func main() {
 	}
 
 	log.Info("starting manager")
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "manager stopped with an error")
 		os.Exit(1)
 	}

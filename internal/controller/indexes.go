@@ -1,0 +1,48 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+)
+
+// Field indexes, named after the field path they index.
+const (
+	// QueueRefNameField indexes AgentSessions by spec.queueRef.name.
+	QueueRefNameField = "spec.queueRef.name"
+)
+
+// SetupIndexes registers the field indexes the controllers use, once per
+// manager.
+func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
+	err := indexer.IndexField(ctx, &agentlanev1alpha1.AgentSession{}, QueueRefNameField, func(o client.Object) []string {
+		s := o.(*agentlanev1alpha1.AgentSession)
+		if s.Spec.QueueRef.Name == "" {
+			return nil
+		}
+		return []string{s.Spec.QueueRef.Name}
+	})
+	if err != nil {
+		return fmt.Errorf("index AgentSession %s: %w", QueueRefNameField, err)
+	}
+	return nil
+}

@@ -1,0 +1,250 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/lanequeue"
+)
+
+// DefaultStatusInterval is how often, at most, a LaneQueue's status is
+// rewritten while its scheduler is busy.
+const DefaultStatusInterval = time.Second
+
+// Schedulers holds the running lane scheduler of every LaneQueue the manager
+// reconciles, keyed by namespace and name. Controllers and the Session API
+// reach a queue's scheduler through it.
+//
+// Status updates are coalesced: every scheduler event marks its LaneQueue
+// dirty, and at most once per StatusInterval the dirty queues are sent to
+// the LaneQueue controller, which writes status only when it changed. A busy
+// queue therefore costs at most one status write per interval, however many
+// commands it runs.
+type Schedulers struct {
+	// Options are the host environment for new schedulers (clock, ids,
+	// metrics). OnExternalTask is set per scheduler by the ExternalTask
+	// controller and must be left nil here.
+	Options lanequeue.Options
+	// Recorder, when set, receives the Kubernetes Events for lane pressure
+	// and depth alerts.
+	Recorder events.EventRecorder
+	// StatusInterval bounds how often a busy queue's status is refreshed;
+	// DefaultStatusInterval when zero.
+	StatusInterval time.Duration
+
+	mu     sync.Mutex
+	queues map[types.NamespacedName]*scheduler
+	dirty  map[types.NamespacedName]bool
+	// changed feeds the LaneQueue controller; created by Changes.
+	changed chan event.GenericEvent
+}
+
+// scheduler is one LaneQueue's scheduler and its event consumer.
+type scheduler struct {
+	queue *lanequeue.Queue
+	sub   *lanequeue.Subscription
+	// ref identifies the LaneQueue for Kubernetes Events.
+	ref *corev1.ObjectReference
+}
+
+// Changes returns the channel on which the LaneQueues whose scheduler state
+// changed are announced. It is created on first use.
+func (s *Schedulers) Changes() <-chan event.GenericEvent {
+	return s.changes()
+}
+
+func (s *Schedulers) changes() chan event.GenericEvent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.changed == nil {
+		s.changed = make(chan event.GenericEvent, 1024)
+	}
+	return s.changed
+}
+
+// Get returns the scheduler of the LaneQueue key, if it runs.
+func (s *Schedulers) Get(key types.NamespacedName) (*lanequeue.Queue, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sc, ok := s.queues[key]
+	if !ok {
+		return nil, false
+	}
+	return sc.queue, true
+}
+
+// Ensure runs cfg for lq: it starts a scheduler if none runs, or
+// reconfigures the running one in place (queued and running commands are
+// kept). It reports whether a scheduler was started.
+func (s *Schedulers) Ensure(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Config) (bool, error) {
+	key := types.NamespacedName{Namespace: lq.Namespace, Name: lq.Name}
+	s.mu.Lock()
+	sc, ok := s.queues[key]
+	s.mu.Unlock()
+	if ok {
+		if err := sc.queue.Reconfigure(cfg); err != nil {
+			return false, fmt.Errorf("reconfigure the scheduler: %w", err)
+		}
+		s.markDirty(key)
+		return false, nil
+	}
+
+	q, err := lanequeue.New(cfg, s.Options)
+	if err != nil {
+		return false, fmt.Errorf("start the scheduler: %w", err)
+	}
+	sc = &scheduler{
+		queue: q,
+		sub:   q.Subscribe(4096),
+		ref: &corev1.ObjectReference{
+			APIVersion: agentlanev1alpha1.GroupVersion.String(),
+			Kind:       "LaneQueue",
+			Namespace:  lq.Namespace,
+			Name:       lq.Name,
+			UID:        lq.UID,
+		},
+	}
+	s.mu.Lock()
+	if s.queues == nil {
+		s.queues = make(map[types.NamespacedName]*scheduler)
+	}
+	if existing, raced := s.queues[key]; raced {
+		s.mu.Unlock()
+		q.Close()
+		return false, existing.queue.Reconfigure(cfg)
+	}
+	s.queues[key] = sc
+	s.mu.Unlock()
+	go s.consume(key, sc)
+	return true, nil
+}
+
+// Remove stops the scheduler of key; its queued commands end Cancelled.
+func (s *Schedulers) Remove(key types.NamespacedName) {
+	s.mu.Lock()
+	sc, ok := s.queues[key]
+	delete(s.queues, key)
+	delete(s.dirty, key)
+	s.mu.Unlock()
+	if ok {
+		sc.queue.Close()
+		sc.sub.Close()
+	}
+}
+
+// consume turns a scheduler's events into dirty marks and Kubernetes Events
+// until the subscription closes.
+func (s *Schedulers) consume(key types.NamespacedName, sc *scheduler) {
+	for ev := range sc.sub.Events() {
+		s.markDirty(key)
+		if s.Recorder == nil {
+			continue
+		}
+		switch ev.Type {
+		case lanequeue.EventLanePressure:
+			s.Recorder.Eventf(sc.ref, nil, corev1.EventTypeWarning, "LanePressure", "Schedule",
+				"lane %s has %d pending commands, at or above the pressure threshold", ev.Lane, ev.Depth)
+		case lanequeue.EventLaneIdle:
+			s.Recorder.Eventf(sc.ref, nil, corev1.EventTypeNormal, "LaneIdle", "Schedule",
+				"lane %s drained to 0 pending commands", ev.Lane)
+		case lanequeue.EventAlert:
+			s.Recorder.Eventf(sc.ref, nil, corev1.EventTypeWarning, "QueueDepth"+alertLevel(ev.Level), "Schedule",
+				"lane %s reached %d pending commands (%s depth)", ev.Lane, ev.Depth, ev.Level)
+		}
+	}
+}
+
+func alertLevel(level lanequeue.AlertLevel) string {
+	switch level {
+	case lanequeue.AlertCritical:
+		return "Critical"
+	default:
+		return "Warning"
+	}
+}
+
+func (s *Schedulers) markDirty(key types.NamespacedName) {
+	s.mu.Lock()
+	if s.dirty == nil {
+		s.dirty = make(map[types.NamespacedName]bool)
+	}
+	s.dirty[key] = true
+	s.mu.Unlock()
+}
+
+// Start announces the dirty queues once per StatusInterval until ctx ends.
+// It implements manager.Runnable.
+func (s *Schedulers) Start(ctx context.Context) error {
+	interval := s.StatusInterval
+	if interval <= 0 {
+		interval = DefaultStatusInterval
+	}
+	changed := s.changes()
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	log := logf.FromContext(ctx).WithName("schedulers")
+	for {
+		select {
+		case <-ctx.Done():
+			s.closeAll()
+			return nil
+		case <-ticker.C:
+		}
+		s.mu.Lock()
+		keys := make([]types.NamespacedName, 0, len(s.dirty))
+		for k := range s.dirty {
+			keys = append(keys, k)
+		}
+		clear(s.dirty)
+		s.mu.Unlock()
+		for _, k := range keys {
+			lq := &agentlanev1alpha1.LaneQueue{}
+			lq.Namespace, lq.Name = k.Namespace, k.Name
+			select {
+			case changed <- event.GenericEvent{Object: lq}:
+			default:
+				// The controller is far behind; it will see the queue on a
+				// later tick.
+				s.markDirty(k)
+				log.V(1).Info("status refresh deferred", "laneQueue", k)
+			}
+		}
+	}
+}
+
+func (s *Schedulers) closeAll() {
+	s.mu.Lock()
+	keys := make([]types.NamespacedName, 0, len(s.queues))
+	for k := range s.queues {
+		keys = append(keys, k)
+	}
+	s.mu.Unlock()
+	for _, k := range keys {
+		s.Remove(k)
+	}
+}

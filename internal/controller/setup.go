@@ -1,0 +1,42 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+// Setup registers agentlane's field indexes, the schedulers and every
+// controller with mgr.
+func Setup(ctx context.Context, mgr ctrl.Manager, schedulers *Schedulers) error {
+	if err := SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	if schedulers.Recorder == nil {
+		schedulers.Recorder = mgr.GetEventRecorder("agentlane-scheduler")
+	}
+	if err := mgr.Add(schedulers); err != nil {
+		return fmt.Errorf("add the schedulers: %w", err)
+	}
+	if err := (&LaneQueueReconciler{Client: mgr.GetClient(), Schedulers: schedulers}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the LaneQueue controller: %w", err)
+	}
+	return nil
+}
