@@ -326,7 +326,8 @@ type ExternalTaskStatus struct {
 	// +optional
 	StartedAt *metav1.Time `json:"startedAt,omitempty"`
 
-	// finishedAt is when the task reached a terminal phase.
+	// finishedAt is when the current attempt finished running: the worker sets
+	// it with the result, whether the run succeeded or not.
 	// +optional
 	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
 

@@ -16,20 +16,35 @@ limitations under the License.
 
 // Command worker runs External-lane tasks of agentlane queues on any node. It
 // identifies itself by pod and node name, serves the queues and lanes it is
-// told to, and reports each task's result on its ExternalTask.
+// told to, and reports each task's result on its ExternalTask. With --task it
+// runs that one task and exits, as the pod of a Job-target lane.
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/agentlane/agentlane/internal/worker"
 )
+
+// The worker reads the tasks dispatched to it, writes their status and keeps
+// its heartbeat Lease; nothing else.
+//
+// +kubebuilder:rbac:groups=agentlane.io,resources=externaltasks,verbs=get;list;watch
+// +kubebuilder:rbac:groups=agentlane.io,resources=externaltasks/status,verbs=get;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update;delete
 
 // options are the worker's command-line settings.
 type options struct {
@@ -38,11 +53,16 @@ type options struct {
 	namespace     string
 	queues        []string
 	lanes         []string
+	labels        map[string]string
 	capacity      int
 	heartbeat     time.Duration
 	gracePeriod   time.Duration
 	oneShotTask   string
+	jobName       string
+	waitTimeout   time.Duration
 	maxOutputSize int
+	metricsAddr   string
+	zap           zap.Options
 }
 
 func (o *options) validate() error {
@@ -62,6 +82,9 @@ func (o *options) validate() error {
 	if o.gracePeriod < 0 {
 		errs = append(errs, fmt.Errorf("--grace-period must not be negative, got %s", o.gracePeriod))
 	}
+	if o.waitTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--wait-timeout must be positive, got %s", o.waitTimeout))
+	}
 	if o.maxOutputSize < 1 {
 		errs = append(errs, fmt.Errorf("--max-output-bytes must be at least 1, got %d", o.maxOutputSize))
 	}
@@ -78,46 +101,115 @@ func splitList(s string) []string {
 	return out
 }
 
+// parseFlags reads the command line; getenv and hostname supply the
+// defaults taken from the pod's environment.
+func parseFlags(args []string, getenv func(string) string, hostname string, output io.Writer) (options, error) {
+	envOr := func(key, fallback string) string {
+		if v := getenv(key); v != "" {
+			return v
+		}
+		return fallback
+	}
+	o := options{}
+	var queues, lanes, labelList string
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.StringVar(&o.name, "name", envOr("POD_NAME", hostname), "Worker identity; defaults to $POD_NAME, then the host name.")
+	fs.StringVar(&o.nodeName, "node-name", getenv("NODE_NAME"), "Node the worker runs on; defaults to $NODE_NAME.")
+	fs.StringVar(&o.namespace, "namespace", envOr("POD_NAMESPACE", "default"), "Namespace whose queues the worker serves; defaults to $POD_NAMESPACE.")
+	fs.StringVar(&queues, "queues", "", "Comma-separated LaneQueue names to serve; empty serves every queue in the namespace.")
+	fs.StringVar(&lanes, "lanes", "", "Comma-separated lane names to serve; empty serves every External lane.")
+	fs.StringVar(&labelList, "labels", "", "Labels advertised on the worker's Lease for lanes' workerSelector, as k=v,k=v.")
+	fs.IntVar(&o.capacity, "capacity", 4, "Tasks the worker runs at the same time.")
+	fs.DurationVar(&o.heartbeat, "heartbeat-interval", 5*time.Second, "How often the worker renews its Lease.")
+	fs.DurationVar(&o.gracePeriod, "grace-period", 25*time.Second, "On SIGTERM, how long the worker waits for running tasks before handing them back.")
+	fs.StringVar(&o.oneShotTask, "task", "", "One-shot mode: run only this ExternalTask, report it and exit (used by Job-target lanes).")
+	fs.StringVar(&o.jobName, "job-name", getenv("JOB_NAME"), "One-shot mode: the Job this pod belongs to; the task runs only while status.jobName names it. Defaults to $JOB_NAME; empty accepts any Job.")
+	fs.DurationVar(&o.waitTimeout, "wait-timeout", 10*time.Minute, "One-shot mode: how long to wait for the task to be dispatched to the Job.")
+	fs.IntVar(&o.maxOutputSize, "max-output-bytes", 64*1024, "Largest command output kept in a task result; the rest is cut.")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "Address the Prometheus metrics are served on, such as :8080; 0 turns them off.")
+	o.zap.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	o.queues, o.lanes = splitList(queues), splitList(lanes)
+	if labelList != "" {
+		set, err := labels.ConvertSelectorToLabelsMap(labelList)
+		if err != nil {
+			return o, fmt.Errorf("--labels: %w", err)
+		}
+		o.labels = set
+	}
+	return o, o.validate()
+}
+
 func main() {
 	hostname, _ := os.Hostname()
-	o := options{}
-	var queues, lanes string
-	flag.StringVar(&o.name, "name", envOr("POD_NAME", hostname), "Worker identity; defaults to $POD_NAME, then the host name.")
-	flag.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "Node the worker runs on; defaults to $NODE_NAME.")
-	flag.StringVar(&o.namespace, "namespace", envOr("POD_NAMESPACE", "default"), "Namespace whose queues the worker serves; defaults to $POD_NAMESPACE.")
-	flag.StringVar(&queues, "queues", "", "Comma-separated LaneQueue names to serve; empty serves every queue in the namespace.")
-	flag.StringVar(&lanes, "lanes", "", "Comma-separated lane names to serve; empty serves every External lane.")
-	flag.IntVar(&o.capacity, "capacity", 4, "Tasks the worker runs at the same time.")
-	flag.DurationVar(&o.heartbeat, "heartbeat-interval", 5*time.Second, "How often the worker renews its Lease.")
-	flag.DurationVar(&o.gracePeriod, "grace-period", 25*time.Second, "On SIGTERM, how long the worker waits for running tasks before handing them back.")
-	flag.StringVar(&o.oneShotTask, "task", "", "One-shot mode: run only this ExternalTask, report it and exit (used by Job-target lanes).")
-	flag.IntVar(&o.maxOutputSize, "max-output-bytes", 64*1024, "Largest command output kept in a task result; the rest is cut.")
-	zopts := zap.Options{}
-	zopts.BindFlags(flag.CommandLine)
-	flag.Parse()
-	o.queues, o.lanes = splitList(queues), splitList(lanes)
-
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts)))
-	log := ctrl.Log.WithName("worker")
-	if err := o.validate(); err != nil {
+	o, err := parseFlags(os.Args[1:], os.Getenv, hostname, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	if _, err := ctrl.GetConfig(); err != nil {
-		log.Error(err, "unable to load a kubeconfig")
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
+	log := ctrl.Log.WithName("worker")
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		log.Error(err, "Unable to load a kubeconfig")
 		os.Exit(1)
 	}
-
-	ctx := ctrl.SetupSignalHandler()
-	log.Info("worker started", "name", o.name, "node", o.nodeName, "namespace", o.namespace,
-		"queues", o.queues, "lanes", o.lanes, "capacity", o.capacity)
-	<-ctx.Done()
-	log.Info("worker stopped", "name", o.name)
+	if err := run(ctrl.SetupSignalHandler(), cfg, o); err != nil {
+		log.Error(err, "Worker failed")
+		os.Exit(1)
+	}
 }
 
-func envOr(key, fallback string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
+// run runs the worker, or the one task of --task, until ctx ends.
+func run(ctx context.Context, cfg *rest.Config, o options) error {
+	registry := worker.NewRegistry(o.maxOutputSize)
+	worker.RegisterMetrics()
+	if o.metricsAddr != "0" {
+		srv, err := metricsserver.NewServer(metricsserver.Options{BindAddress: o.metricsAddr}, cfg, nil)
+		if err != nil {
+			return fmt.Errorf("metrics server: %w", err)
+		}
+		go func() {
+			if err := srv.Start(ctx); err != nil {
+				ctrl.Log.WithName("worker").Error(err, "Metrics server stopped")
+			}
+		}()
 	}
-	return fallback
+	if o.oneShotTask != "" {
+		return worker.RunTask(ctx, cfg, worker.TaskOptions{
+			Task:        o.oneShotTask,
+			Namespace:   o.namespace,
+			Name:        o.name,
+			NodeName:    o.nodeName,
+			JobName:     o.jobName,
+			WaitTimeout: o.waitTimeout,
+			GracePeriod: o.gracePeriod,
+			Registry:    registry,
+		})
+	}
+	w, err := worker.New(cfg, worker.Options{
+		Name:              o.name,
+		NodeName:          o.nodeName,
+		Namespace:         o.namespace,
+		Queues:            o.queues,
+		Lanes:             o.lanes,
+		Labels:            o.labels,
+		Capacity:          o.capacity,
+		HeartbeatInterval: o.heartbeat,
+		GracePeriod:       o.gracePeriod,
+		Registry:          registry,
+	})
+	if err != nil {
+		return err
+	}
+	return w.Run(ctx)
 }

@@ -14,8 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package worker runs External-lane tasks: it turns a task's command type and
-// JSON payload into a process on this node and reports what came of it.
 package worker
 
 import (

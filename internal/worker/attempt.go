@@ -1,0 +1,273 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+)
+
+var (
+	// errAttemptLost: the manager took the attempt away (timeout, heartbeat
+	// expiry, cancellation, a new attempt), or the task is gone. The worker
+	// drops whatever it was about to write.
+	errAttemptLost = errors.New("the attempt is no longer held by this worker")
+	// errShuttingDown: the worker stopped a run because its grace period
+	// ran out.
+	errShuttingDown = errors.New("the worker is shutting down")
+)
+
+// Outcomes of an attempt: the values of the outcome label of
+// agentlane_worker_tasks_finished_total.
+const (
+	outcomeSucceeded  = "succeeded"
+	outcomeFailed     = "failed"
+	outcomeLost       = "lost"
+	outcomeHandedBack = "handed_back"
+)
+
+// Writes a worker makes: the values of the write label of
+// agentlane_worker_fenced_writes_rejected_total.
+const (
+	writeClaim    = "claim"
+	writeComplete = "complete"
+	writeHandBack = "hand_back"
+)
+
+// maxResultError is the longest result.error the API accepts.
+const maxResultError = 32768
+
+// writeTimeout bounds one status write, retries of transient failures
+// included. Writes do not stop at SIGTERM: reporting and handing back happen
+// during shutdown.
+const writeTimeout = 30 * time.Second
+
+// writeBackoff spaces the retries of a status write that failed for a
+// transient reason (the API server unreachable, overloaded or timing out).
+var writeBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 8, Cap: 5 * time.Second}
+
+// attempts claims, runs and reports attempts of ExternalTasks with fenced
+// status patches. The pool worker and one-shot mode share it.
+type attempts struct {
+	client   client.Client
+	registry *Registry
+	clock    clock.PassiveClock
+	log      logr.Logger
+}
+
+// claim moves the task's Dispatched attempt to Running. It returns an error
+// wrapping errAttemptLost when the attempt is no longer f's to claim.
+func (a *attempts) claim(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f fence, extra ...patchOp) error {
+	body, err := claimPatch(f, a.now(), extra...)
+	if err != nil {
+		return err
+	}
+	return a.patchStatus(ctx, task, writeClaim, body)
+}
+
+// complete records the result of the task's Running attempt.
+func (a *attempts) complete(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f fence, result agentlanev1alpha1.TaskResult) error {
+	body, err := completePatch(f, result, a.now())
+	if err != nil {
+		return err
+	}
+	return a.patchStatus(ctx, task, writeComplete, body)
+}
+
+// handBack returns the task's attempt, in phase from, to its lane.
+func (a *attempts) handBack(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f fence, from agentlanev1alpha1.ExternalTaskPhase) error {
+	body, err := handBackPatch(f, from)
+	if err != nil {
+		return err
+	}
+	return a.patchStatus(ctx, task, writeHandBack, body)
+}
+
+// finish runs a claimed attempt and reports it; see run and settle.
+func (a *attempts) finish(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f fence, handBackOnShutdown bool) (string, error) {
+	out, runErr := a.run(ctx, task)
+	return a.settle(ctx, task, f, out, runErr, handBackOnShutdown)
+}
+
+// run runs a claimed attempt under ctx, unless ctx was already stopped
+// because the attempt was taken away.
+func (a *attempts) run(ctx context.Context, task *agentlanev1alpha1.ExternalTask) (Output, error) {
+	if err := context.Cause(ctx); errors.Is(err, errAttemptLost) {
+		return Output{}, err
+	}
+	return a.execute(ctx, task)
+}
+
+// settle writes what came of a run. ctx is the run's context: when it was
+// stopped with errAttemptLost the result is dropped, when with
+// errShuttingDown the attempt is handed back if handBackOnShutdown is set and
+// reported as failed otherwise; a run that ended by itself before the grace
+// period ran out is reported as usual. settle returns the outcome, and an error when the report could
+// not be written.
+func (a *attempts) settle(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f fence, out Output, runErr error, handBackOnShutdown bool) (string, error) {
+	writeCtx := context.WithoutCancel(ctx)
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(cause, errAttemptLost):
+		return outcomeLost, nil
+	case runErr != nil && errors.Is(cause, errShuttingDown) && handBackOnShutdown:
+		if err := a.handBack(writeCtx, task, f, agentlanev1alpha1.ExternalTaskRunning); err != nil {
+			return lostOr(err, outcomeHandedBack)
+		}
+		return outcomeHandedBack, nil
+	}
+	result := taskResult(out, runErr)
+	outcome := outcomeFailed
+	if result.Success {
+		outcome = outcomeSucceeded
+	}
+	if err := a.complete(writeCtx, task, f, result); err != nil {
+		return lostOr(err, outcome)
+	}
+	return outcome, nil
+}
+
+// lostOr turns a rejected write into the lost outcome, and any other write
+// error into a failure to report.
+func lostOr(err error, outcome string) (string, error) {
+	if errors.Is(err, errAttemptLost) {
+		return outcomeLost, nil
+	}
+	return outcome, err
+}
+
+// execute runs the task's command under ctx, bounded by spec.timeout. An
+// executor that panics fails the run instead of the worker.
+func (a *attempts) execute(ctx context.Context, task *agentlanev1alpha1.ExternalTask) (out Output, err error) {
+	if t := task.Spec.Timeout; t != nil && t.Duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, t.Duration, fmt.Errorf("attempt timed out after %s", t.Duration))
+		defer cancel()
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = Output{}, fmt.Errorf("executor for %q panicked: %v", task.Spec.CommandType, r)
+		}
+	}()
+	var payload json.RawMessage
+	if task.Spec.Payload != nil {
+		payload = task.Spec.Payload.Raw
+	}
+	return a.registry.Run(ctx, Task{CommandType: string(task.Spec.CommandType), Payload: payload})
+}
+
+// taskResult turns what an executor returned into the result reported on the
+// task. exitCode and the output JSON are set only when a process ran, which
+// is not the case for an unknown command type or an invalid payload.
+func taskResult(out Output, err error) agentlanev1alpha1.TaskResult {
+	r := agentlanev1alpha1.TaskResult{Success: err == nil && out.Success}
+	switch {
+	case err != nil:
+		r.Error = err.Error()
+	case !out.Success && out.Error != "":
+		r.Error = out.Error
+	case !out.Success:
+		r.Error = "the command failed without an error message"
+	}
+	r.Error = truncateRunes(r.Error, maxResultError)
+	if err == nil || out.ExitCode != 0 || out.Stdout != "" || out.Stderr != "" {
+		code := int32(out.ExitCode)
+		r.ExitCode = &code
+		raw, _ := json.Marshal(out) // Output holds only strings, ints and bools.
+		r.Result = &runtime.RawExtension{Raw: raw}
+	}
+	return r
+}
+
+// truncateRunes cuts s to at most n characters, the unit of CRD maxLength.
+func truncateRunes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := 0
+	for pos := range s {
+		if i == n {
+			return s[:pos]
+		}
+		i++
+	}
+	return s
+}
+
+func (a *attempts) now() metav1.Time { return metav1.NewTime(a.clock.Now()) }
+
+// patchStatus sends a fenced JSON Patch to the task's status. A rejection
+// (422 from a failed test or the CRD's terminal-phase rule, 409, or the task
+// gone) returns an error wrapping errAttemptLost and is never retried: the
+// attempt belongs to someone else now. Transient failures are retried with
+// backoff for up to writeTimeout.
+func (a *attempts) patchStatus(ctx context.Context, task *agentlanev1alpha1.ExternalTask, write string, body []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	log := a.log.WithValues("externalTask", klog.KObj(task), "write", write)
+	obj := &agentlanev1alpha1.ExternalTask{}
+	obj.Namespace, obj.Name = task.Namespace, task.Name
+	var last error
+	err := wait.ExponentialBackoffWithContext(ctx, writeBackoff, func(ctx context.Context) (bool, error) {
+		last = a.client.Status().Patch(ctx, obj, client.RawPatch(types.JSONPatchType, body))
+		switch {
+		case last == nil:
+			return true, nil
+		case apierrors.IsInvalid(last) || apierrors.IsConflict(last):
+			fencedWritesRejected.WithLabelValues(write).Inc()
+			log.V(1).Info("Fenced write rejected: the attempt was taken away; dropping it", "reason", last.Error())
+			return false, fmt.Errorf("%w: %w", errAttemptLost, last)
+		case apierrors.IsNotFound(last):
+			log.V(1).Info("Task is gone; dropping the write")
+			return false, fmt.Errorf("%w: %w", errAttemptLost, last)
+		case transient(last):
+			log.V(1).Info("Status write failed; retrying", "error", last.Error())
+			return false, nil
+		default:
+			return false, last
+		}
+	})
+	if wait.Interrupted(err) && last != nil {
+		return fmt.Errorf("%s write: %w", write, last)
+	}
+	return err
+}
+
+// transient tells which write failures may go away by themselves.
+func transient(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return true // no answer from the API server
+	}
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsUnexpectedServerError(err)
+}

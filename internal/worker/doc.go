@@ -1,0 +1,33 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package worker runs External-lane tasks on the node it runs on, following
+// the protocol in docs/workers.md.
+//
+// A Worker keeps a heartbeat Lease (lease.go), watches only the ExternalTasks
+// whose status.worker names it, claims each Dispatched attempt, runs it with
+// the executor Registry (executor.go) and reports the result (worker.go). On
+// shutdown it drains: it stops claiming, marks its Lease draining, lets the
+// running attempts finish within the grace period, hands back the rest and
+// deletes its Lease. RunTask (oneshot.go) runs a single task for a Job-target
+// lane.
+//
+// Every status write that claims, completes or hands back an attempt is a
+// JSON Patch fenced by test operations (patch.go), so the API server rejects
+// it when the manager has taken the attempt away; the worker then drops that
+// write and never retries it. A worker therefore never needs to know whether
+// it still holds an attempt: the API server decides.
+package worker

@@ -1,0 +1,212 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package worker
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+
+	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+)
+
+func TestPatches(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 5, 21, 14, 30, 0, 0, time.UTC))
+	cases := map[string]struct {
+		build func() ([]byte, error)
+		want  string
+	}{
+		"claim by a pool worker": {
+			build: func() ([]byte, error) { return claimPatch(workerFence("w1", 2), at) },
+			want: `[
+				{"op":"test","path":"/status/worker","value":"w1"},
+				{"op":"test","path":"/status/attempt","value":2},
+				{"op":"test","path":"/status/phase","value":"Dispatched"},
+				{"op":"replace","path":"/status/phase","value":"Running"},
+				{"op":"add","path":"/status/startedAt","value":"2026-05-21T14:30:00Z"}]`,
+		},
+		"claim by the pod of a Job": {
+			build: func() ([]byte, error) {
+				return claimPatch(jobFence("job-1", 1), at, addOp(pathWorker, "pod-x"), addOp(pathNodeName, "node-a"))
+			},
+			want: `[
+				{"op":"test","path":"/status/jobName","value":"job-1"},
+				{"op":"test","path":"/status/attempt","value":1},
+				{"op":"test","path":"/status/phase","value":"Dispatched"},
+				{"op":"replace","path":"/status/phase","value":"Running"},
+				{"op":"add","path":"/status/startedAt","value":"2026-05-21T14:30:00Z"},
+				{"op":"add","path":"/status/worker","value":"pod-x"},
+				{"op":"add","path":"/status/nodeName","value":"node-a"}]`,
+		},
+		"completion of a successful run": {
+			build: func() ([]byte, error) {
+				return completePatch(workerFence("w1", 2), agentlanev1alpha1.TaskResult{
+					Success:  true,
+					Result:   &runtime.RawExtension{Raw: []byte(`{"exitCode":0,"stdout":"hi\n"}`)},
+					ExitCode: ptr.To[int32](0),
+				}, at)
+			},
+			want: `[
+				{"op":"test","path":"/status/worker","value":"w1"},
+				{"op":"test","path":"/status/attempt","value":2},
+				{"op":"test","path":"/status/phase","value":"Running"},
+				{"op":"add","path":"/status/result","value":{"success":true,"result":{"exitCode":0,"stdout":"hi\n"},"exitCode":0}},
+				{"op":"add","path":"/status/finishedAt","value":"2026-05-21T14:30:00Z"},
+				{"op":"replace","path":"/status/phase","value":"Succeeded"}]`,
+		},
+		"completion of a failed run keeps the phase": {
+			build: func() ([]byte, error) {
+				return completePatch(workerFence("w1", 1), agentlanev1alpha1.TaskResult{
+					Error: "exit code 3", ExitCode: ptr.To[int32](3),
+				}, at)
+			},
+			want: `[
+				{"op":"test","path":"/status/worker","value":"w1"},
+				{"op":"test","path":"/status/attempt","value":1},
+				{"op":"test","path":"/status/phase","value":"Running"},
+				{"op":"add","path":"/status/result","value":{"success":false,"error":"exit code 3","exitCode":3}},
+				{"op":"add","path":"/status/finishedAt","value":"2026-05-21T14:30:00Z"}]`,
+		},
+		"hand back of a running attempt": {
+			build: func() ([]byte, error) {
+				return handBackPatch(workerFence("w1", 4), agentlanev1alpha1.ExternalTaskRunning)
+			},
+			want: `[
+				{"op":"test","path":"/status/worker","value":"w1"},
+				{"op":"test","path":"/status/attempt","value":4},
+				{"op":"test","path":"/status/phase","value":"Running"},
+				{"op":"replace","path":"/status/phase","value":"Queued"},
+				{"op":"remove","path":"/status/worker"},
+				{"op":"remove","path":"/status/startedAt"}]`,
+		},
+		"hand back of an unstarted attempt": {
+			build: func() ([]byte, error) {
+				return handBackPatch(workerFence("w1", 1), agentlanev1alpha1.ExternalTaskDispatched)
+			},
+			want: `[
+				{"op":"test","path":"/status/worker","value":"w1"},
+				{"op":"test","path":"/status/attempt","value":1},
+				{"op":"test","path":"/status/phase","value":"Dispatched"},
+				{"op":"replace","path":"/status/phase","value":"Queued"},
+				{"op":"remove","path":"/status/worker"}]`,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := tc.build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(decode(t, []byte(tc.want)), decode(t, got)); diff != "" {
+				t.Errorf("patch (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func decode(t *testing.T, b []byte) any {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("invalid JSON %s: %v", b, err)
+	}
+	return v
+}
+
+func TestTaskResult(t *testing.T) {
+	cases := map[string]struct {
+		out  Output
+		err  error
+		want agentlanev1alpha1.TaskResult
+	}{
+		"success": {
+			out: Output{Success: true, Stdout: "hi\n"},
+			want: agentlanev1alpha1.TaskResult{
+				Success: true, ExitCode: ptr.To[int32](0),
+				Result: &runtime.RawExtension{Raw: []byte(`{"exitCode":0,"stdout":"hi\n"}`)},
+			},
+		},
+		"non-zero exit": {
+			out: Output{ExitCode: 3, Stderr: "oops\n", Error: "exit code 3: oops"},
+			want: agentlanev1alpha1.TaskResult{
+				Error: "exit code 3: oops", ExitCode: ptr.To[int32](3),
+				Result: &runtime.RawExtension{Raw: []byte(`{"exitCode":3,"stdout":"","stderr":"oops\n"}`)},
+			},
+		},
+		"truncated output": {
+			out: Output{Success: true, Stdout: "xx", Truncated: true},
+			want: agentlanev1alpha1.TaskResult{
+				Success: true, ExitCode: ptr.To[int32](0),
+				Result: &runtime.RawExtension{Raw: []byte(`{"exitCode":0,"stdout":"xx","truncated":true}`)},
+			},
+		},
+		"stopped process": {
+			out: Output{ExitCode: -1, Stdout: "partial"},
+			err: errors.New("process stopped: attempt timed out after 1s"),
+			want: agentlanev1alpha1.TaskResult{
+				Error: "process stopped: attempt timed out after 1s", ExitCode: ptr.To[int32](-1),
+				Result: &runtime.RawExtension{Raw: []byte(`{"exitCode":-1,"stdout":"partial"}`)},
+			},
+		},
+		"nothing ran": {
+			err:  errors.New(`no executor for command type "teleport"`),
+			want: agentlanev1alpha1.TaskResult{Error: `no executor for command type "teleport"`},
+		},
+		"failure without a message": {
+			out: Output{},
+			want: agentlanev1alpha1.TaskResult{
+				Error: "the command failed without an error message", ExitCode: ptr.To[int32](0),
+				Result: &runtime.RawExtension{Raw: []byte(`{"exitCode":0,"stdout":""}`)},
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, taskResult(tc.out, tc.err)); diff != "" {
+				t.Errorf("result (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestTruncateRunes(t *testing.T) {
+	cases := map[string]struct {
+		s    string
+		n    int
+		want string
+	}{
+		"short":             {s: "abc", n: 5, want: "abc"},
+		"cut":               {s: "abcdef", n: 3, want: "abc"},
+		"multi-byte kept":   {s: "ééé", n: 3, want: "ééé"},
+		"multi-byte cut":    {s: "éééé", n: 2, want: "éé"},
+		"long error is cut": {s: strings.Repeat("x", maxResultError+10), n: maxResultError, want: strings.Repeat("x", maxResultError)},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, truncateRunes(tc.s, tc.n)); diff != "" {
+				t.Errorf("(-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
