@@ -155,6 +155,13 @@ func run(workers int, keep bool, binDir string) error {
 	if err != nil {
 		return fmt.Errorf("kubectl: %w", err)
 	}
+	out, err = exec.CommandContext(ctx, kubectl, "--kubeconfig", kubeconfigPath,
+		"get", "leases", "-l", "agentlane.io/worker=true", "-L", "agentlane.io/node").CombinedOutput()
+	step("worker heartbeats: kubectl get leases -l agentlane.io/worker=true -L agentlane.io/node")
+	fmt.Print(string(out))
+	if err != nil {
+		return fmt.Errorf("kubectl: %w", err)
+	}
 
 	if keep {
 		step("running; explore with: KUBECONFIG=%s %s get agentlane", kubeconfigPath, kubectl)
