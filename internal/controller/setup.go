@@ -38,5 +38,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, schedulers *Schedulers) error 
 	if err := (&LaneQueueReconciler{Client: mgr.GetClient(), Schedulers: schedulers}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the LaneQueue controller: %w", err)
 	}
+	if err := (&AgentSessionReconciler{Client: mgr.GetClient(), Schedulers: schedulers}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the AgentSession controller: %w", err)
+	}
 	return nil
 }

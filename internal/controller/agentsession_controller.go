@@ -1,0 +1,234 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/lanequeue"
+)
+
+// SessionCleanupFinalizer keeps an AgentSession until the operator has
+// cancelled its queued work and released its scheduler state.
+const SessionCleanupFinalizer = "agentlane.io/session-cleanup"
+
+// sessionRefreshInterval is how often the queue counts of a session with
+// work in flight are refreshed.
+const sessionRefreshInterval = time.Second
+
+// AgentSessionReconciler binds each AgentSession to its LaneQueue's
+// scheduler: it applies the session's lane handler overrides, reports its
+// phase, queue counts and Ready condition, and on deletion cancels the
+// session's queued work.
+type AgentSessionReconciler struct {
+	client.Client
+	Schedulers *Schedulers
+}
+
+var _ reconcile.Reconciler = &AgentSessionReconciler{}
+
+// SetupWithManager registers the reconciler; it also reacts to its
+// LaneQueue appearing, changing or going away.
+func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Client == nil || r.Schedulers == nil {
+		return errors.New("AgentSessionReconciler needs a Client and Schedulers")
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&agentlanev1alpha1.AgentSession{}).
+		Watches(&agentlanev1alpha1.LaneQueue{}, handler.EnqueueRequestsFromMapFunc(r.queueSessions)).
+		Named("agentsession").
+		Complete(r)
+}
+
+// queueSessions maps a LaneQueue to the sessions that use it.
+func (r *AgentSessionReconciler) queueSessions(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &agentlanev1alpha1.AgentSessionList{}
+	if err := r.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{QueueRefNameField: o.GetName()}); err != nil {
+		logf.FromContext(ctx).Error(err, "list the sessions of a LaneQueue", "laneQueue", klog.KObj(o))
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, s := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&s)})
+	}
+	return reqs
+}
+
+// Reconcile binds the session to its queue's scheduler and writes its status
+// when it changed.
+func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	s := &agentlanev1alpha1.AgentSession{}
+	if err := r.Get(ctx, req.NamespacedName, s); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	log := logf.FromContext(ctx).WithValues("agentSession", klog.KObj(s))
+	ctx = logf.IntoContext(ctx, log)
+
+	if !s.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.reconcileDelete(ctx, s)
+	}
+	if controllerutil.AddFinalizer(s, SessionCleanupFinalizer) {
+		if err := r.Update(ctx, s); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+	}
+
+	old := s.Status.DeepCopy()
+	result, reconcileErr := r.reconcile(ctx, s)
+	if reconcileErr == nil {
+		s.Status.ObservedGeneration = s.Generation
+	}
+	if !equality.Semantic.DeepEqual(old, &s.Status) {
+		if err := r.Status().Update(ctx, s); err != nil {
+			return ctrl.Result{}, errors.Join(reconcileErr, fmt.Errorf("update status: %w", err))
+		}
+	}
+	return result, reconcileErr
+}
+
+func (r *AgentSessionReconciler) reconcile(ctx context.Context, s *agentlanev1alpha1.AgentSession) (ctrl.Result, error) {
+	queueKey := types.NamespacedName{Namespace: s.Namespace, Name: s.Spec.QueueRef.Name}
+	lq := &agentlanev1alpha1.LaneQueue{}
+	if err := r.Get(ctx, queueKey, lq); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		r.setUnbound(s, fmt.Sprintf("LaneQueue %q does not exist in namespace %q", queueKey.Name, queueKey.Namespace))
+		return ctrl.Result{}, nil
+	}
+	q, ok := r.Schedulers.Get(queueKey)
+	if !ok {
+		// The LaneQueue controller has not started its scheduler yet (or
+		// refuses its spec); the LaneQueue watch brings the session back.
+		r.setUnbound(s, fmt.Sprintf("LaneQueue %q has no running scheduler yet", queueKey.Name))
+		return ctrl.Result{RequeueAfter: sessionRefreshInterval}, nil
+	}
+
+	unknown := applyLaneOverrides(q, s)
+	if s.Status.Phase == "" || s.Status.Phase == agentlanev1alpha1.SessionPending {
+		s.Status.Phase = agentlanev1alpha1.SessionActive
+	}
+	ready := metav1.Condition{
+		Type: agentlanev1alpha1.AgentSessionReadyCondition, Status: metav1.ConditionTrue,
+		Reason:             agentlanev1alpha1.AgentSessionActiveReason,
+		Message:            fmt.Sprintf("bound to LaneQueue %q", queueKey.Name),
+		ObservedGeneration: s.Generation,
+	}
+	if len(unknown) > 0 {
+		ready.Status = metav1.ConditionFalse
+		ready.Reason = agentlanev1alpha1.AgentSessionInvalidLaneOverrideReason
+		ready.Message = fmt.Sprintf("laneOverrides name lanes LaneQueue %q does not have: %s; the other overrides apply",
+			queueKey.Name, strings.Join(unknown, ", "))
+	}
+	meta.SetStatusCondition(&s.Status.Conditions, ready)
+
+	st := q.SessionStats(s.Name)
+	s.Status.Queue.Pending = int32(st.Pending)
+	s.Status.Queue.Active = int32(st.Active)
+	s.Status.Queue.Completed = int64(st.Completed)
+	s.Status.Queue.Failed = int64(st.Failed)
+	s.Status.Queue.DeadLettered = int64(st.DeadLettered)
+	if st.Pending+st.Active > 0 {
+		// Counts move while work is in flight: refresh them at a bounded
+		// rate rather than on every command.
+		return ctrl.Result{RequeueAfter: sessionRefreshInterval}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// setUnbound records that the session has no scheduler to run in.
+func (r *AgentSessionReconciler) setUnbound(s *agentlanev1alpha1.AgentSession, msg string) {
+	if s.Status.Phase == "" || s.Status.Phase == agentlanev1alpha1.SessionActive {
+		s.Status.Phase = agentlanev1alpha1.SessionPending
+	}
+	meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
+		Type: agentlanev1alpha1.AgentSessionReadyCondition, Status: metav1.ConditionFalse,
+		Reason: agentlanev1alpha1.AgentSessionQueueNotFoundReason, Message: msg,
+		ObservedGeneration: s.Generation,
+	})
+}
+
+// applyLaneOverrides makes the scheduler's per-session handler modes match
+// the session's laneOverrides, for new commands only, and returns the
+// overridden lanes it could not apply because the queue does not have them.
+func applyLaneOverrides(q *lanequeue.Queue, s *agentlanev1alpha1.AgentSession) []string {
+	want := make(map[string]lanequeue.HandlerMode, len(s.Spec.LaneOverrides))
+	for _, o := range s.Spec.LaneOverrides {
+		want[string(o.Lane)] = lanequeue.HandlerMode(o.HandlerMode)
+	}
+	var unknown []string
+	lanes := map[string]bool{}
+	for _, l := range q.Config().Lanes {
+		lanes[l.Name] = true
+	}
+	for lane, mode := range want {
+		if !lanes[lane] {
+			unknown = append(unknown, lane)
+			continue
+		}
+		if err := q.SetSessionLaneMode(s.Name, lane, mode); err != nil {
+			unknown = append(unknown, lane)
+		}
+	}
+	for lane := range q.SessionStats(s.Name).LaneModes {
+		if _, keep := want[lane]; !keep {
+			q.ClearSessionLaneMode(s.Name, lane)
+		}
+	}
+	slices.Sort(unknown)
+	return unknown
+}
+
+// reconcileDelete cancels the session's queued work, forgets its scheduler
+// state and lets the session go.
+func (r *AgentSessionReconciler) reconcileDelete(ctx context.Context, s *agentlanev1alpha1.AgentSession) error {
+	if !controllerutil.ContainsFinalizer(s, SessionCleanupFinalizer) {
+		return nil
+	}
+	if q, ok := r.Schedulers.Get(types.NamespacedName{Namespace: s.Namespace, Name: s.Spec.QueueRef.Name}); ok {
+		n := q.CancelSession(s.Name)
+		if err := q.ForgetSession(s.Name); err != nil {
+			// A cancelled command still winding down; try again shortly.
+			return fmt.Errorf("release the session's scheduler state: %w", err)
+		}
+		logf.FromContext(ctx).Info("session deleted; its work was cancelled", "cancelled", n)
+	}
+	controllerutil.RemoveFinalizer(s, SessionCleanupFinalizer)
+	if err := r.Update(ctx, s); err != nil {
+		return fmt.Errorf("remove finalizer: %w", err)
+	}
+	return nil
+}
