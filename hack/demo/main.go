@@ -21,13 +21,10 @@ limitations under the License.
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -36,11 +33,10 @@ import (
 	"syscall"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/yaml"
+
+	"github.com/agentlane/agentlane/internal/manifest"
 )
 
 func main() {
@@ -126,7 +122,7 @@ func run(workers int, keep bool, binDir string) error {
 	step("applying config/samples")
 	files, _ := filepath.Glob(filepath.Join("config", "samples", "agentlane_*.yaml"))
 	for _, f := range files {
-		objs, err := decodeFile(f)
+		objs, err := manifest.ReadFile(f)
 		if err != nil {
 			return err
 		}
@@ -171,31 +167,6 @@ func run(workers int, keep bool, binDir string) error {
 	}
 	step("done; process logs are in %s", workDir)
 	return nil
-}
-
-func decodeFile(path string) ([]*unstructured.Unstructured, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	var objs []*unstructured.Unstructured
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return objs, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		o := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(doc, &o.Object); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		if len(o.Object) > 0 {
-			objs = append(objs, o)
-		}
-	}
 }
 
 // processes are the manager and worker processes the demo started.

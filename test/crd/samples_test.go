@@ -17,10 +17,6 @@ limitations under the License.
 package crd
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,11 +26,10 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/manifest"
 )
 
 const samplesDir = "../../config/samples"
@@ -42,26 +37,9 @@ const samplesDir = "../../config/samples"
 // readObjects decodes every YAML document of a file into unstructured objects.
 func readObjects(path string) []*unstructured.Unstructured {
 	GinkgoHelper()
-	data, err := os.ReadFile(path)
+	objs, err := manifest.ReadFile(path)
 	Expect(err).NotTo(HaveOccurred())
-	dec := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	var objs []*unstructured.Unstructured
-	for {
-		doc, err := dec.Read()
-		if errors.Is(err, io.EOF) {
-			return objs
-		}
-		Expect(err).NotTo(HaveOccurred())
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
-		obj := &unstructured.Unstructured{}
-		Expect(yaml.Unmarshal(doc, &obj.Object)).To(Succeed(), "decoding %s", path)
-		if len(obj.Object) == 0 {
-			continue
-		}
-		objs = append(objs, obj)
-	}
+	return objs
 }
 
 var _ = Describe("CRD installation", func() {
