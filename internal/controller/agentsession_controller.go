@@ -137,7 +137,8 @@ func (r *AgentSessionReconciler) reconcile(ctx context.Context, s *agentlanev1al
 		return ctrl.Result{RequeueAfter: sessionRefreshInterval}, nil
 	}
 
-	unknown := applyLaneOverrides(q, s)
+	st := q.SessionStats(s.Name)
+	unknown := applyLaneOverrides(q, s, st.LaneModes)
 	if s.Status.Phase == "" || s.Status.Phase == agentlanev1alpha1.SessionPending {
 		s.Status.Phase = agentlanev1alpha1.SessionActive
 	}
@@ -155,7 +156,6 @@ func (r *AgentSessionReconciler) reconcile(ctx context.Context, s *agentlanev1al
 	}
 	meta.SetStatusCondition(&s.Status.Conditions, ready)
 
-	st := q.SessionStats(s.Name)
 	s.Status.Queue.Pending = int32(st.Pending)
 	s.Status.Queue.Active = int32(st.Active)
 	s.Status.Queue.Completed = int64(st.Completed)
@@ -181,10 +181,11 @@ func (r *AgentSessionReconciler) setUnbound(s *agentlanev1alpha1.AgentSession, m
 	})
 }
 
-// applyLaneOverrides makes the scheduler's per-session handler modes match
-// the session's laneOverrides, for new commands only, and returns the
-// overridden lanes it could not apply because the queue does not have them.
-func applyLaneOverrides(q *lanequeue.Queue, s *agentlanev1alpha1.AgentSession) []string {
+// applyLaneOverrides makes the scheduler's per-session handler modes, now
+// current, match the session's laneOverrides, for new commands only, and
+// returns the overridden lanes it could not apply because the queue does not
+// have them.
+func applyLaneOverrides(q *lanequeue.Queue, s *agentlanev1alpha1.AgentSession, current map[string]lanequeue.HandlerMode) []string {
 	want := make(map[string]lanequeue.HandlerMode, len(s.Spec.LaneOverrides))
 	for _, o := range s.Spec.LaneOverrides {
 		want[string(o.Lane)] = lanequeue.HandlerMode(o.HandlerMode)
@@ -203,7 +204,7 @@ func applyLaneOverrides(q *lanequeue.Queue, s *agentlanev1alpha1.AgentSession) [
 			unknown = append(unknown, lane)
 		}
 	}
-	for lane := range q.SessionStats(s.Name).LaneModes {
+	for lane := range current {
 		if _, keep := want[lane]; !keep {
 			q.ClearSessionLaneMode(s.Name, lane)
 		}

@@ -104,13 +104,12 @@ func (s *Schedulers) Get(key types.NamespacedName) (*lanequeue.Queue, bool) {
 func (s *Schedulers) Ensure(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Config) (bool, error) {
 	key := types.NamespacedName{Namespace: lq.Namespace, Name: lq.Name}
 	s.mu.Lock()
-	sc, ok := s.queues[key]
-	s.mu.Unlock()
-	if ok {
+	defer s.mu.Unlock()
+	if sc, ok := s.queues[key]; ok {
 		if err := sc.queue.Reconfigure(cfg); err != nil {
 			return false, fmt.Errorf("reconfigure the scheduler: %w", err)
 		}
-		s.markDirty(key)
+		s.markDirtyLocked(key)
 		return false, nil
 	}
 
@@ -118,7 +117,7 @@ func (s *Schedulers) Ensure(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Confi
 	if err != nil {
 		return false, fmt.Errorf("start the scheduler: %w", err)
 	}
-	sc = &scheduler{
+	sc := &scheduler{
 		queue: q,
 		sub:   q.Subscribe(4096),
 		ref: &corev1.ObjectReference{
@@ -129,17 +128,10 @@ func (s *Schedulers) Ensure(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Confi
 			UID:        lq.UID,
 		},
 	}
-	s.mu.Lock()
 	if s.queues == nil {
 		s.queues = make(map[types.NamespacedName]*scheduler)
 	}
-	if existing, raced := s.queues[key]; raced {
-		s.mu.Unlock()
-		q.Close()
-		return false, existing.queue.Reconfigure(cfg)
-	}
 	s.queues[key] = sc
-	s.mu.Unlock()
 	go s.consume(key, sc)
 	return true, nil
 }
@@ -190,11 +182,15 @@ func alertLevel(level lanequeue.AlertLevel) string {
 
 func (s *Schedulers) markDirty(key types.NamespacedName) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.markDirtyLocked(key)
+}
+
+func (s *Schedulers) markDirtyLocked(key types.NamespacedName) {
 	if s.dirty == nil {
 		s.dirty = make(map[types.NamespacedName]bool)
 	}
 	s.dirty[key] = true
-	s.mu.Unlock()
 }
 
 // Start announces the dirty queues once per StatusInterval until ctx ends.
