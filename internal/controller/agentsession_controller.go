@@ -213,16 +213,25 @@ func applyLaneOverrides(q *lanequeue.Queue, s *agentlanev1alpha1.AgentSession, c
 	return unknown
 }
 
-// reconcileDelete cancels the session's queued work, forgets its scheduler
-// state and lets the session go.
+// reconcileDelete cancels the session's queued work, deletes its
+// ExternalTasks (which cancels those that run), forgets its scheduler state
+// and lets the session go.
 func (r *AgentSessionReconciler) reconcileDelete(ctx context.Context, s *agentlanev1alpha1.AgentSession) error {
 	if !controllerutil.ContainsFinalizer(s, SessionCleanupFinalizer) {
 		return nil
 	}
+	// Garbage collection would remove the tasks through their owner
+	// reference, but only once the session is gone, and not at all for tasks
+	// without one.
+	if err := r.DeleteAllOf(ctx, &agentlanev1alpha1.ExternalTask{}, client.InNamespace(s.Namespace),
+		client.MatchingLabels{agentlanev1alpha1.SessionLabel: s.Name}); err != nil {
+		return fmt.Errorf("delete the session's tasks: %w", err)
+	}
 	if q, ok := r.Schedulers.Get(types.NamespacedName{Namespace: s.Namespace, Name: s.Spec.QueueRef.Name}); ok {
 		n := q.CancelSession(s.Name)
 		if err := q.ForgetSession(s.Name); err != nil {
-			// A cancelled command still winding down; try again shortly.
+			// A command still running (a task being cancelled as it is
+			// deleted); try again shortly.
 			return fmt.Errorf("release the session's scheduler state: %w", err)
 		}
 		logf.FromContext(ctx).Info("session deleted; its work was cancelled", "cancelled", n)

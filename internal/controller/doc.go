@@ -25,5 +25,7 @@ package controller
 // +kubebuilder:rbac:groups=agentlane.io,resources=lanequeues;agentsessions;externaltasks,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=agentlane.io,resources=lanequeues/status;agentsessions/status;externaltasks/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=agentlane.io,resources=lanequeues/finalizers;agentsessions/finalizers;externaltasks/finalizers,verbs=update
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

@@ -57,6 +57,10 @@ type Schedulers struct {
 	// DefaultStatusInterval when zero.
 	StatusInterval time.Duration
 
+	// taskEvents wakes the ExternalTask controller for the tasks whose
+	// scheduler state changed: granted a slot, timed out, retried, finished.
+	taskEvents requestSink
+
 	mu     sync.Mutex
 	queues map[types.NamespacedName]*scheduler
 	dirty  map[types.NamespacedName]bool
@@ -70,6 +74,8 @@ type scheduler struct {
 	sub   *lanequeue.Subscription
 	// ref identifies the LaneQueue for Kubernetes Events.
 	ref *corev1.ObjectReference
+	// tasks are the ExternalTasks the scheduler holds.
+	tasks *taskSet
 }
 
 // Changes returns the channel on which the LaneQueues whose scheduler state
@@ -98,6 +104,34 @@ func (s *Schedulers) Get(key types.NamespacedName) (*lanequeue.Queue, bool) {
 	return sc.queue, true
 }
 
+// tasksOf returns the scheduler of the LaneQueue key and the ExternalTasks
+// it holds, if it runs.
+func (s *Schedulers) tasksOf(key types.NamespacedName) (*lanequeue.Queue, *taskSet, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sc, ok := s.queues[key]
+	if !ok {
+		return nil, nil, false
+	}
+	return sc.queue, sc.tasks, true
+}
+
+// forEachTasks calls fn for every running scheduler in namespace, outside
+// the lock.
+func (s *Schedulers) forEachTasks(namespace string, fn func(*lanequeue.Queue, *taskSet)) {
+	s.mu.Lock()
+	var found []*scheduler
+	for k, sc := range s.queues {
+		if k.Namespace == namespace {
+			found = append(found, sc)
+		}
+	}
+	s.mu.Unlock()
+	for _, sc := range found {
+		fn(sc.queue, sc.tasks)
+	}
+}
+
 // Ensure runs cfg for lq: it starts a scheduler if none runs, or
 // reconfigures the running one in place (queued and running commands are
 // kept). It reports whether a scheduler was started.
@@ -113,13 +147,20 @@ func (s *Schedulers) Ensure(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Confi
 		return false, nil
 	}
 
-	q, err := lanequeue.New(cfg, s.Options)
+	opts := s.Options
+	ns := lq.Namespace
+	// Every external attempt the scheduler grants belongs to an
+	// ExternalTask (its command ID is the task's name): wake the task's
+	// reconcile to dispatch it.
+	opts.OnExternalTask = func(x lanequeue.ExternalTask) { s.taskEvents.add(taskRequest(ns, x.ID)) }
+	q, err := lanequeue.New(cfg, opts)
 	if err != nil {
 		return false, fmt.Errorf("start the scheduler: %w", err)
 	}
 	sc := &scheduler{
 		queue: q,
 		sub:   q.Subscribe(4096),
+		tasks: &taskSet{},
 		ref: &corev1.ObjectReference{
 			APIVersion: agentlanev1alpha1.GroupVersion.String(),
 			Kind:       "LaneQueue",
@@ -154,6 +195,9 @@ func (s *Schedulers) Remove(key types.NamespacedName) {
 func (s *Schedulers) consume(key types.NamespacedName, sc *scheduler) {
 	for ev := range sc.sub.Events() {
 		s.markDirty(key)
+		if taskEnding(ev.Type) && sc.tasks.has(ev.CommandID) {
+			s.taskEvents.add(taskRequest(key.Namespace, ev.CommandID))
+		}
 		if s.Recorder == nil {
 			continue
 		}
@@ -169,6 +213,17 @@ func (s *Schedulers) consume(key types.NamespacedName, sc *scheduler) {
 				"lane %s reached %d pending commands (%s depth)", ev.Lane, ev.Depth, ev.Level)
 		}
 	}
+}
+
+// taskEnding tells which command events end an attempt or a command, which
+// an ExternalTask's status must then record.
+func taskEnding(t lanequeue.EventType) bool {
+	switch t {
+	case lanequeue.EventCompleted, lanequeue.EventFailed, lanequeue.EventRetry, lanequeue.EventTimeout,
+		lanequeue.EventDeadLettered, lanequeue.EventCancelled:
+		return true
+	}
+	return false
 }
 
 func alertLevel(level lanequeue.AlertLevel) string {

@@ -20,7 +20,15 @@ import (
 	"context"
 	"fmt"
 
+	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/agentlane/agentlane/internal/worker"
 )
 
 // Setup registers agentlane's field indexes, the schedulers and every
@@ -41,5 +49,28 @@ func Setup(ctx context.Context, mgr ctrl.Manager, schedulers *Schedulers) error 
 	if err := (&AgentSessionReconciler{Client: mgr.GetClient(), Schedulers: schedulers}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the AgentSession controller: %w", err)
 	}
+	tasks := &ExternalTaskReconciler{Client: mgr.GetClient(), Schedulers: schedulers,
+		Recorder: mgr.GetEventRecorder("agentlane-externaltask")}
+	if err := tasks.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the ExternalTask controller: %w", err)
+	}
 	return nil
+}
+
+// CacheOptions limits what the manager's cache holds of objects that are
+// not agentlane's: only worker Leases (not every node's heartbeat) and only
+// the Jobs agentlane creates for Job-target lanes.
+func CacheOptions() cache.Options {
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&coordinationv1.Lease{}: {Label: labels.SelectorFromSet(labels.Set{worker.WorkerLabel: "true"})},
+		&batchv1.Job{}:          {Label: labels.SelectorFromValidatedSet(nil).Add(mustRequirement(TaskLabel, selection.Exists))},
+	}}
+}
+
+func mustRequirement(key string, op selection.Operator, vals ...string) labels.Requirement {
+	r, err := labels.NewRequirement(key, op, vals)
+	if err != nil {
+		panic(err)
+	}
+	return *r
 }

@@ -66,6 +66,10 @@ type Command struct {
 	// resubmitted after a restart: its next start is attempt
 	// PriorAttempts+1 and they count against its retries.
 	PriorAttempts int
+	// External makes every attempt of the command an external task, whatever
+	// the handler mode of its lane and session: for work that exists only as
+	// a durable task, such as one created directly as a Kubernetes object.
+	External bool
 }
 
 // Attempt describes one run of a command, as handed to its Handler.
@@ -196,6 +200,7 @@ type Ticket struct {
 	tag uint64
 
 	state    state
+	external bool        // Command.External; fits in state's padding
 	attempts int32       // attempts started, including prior ones
 	dueIdx   int32       // position in q.due; -1 when absent
 	ready    int64       // when it last became ready to start (submit or retry)
@@ -214,6 +219,9 @@ type finish struct {
 
 // ID returns the command's ID.
 func (t *Ticket) ID() string { return t.id }
+
+// Lane returns the name of the lane the command was routed to.
+func (t *Ticket) Lane() string { return t.ls.lane.name }
 
 // Done returns a channel closed when the command reaches a terminal state.
 func (t *Ticket) Done() <-chan struct{} {

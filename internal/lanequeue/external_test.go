@@ -279,3 +279,26 @@ func TestExternalHookMayCompleteInline(t *testing.T) {
 		last = e.Seq
 	}
 }
+
+// A command marked External runs as an external task in an Internal lane,
+// with no handler, while the lane's other commands still go to the handler.
+func TestCommandExternalOverridesLaneMode(t *testing.T) {
+	var hooked []string
+	h := newHarness(t, oneLane(LaneConfig{Name: "execute", Mode: Internal, MaxConcurrency: 2}), func(o *Options) {
+		o.OnExternalTask = func(x ExternalTask) { hooked = append(hooked, x.ID) }
+		o.Handler = nil
+	})
+	if _, err := h.q.Submit(Command{ID: "plain", SessionKey: "s", Type: "bash"}); !errors.Is(err, ErrNoHandler) {
+		t.Fatalf("Submit without handler = %v, want ErrNoHandler", err)
+	}
+	tk := h.submit(Command{ID: "x1", SessionKey: "s", Type: "bash", External: true})
+	if diff := cmp.Diff([]string{"x1"}, hooked); diff != "" {
+		t.Fatalf("hooked (-want,+got):\n%s", diff)
+	}
+	if err := h.q.CompleteAttempt("x1", 1, Result{Success: true}); err != nil {
+		t.Fatal(err)
+	}
+	if o := h.outcome(tk); o.State != StateSucceeded {
+		t.Errorf("outcome = %+v, want Succeeded", o)
+	}
+}

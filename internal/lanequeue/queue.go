@@ -251,6 +251,7 @@ func (q *Queue) newTicket(cmd Command) (*Ticket, error) {
 		prio:     -1,
 		timeout:  int64(cmd.Timeout),
 		attempts: int32(cmd.PriorAttempts),
+		external: cmd.External,
 		dueIdx:   -1,
 	}
 	if cmd.Priority != nil {
@@ -281,7 +282,7 @@ func (q *Queue) admitLocked(t *Ticket, cmd Command, now int64, needHandler bool)
 	} else {
 		sess = q.sessions[cmd.SessionKey]
 	}
-	if needHandler && t.handler == nil && q.defHandler == nil {
+	if needHandler && !t.external && t.handler == nil && q.defHandler == nil {
 		mode := ln.cfg.Mode
 		if sess != nil {
 			mode = sess.modeFor(ln)
@@ -388,7 +389,11 @@ func (q *Queue) startLocked(ls *laneSession, now int64) {
 	ln.wait.observe(w)
 	q.wait.observe(w)
 	ln.m.waitSeconds.Observe(float64(w) / 1e9)
-	q.beginAttemptLocked(t, now, now, ls.sess.modeFor(ln), true)
+	mode := ls.sess.modeFor(ln)
+	if t.external {
+		mode = External
+	}
+	q.beginAttemptLocked(t, now, now, mode, true)
 }
 
 // unlock finishes a locked operation: it arms the timer, releases mu, then

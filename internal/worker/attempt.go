@@ -87,7 +87,14 @@ type attempts struct {
 // claim moves the task's Dispatched attempt to Running. It returns an error
 // wrapping errAttemptLost when the attempt is no longer f's to claim.
 func (a *attempts) claim(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f fence, extra ...patchOp) error {
-	body, err := claimPatch(f, a.now(), extra...)
+	now := a.now()
+	extra = append(extra, conditionOps(task, metav1.Condition{
+		Type: agentlanev1alpha1.ExternalTaskClaimedCondition, Status: metav1.ConditionTrue,
+		Reason:             agentlanev1alpha1.ExternalTaskWorkerClaimedReason,
+		Message:            fmt.Sprintf("attempt %d claimed by %s", f.attempt, f.holder),
+		ObservedGeneration: task.Generation, LastTransitionTime: now,
+	})...)
+	body, err := claimPatch(f, now, extra...)
 	if err != nil {
 		return err
 	}
@@ -96,7 +103,17 @@ func (a *attempts) claim(ctx context.Context, task *agentlanev1alpha1.ExternalTa
 
 // complete records the result of the task's Running attempt.
 func (a *attempts) complete(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f fence, result agentlanev1alpha1.TaskResult) error {
-	body, err := completePatch(f, result, a.now())
+	now := a.now()
+	var extra []patchOp
+	if result.Success {
+		extra = conditionOps(task, metav1.Condition{
+			Type: agentlanev1alpha1.ExternalTaskFinishedCondition, Status: metav1.ConditionTrue,
+			Reason:             string(agentlanev1alpha1.ExternalTaskSucceeded),
+			Message:            fmt.Sprintf("attempt %d succeeded", f.attempt),
+			ObservedGeneration: task.Generation, LastTransitionTime: now,
+		})
+	}
+	body, err := completePatch(f, result, now, extra...)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ package worker
 
 import (
 	"encoding/json"
+	"strconv"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -96,14 +97,38 @@ func claimPatch(f fence, startedAt metav1.Time, extra ...patchOp) ([]byte, error
 // run moves the phase (to Succeeded); a failed run stays Running so that the
 // manager applies the lane's retry policy. add, not replace, because result
 // and finishedAt are usually absent (add replaces a member that exists).
-func completePatch(f fence, result agentlanev1alpha1.TaskResult, finishedAt metav1.Time) ([]byte, error) {
+func completePatch(f fence, result agentlanev1alpha1.TaskResult, finishedAt metav1.Time, extra ...patchOp) ([]byte, error) {
 	ops := append(f.tests(agentlanev1alpha1.ExternalTaskRunning),
 		addOp(pathResult, result),
 		addOp(pathFinishedAt, finishedAt))
 	if result.Success {
 		ops = append(ops, replaceOp(pathPhase, agentlanev1alpha1.ExternalTaskSucceeded))
 	}
-	return json.Marshal(ops)
+	return json.Marshal(append(ops, extra...))
+}
+
+// conditionOps replace the condition of cond's type, where task has one, with
+// cond. The manager writes the Claimed and Finished conditions when it
+// dispatches an attempt, so the worker's claim and a successful completion
+// can update them in the same patch instead of costing the manager another
+// write. The test on the type keeps the patch from replacing another
+// condition if the list changed; a task without the condition gets no
+// operation, and the manager writes it instead.
+func conditionOps(task *agentlanev1alpha1.ExternalTask, cond metav1.Condition) []patchOp {
+	for i, c := range task.Status.Conditions {
+		if c.Type != cond.Type {
+			continue
+		}
+		if c.Status == cond.Status && c.Reason == cond.Reason && c.Message == cond.Message {
+			return nil
+		}
+		if c.Status == cond.Status {
+			cond.LastTransitionTime = c.LastTransitionTime
+		}
+		path := "/status/conditions/" + strconv.Itoa(i)
+		return []patchOp{testOp(path+"/type", cond.Type), replaceOp(path, cond)}
+	}
+	return nil
 }
 
 // handBackPatch returns an attempt the worker will not finish to its lane:

@@ -210,3 +210,48 @@ func TestTruncateRunes(t *testing.T) {
 		})
 	}
 }
+
+func TestConditionOps(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 5, 21, 14, 30, 0, 0, time.UTC))
+	earlier := metav1.NewTime(at.Add(-time.Minute))
+	task := &agentlanev1alpha1.ExternalTask{Status: agentlanev1alpha1.ExternalTaskStatus{Conditions: []metav1.Condition{
+		{Type: agentlanev1alpha1.ExternalTaskClaimedCondition, Status: metav1.ConditionTrue, Reason: "WorkerClaimed", Message: "m", LastTransitionTime: earlier},
+		{Type: agentlanev1alpha1.ExternalTaskFinishedCondition, Status: metav1.ConditionFalse, Reason: "InProgress", LastTransitionTime: earlier},
+	}}}
+	cases := map[string]struct {
+		cond metav1.Condition
+		want string
+	}{
+		"a change of status replaces the condition at its index": {
+			cond: metav1.Condition{Type: agentlanev1alpha1.ExternalTaskFinishedCondition, Status: metav1.ConditionTrue, Reason: "Succeeded", Message: "done", LastTransitionTime: at},
+			want: `[
+				{"op":"test","path":"/status/conditions/1/type","value":"Finished"},
+				{"op":"replace","path":"/status/conditions/1","value":{"type":"Finished","status":"True","lastTransitionTime":"2026-05-21T14:30:00Z","reason":"Succeeded","message":"done"}}]`,
+		},
+		"the same status keeps the transition time": {
+			cond: metav1.Condition{Type: agentlanev1alpha1.ExternalTaskClaimedCondition, Status: metav1.ConditionTrue, Reason: "WorkerClaimed", Message: "other", LastTransitionTime: at},
+			want: `[
+				{"op":"test","path":"/status/conditions/0/type","value":"Claimed"},
+				{"op":"replace","path":"/status/conditions/0","value":{"type":"Claimed","status":"True","lastTransitionTime":"2026-05-21T14:29:00Z","reason":"WorkerClaimed","message":"other"}}]`,
+		},
+		"an unchanged condition needs no operation": {
+			cond: metav1.Condition{Type: agentlanev1alpha1.ExternalTaskClaimedCondition, Status: metav1.ConditionTrue, Reason: "WorkerClaimed", Message: "m", LastTransitionTime: at},
+			want: `null`,
+		},
+		"a missing condition is left to the manager": {
+			cond: metav1.Condition{Type: "Other", Status: metav1.ConditionTrue, Reason: "R", LastTransitionTime: at},
+			want: `null`,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := json.Marshal(conditionOps(task, tc.cond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(decode(t, []byte(tc.want)), decode(t, got)); diff != "" {
+				t.Errorf("ops (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
