@@ -72,6 +72,9 @@ const (
 	// jobGrace is how long a Job that completed may take to show its pod's
 	// result before the attempt counts as failed.
 	jobGrace = 10 * time.Second
+	// retrySoon is when a task whose state moved during a reconcile is
+	// looked at again, should no watch event bring it back first.
+	retrySoon = 200 * time.Millisecond
 	// maxAttemptError is the longest error kept in an attempt record.
 	maxAttemptError = 4096
 )
@@ -156,8 +159,19 @@ func (r *ExternalTaskReconciler) leaseHandler() handler.EventHandler {
 	}
 }
 
-// Reconcile brings one task's status in line with its scheduler.
+// Reconcile brings one task's status in line with its scheduler. A write
+// that lost a race with a worker's write is not an error: the task is
+// reconciled again from its new state.
 func (r *ExternalTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	res, err := r.reconcile(ctx, req)
+	if apierrors.IsConflict(err) {
+		logf.FromContext(ctx).V(1).Info("Status changed under the write; reconciling again", "reason", err.Error())
+		return ctrl.Result{RequeueAfter: retrySoon}, nil
+	}
+	return res, err
+}
+
+func (r *ExternalTaskReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	task := &agentlanev1alpha1.ExternalTask{}
 	if err := r.Get(ctx, req.NamespacedName, task); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -192,6 +206,10 @@ func (r *ExternalTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 
 	if _, tracked := b.tasks.get(task.Name); !tracked {
+		if b.tasks.finishedRecently(task.Name, task.UID) {
+			// This read predates the final status the manager wrote.
+			return ctrl.Result{RequeueAfter: time.Second}, nil
+		}
 		tk, err := r.admit(b, task)
 		if err != nil {
 			if errors.Is(err, lanequeue.ErrClosed) {
@@ -436,7 +454,7 @@ func (r *ExternalTaskReconciler) converge(ctx context.Context, b binding, task *
 			return ctrl.Result{}, r.setQueued(ctx, b, task, tt, o)
 		}
 	}
-	return ctrl.Result{Requeue: true}, nil
+	return ctrl.Result{RequeueAfter: retrySoon}, nil
 }
 
 // schedulerResult converts a task result for the scheduler.
@@ -545,7 +563,7 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, task *
 				msg := fmt.Sprintf("cannot create the Job for attempt %d: %v", n, err)
 				b.tasks.markClosed(task.Name, n, agentlanev1alpha1.AttemptFailed, msg)
 				_ = b.queue.FailAttempt(task.Name, int(n), errors.New(msg))
-				return ctrl.Result{Requeue: true}, nil
+				return ctrl.Result{RequeueAfter: retrySoon}, nil
 			}
 			return ctrl.Result{}, fmt.Errorf("create the Job: %w", err)
 		}
@@ -688,7 +706,7 @@ func (r *ExternalTaskReconciler) finish(ctx context.Context, b binding, task *ag
 	if err := r.patchStatus(ctx, task, orig); err != nil {
 		return err
 	}
-	b.tasks.forget(task.Name)
+	b.tasks.finish(task.Name, task.UID)
 	r.workers.release(client.ObjectKeyFromObject(task))
 	if phase != agentlanev1alpha1.ExternalTaskSucceeded && phase != agentlanev1alpha1.ExternalTaskCancelled && r.Recorder != nil {
 		r.Recorder.Eventf(task, nil, corev1.EventTypeWarning, string(phase), "Finish", "task ended %s after %d attempts: %s", phase, n, msg)
@@ -838,11 +856,11 @@ func (r *ExternalTaskReconciler) patchStatus(ctx context.Context, task, orig *ag
 // reported, or, if the scheduler had moved on, its command is cancelled.
 // The API server decides: the write that reached it first counts.
 func (r *ExternalTaskReconciler) settleFinished(ctx context.Context, b binding, task *agentlanev1alpha1.ExternalTask) {
+	defer b.tasks.forget(task.Name)
 	tt, ok := b.tasks.get(task.Name)
 	if !ok {
 		return
 	}
-	defer b.tasks.forget(task.Name)
 	if _, final := tt.ticket.Outcome(); final {
 		return
 	}

@@ -1,0 +1,306 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package e2e runs the manager and several workers as separate operating
+// system processes (the built cmd/manager and cmd/worker binaries, each
+// worker with its own identity and node name) against a real kube-apiserver
+// and etcd, and checks what the cluster sees: lane order and caps across
+// workers, exactly-once completion, retries after a worker dies, dead
+// letters, fencing of late completions, a manager restart, and Job-target
+// lanes.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+)
+
+// The identities the processes run as. Neither is an administrator: each
+// holds only the role generated from the RBAC markers, so the suite also
+// proves that those roles grant enough.
+const (
+	managerUser = "agentlane-manager"
+	workerUser  = "agentlane-worker"
+)
+
+var (
+	testEnv   *envtest.Environment
+	cfg       *rest.Config
+	k8sClient client.Client
+	suiteCtx  context.Context
+	scheme    = runtime.NewScheme()
+
+	// workDir holds the binaries, kubeconfigs and process logs.
+	workDir string
+	// managerBin and workerBin are the built binaries.
+	managerBin, workerBin string
+	// managerKubeconfig and workerKubeconfig authenticate as managerUser
+	// and workerUser.
+	managerKubeconfig, workerKubeconfig string
+	// manager is the running manager process.
+	manager *process
+)
+
+func TestE2E(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "agentlane multi-process suite")
+}
+
+var _ = BeforeSuite(func() {
+	Expect(os.Getenv("KUBEBUILDER_ASSETS")).NotTo(BeEmpty(),
+		"KUBEBUILDER_ASSETS is not set: run `make test`, or set it to $(hack/envtest-assets.sh)")
+	SetDefaultEventuallyTimeout(30 * time.Second)
+	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	suiteCtx = context.Background()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(agentlanev1alpha1.AddToScheme(scheme))
+
+	workDir = GinkgoT().TempDir()
+	By("building the manager and worker binaries")
+	managerBin = goBuild("./cmd/manager", "manager")
+	workerBin = goBuild("./cmd/worker", "worker")
+
+	By("starting the control plane")
+	testEnv = &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	var err error
+	cfg, err = testEnv.Start()
+	Expect(err).NotTo(HaveOccurred())
+	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+
+	managerKubeconfig = userKubeconfig(managerUser, filepath.Join("..", "..", "config", "rbac", "role.yaml"))
+	workerKubeconfig = userKubeconfig(workerUser, filepath.Join("..", "..", "config", "rbac", "worker", "role.yaml"))
+
+	manager = startManager()
+})
+
+var _ = AfterSuite(func() {
+	if manager != nil {
+		manager.stop()
+	}
+	if testEnv != nil {
+		Expect(testEnv.Stop()).To(Succeed())
+	}
+})
+
+// goBuild builds the main package pkg (relative to the repository root)
+// into workDir.
+func goBuild(pkg, name string) string {
+	out := filepath.Join(workDir, name)
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = filepath.Join("..", "..")
+	b, err := cmd.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "go build %s:\n%s", pkg, b)
+	return out
+}
+
+// userKubeconfig creates a user bound cluster-wide to the ClusterRole in
+// roleFile and returns the path of a kubeconfig that authenticates as it.
+func userKubeconfig(user, roleFile string) string {
+	data, err := os.ReadFile(roleFile)
+	Expect(err).NotTo(HaveOccurred(), "read %s (run `make manifests`)", roleFile)
+	role := &rbacv1.ClusterRole{}
+	Expect(yaml.Unmarshal(data, role)).To(Succeed())
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}
+	Expect(k8sClient.Create(suiteCtx, role)).To(Succeed())
+	Expect(k8sClient.Create(suiteCtx, binding)).To(Succeed())
+	u, err := testEnv.ControlPlane.AddUser(envtest.User{Name: user}, nil)
+	Expect(err).NotTo(HaveOccurred())
+	kubeconfig, err := u.KubeConfig()
+	Expect(err).NotTo(HaveOccurred())
+	path := filepath.Join(workDir, user+".kubeconfig")
+	Expect(os.WriteFile(path, kubeconfig, 0o600)).To(Succeed())
+	return path
+}
+
+// process is a manager or worker process started by the suite.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+	err  error
+}
+
+// startProcess starts bin with args, authenticated by kubeconfig; its
+// output goes to a log file, shown when a spec fails.
+func startProcess(name, bin, kubeconfig string, args ...string) *process {
+	GinkgoHelper()
+	logPath := filepath.Join(workDir, fmt.Sprintf("%s-%d.log", name, time.Now().UnixNano()))
+	logFile, err := os.Create(logPath)
+	Expect(err).NotTo(HaveOccurred())
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	Expect(cmd.Start()).To(Succeed())
+	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		logFile.Close()
+		close(p.done)
+	}()
+	return p
+}
+
+// startManager starts the manager process.
+func startManager() *process {
+	GinkgoHelper()
+	return startProcess("manager", managerBin, managerKubeconfig,
+		"--metrics-bind-address=0", "--health-probe-bind-address=0")
+}
+
+// exited tells whether the process has exited.
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// signal sends sig to the process.
+func (p *process) signal(sig syscall.Signal) {
+	GinkgoHelper()
+	Expect(p.cmd.Process.Signal(sig)).To(Succeed())
+}
+
+// kill ends the process at once, as a crashed pod or a lost node would.
+func (p *process) kill() {
+	_ = p.cmd.Process.Signal(syscall.SIGCONT) // a stopped process must be able to die
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// stop sends SIGTERM and waits, killing the process after 20s.
+func (p *process) stop() {
+	if p.exited() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		p.kill()
+	}
+}
+
+// logTail returns the end of the process log.
+func (p *process) logTail() string {
+	b, _ := os.ReadFile(p.log)
+	const max = 8000
+	if len(b) > max {
+		b = b[len(b)-max:]
+	}
+	return string(b)
+}
+
+// Worker defaults: quick heartbeats (a Lease lapses after 1s) keep the
+// specs that lose a worker fast.
+const (
+	workerHeartbeat = "300ms"
+	workerGrace     = "2s"
+)
+
+// workerProc is a worker process on its own simulated node.
+type workerProc struct {
+	*process
+	name, node  string
+	metricsAddr string
+}
+
+// startWorker starts a worker process serving namespace ns, with extra
+// flags; the spec stops it when it ends and shows its log if it failed.
+func startWorker(ns, name, node string, extra ...string) *workerProc {
+	GinkgoHelper()
+	addr := freeAddress()
+	args := append([]string{
+		"--name=" + name, "--node-name=" + node, "--namespace=" + ns,
+		"--heartbeat-interval=" + workerHeartbeat, "--grace-period=" + workerGrace,
+		"--metrics-bind-address=" + addr,
+	}, extra...)
+	w := &workerProc{process: startProcess(name, workerBin, workerKubeconfig, args...), name: name, node: node, metricsAddr: addr}
+	DeferCleanup(func() {
+		w.stop()
+		if CurrentSpecReport().Failed() {
+			GinkgoWriter.Printf("---- log of %s ----\n%s\n", name, w.logTail())
+		}
+	})
+	return w
+}
+
+// metrics returns the worker's Prometheus metrics text.
+func (w *workerProc) metrics() (string, error) {
+	resp, err := http.Get("http://" + w.metricsAddr + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	_, err = io.Copy(&buf, resp.Body)
+	return buf.String(), err
+}
+
+// freeAddress returns a loopback address with a free port.
+func freeAddress() string {
+	GinkgoHelper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// showManagerLogOnFailure prints the manager log when the current spec
+// fails.
+func showManagerLogOnFailure() {
+	DeferCleanup(func() {
+		if CurrentSpecReport().Failed() && manager != nil {
+			GinkgoWriter.Printf("---- log of the manager ----\n%s\n", manager.logTail())
+		}
+	})
+}
