@@ -108,6 +108,10 @@ type workerLedger struct {
 	mu     sync.Mutex
 	byTask map[types.NamespacedName]workerKey
 	load   map[workerKey]int
+	// handedBack remembers the worker that gave a task back, so that the
+	// task goes to another worker when there is one: the worker is
+	// stopping, even if its draining Lease has not reached the cache yet.
+	handedBack map[types.NamespacedName]workerKey
 }
 
 func (l *workerLedger) assignLocked(task types.NamespacedName, w workerKey) {
@@ -148,6 +152,12 @@ func (l *workerLedger) observe(task *agentlanev1alpha1.ExternalTask) {
 		l.assignLocked(key, workerKey{task.Namespace, st.Worker})
 		return
 	}
+	if w, ok := l.byTask[key]; ok && st.Phase == agentlanev1alpha1.ExternalTaskQueued && st.Worker == "" {
+		if l.handedBack == nil {
+			l.handedBack = make(map[types.NamespacedName]workerKey)
+		}
+		l.handedBack[key] = w
+	}
 	l.releaseLocked(key)
 }
 
@@ -156,6 +166,7 @@ func (l *workerLedger) release(task types.NamespacedName) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.releaseLocked(task)
+	delete(l.handedBack, task)
 }
 
 // tasksOf returns the tasks assigned to a worker.
@@ -180,12 +191,16 @@ func (l *workerLedger) pick(task types.NamespacedName, candidates []workerInfo) 
 	// An earlier assignment of the task is void: the task is being
 	// dispatched again.
 	l.releaseLocked(task)
+	avoid, avoiding := l.handedBack[task]
+	if avoiding && !slices.ContainsFunc(candidates, func(c workerInfo) bool { return c.name != avoid.name }) {
+		avoiding = false // the only worker there is
+	}
 	var best *workerInfo
 	var bestLoad int
 	for i := range candidates {
 		c := &candidates[i]
 		load := l.load[workerKey{task.Namespace, c.name}]
-		if load >= c.capacity {
+		if load >= c.capacity || (avoiding && c.name == avoid.name) {
 			continue
 		}
 		// Compare free fractions without division: load/capacity.
@@ -197,5 +212,6 @@ func (l *workerLedger) pick(task types.NamespacedName, candidates []workerInfo) 
 		return workerInfo{}, false
 	}
 	l.assignLocked(task, workerKey{task.Namespace, best.name})
+	delete(l.handedBack, task)
 	return *best, true
 }

@@ -1,0 +1,345 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"fmt"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/worker"
+)
+
+// In these specs the test plays the worker: it keeps a worker Lease and
+// writes the claim and the result the way cmd/worker does, which lets it
+// hold an attempt as long as it likes or never finish it.
+
+func taskNamespace() string {
+	GinkgoHelper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "xt-"}}
+	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
+	return ns.Name
+}
+
+// taskQueue creates LaneQueue q1 in ns with one External lane "execute".
+func taskQueue(ns string, mutate func(*agentlanev1alpha1.LaneQueueSpec)) {
+	GinkgoHelper()
+	lq := &agentlanev1alpha1.LaneQueue{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "q1"},
+		Spec: agentlanev1alpha1.LaneQueueSpec{Lanes: []agentlanev1alpha1.Lane{{
+			Name: "execute", HandlerMode: agentlanev1alpha1.HandlerModeExternal,
+		}}},
+	}
+	if mutate != nil {
+		mutate(&lq.Spec)
+	}
+	Expect(k8sClient.Create(ctx, lq)).To(Succeed())
+	Eventually(func() bool {
+		_, ok := schedulers.Get(client.ObjectKeyFromObject(lq))
+		return ok
+	}).Should(BeTrue())
+}
+
+// fakeWorker creates a live worker Lease valid for an hour.
+func fakeWorker(ns, name string, capacity int) {
+	GinkgoHelper()
+	now := metav1.NewMicroTime(time.Now())
+	Expect(k8sClient.Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: worker.LeaseName(name),
+			Labels:      map[string]string{worker.WorkerLabel: "true", worker.NodeLabel: "node-" + name},
+			Annotations: map[string]string{worker.CapacityAnnotation: fmt.Sprint(capacity)},
+		},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), LeaseDurationSeconds: ptr.To[int32](3600), RenewTime: &now},
+	})).To(Succeed())
+}
+
+func queueTask(ns, name string) *agentlanev1alpha1.ExternalTask {
+	return &agentlanev1alpha1.ExternalTask{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: agentlanev1alpha1.ExternalTaskSpec{
+			QueueRef:    &agentlanev1alpha1.LaneQueueReference{Name: "q1"},
+			CommandType: "bash",
+		},
+	}
+}
+
+func getTask(t *agentlanev1alpha1.ExternalTask) func(Gomega) *agentlanev1alpha1.ExternalTask {
+	return func(g Gomega) *agentlanev1alpha1.ExternalTask {
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(t), t)).To(Succeed())
+		return t
+	}
+}
+
+func taskPhase(t *agentlanev1alpha1.ExternalTask) func(Gomega) agentlanev1alpha1.ExternalTaskPhase {
+	return func(g Gomega) agentlanev1alpha1.ExternalTaskPhase { return getTask(t)(g).Status.Phase }
+}
+
+// jsonPatch sends a JSON Patch to the task's status.
+func jsonPatch(t *agentlanev1alpha1.ExternalTask, ops string) error {
+	return k8sClient.Status().Patch(ctx, t, client.RawPatch(types.JSONPatchType, []byte(ops)))
+}
+
+// claim moves attempt of t, dispatched to w, to Running.
+func claim(t *agentlanev1alpha1.ExternalTask, w string, attempt int) {
+	GinkgoHelper()
+	Expect(jsonPatch(t, fmt.Sprintf(`[
+		{"op":"test","path":"/status/worker","value":%q},
+		{"op":"test","path":"/status/attempt","value":%d},
+		{"op":"test","path":"/status/phase","value":"Dispatched"},
+		{"op":"replace","path":"/status/phase","value":"Running"},
+		{"op":"add","path":"/status/startedAt","value":%q}]`, w, attempt, time.Now().UTC().Format(time.RFC3339)))).To(Succeed())
+}
+
+// succeed completes the running attempt of t held by w.
+func succeed(t *agentlanev1alpha1.ExternalTask, w string, attempt int) {
+	GinkgoHelper()
+	Expect(jsonPatch(t, fmt.Sprintf(`[
+		{"op":"test","path":"/status/worker","value":%q},
+		{"op":"test","path":"/status/attempt","value":%d},
+		{"op":"test","path":"/status/phase","value":"Running"},
+		{"op":"add","path":"/status/result","value":{"success":true}},
+		{"op":"add","path":"/status/finishedAt","value":%q},
+		{"op":"replace","path":"/status/phase","value":"Succeeded"}]`, w, attempt, time.Now().UTC().Format(time.RFC3339)))).To(Succeed())
+}
+
+// runToSuccess plays the worker w for attempt 1 of t.
+func runToSuccess(t *agentlanev1alpha1.ExternalTask, w string) {
+	GinkgoHelper()
+	Eventually(taskPhase(t)).Should(Equal(agentlanev1alpha1.ExternalTaskDispatched))
+	claim(t, w, 1)
+	succeed(t, w, 1)
+}
+
+func cond(t *agentlanev1alpha1.ExternalTask, typ string) *metav1.Condition {
+	return meta.FindStatusCondition(t.Status.Conditions, typ)
+}
+
+var _ = Describe("ExternalTask controller", func() {
+	var ns string
+	BeforeEach(func() { ns = taskNamespace() })
+
+	It("queues a task created directly until a worker appears, then dispatches it with labels and conditions", func() {
+		taskQueue(ns, nil)
+		task := queueTask(ns, "direct")
+		Expect(k8sClient.Create(ctx, task)).To(Succeed())
+		Eventually(func(g Gomega) {
+			getTask(task)(g)
+			g.Expect(task.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskQueued))
+			g.Expect(task.Status.Lane).To(Equal(agentlanev1alpha1.LaneName("execute")))
+			c := cond(task, agentlanev1alpha1.ExternalTaskClaimedCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(agentlanev1alpha1.ExternalTaskAwaitingWorkerReason))
+			g.Expect(c.Message).To(ContainSubstring("no live worker"))
+			g.Expect(cond(task, agentlanev1alpha1.ExternalTaskFinishedCondition)).To(HaveField("Reason", agentlanev1alpha1.ExternalTaskInProgressReason))
+		}).Should(Succeed())
+		Expect(task.Labels).To(And(
+			HaveKeyWithValue(agentlanev1alpha1.QueueLabel, "q1"), HaveKeyWithValue(agentlanev1alpha1.LaneLabel, "execute")))
+
+		fakeWorker(ns, "w1", 1)
+		Eventually(taskPhase(task)).Should(Equal(agentlanev1alpha1.ExternalTaskDispatched))
+		Expect(task.Status.Worker).To(Equal("w1"))
+		Expect(task.Status.NodeName).To(Equal("node-w1"))
+		Expect(task.Status.Attempt).To(Equal(int32(1)))
+		Expect(task.Status.DispatchedAt).NotTo(BeNil())
+	})
+
+	It("dispatches no more tasks to a worker than its capacity", func() {
+		taskQueue(ns, nil)
+		fakeWorker(ns, "small", 2)
+		for i := range 4 {
+			Expect(k8sClient.Create(ctx, queueTask(ns, fmt.Sprintf("t%d", i)))).To(Succeed())
+		}
+		Eventually(func(g Gomega) map[agentlanev1alpha1.ExternalTaskPhase]int {
+			list := &agentlanev1alpha1.ExternalTaskList{}
+			g.Expect(k8sClient.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+			out := map[agentlanev1alpha1.ExternalTaskPhase]int{}
+			for _, t := range list.Items {
+				out[t.Status.Phase]++
+			}
+			return out
+		}).Should(Equal(map[agentlanev1alpha1.ExternalTaskPhase]int{
+			agentlanev1alpha1.ExternalTaskDispatched: 2, agentlanev1alpha1.ExternalTaskQueued: 2,
+		}))
+		Consistently(func(g Gomega) int {
+			list := &agentlanev1alpha1.ExternalTaskList{}
+			g.Expect(k8sClient.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+			n := 0
+			for _, t := range list.Items {
+				if t.Status.Phase == agentlanev1alpha1.ExternalTaskDispatched {
+					n++
+				}
+			}
+			return n
+		}, 500*time.Millisecond).Should(Equal(2))
+	})
+
+	It("times out an attempt nobody finishes, retries it, and ends TimedOut without dead letters", func() {
+		taskQueue(ns, func(s *agentlanev1alpha1.LaneQueueSpec) {
+			s.Lanes[0].Timeout = &metav1.Duration{Duration: 500 * time.Millisecond}
+			s.RetryPolicy = &agentlanev1alpha1.RetryPolicy{Strategy: agentlanev1alpha1.RetryFixed,
+				FixedDelay: &metav1.Duration{Duration: 100 * time.Millisecond}, MaxRetries: ptr.To[int32](1)}
+			s.DeadLetter = &agentlanev1alpha1.DeadLetterPolicy{Enabled: ptr.To(false)}
+		})
+		fakeWorker(ns, "slow", 4)
+		task := queueTask(ns, "stuck")
+		Expect(k8sClient.Create(ctx, task)).To(Succeed())
+		Eventually(taskPhase(task)).Should(Equal(agentlanev1alpha1.ExternalTaskDispatched))
+		claim(task, "slow", 1)
+
+		Eventually(taskPhase(task), 10*time.Second).Should(Equal(agentlanev1alpha1.ExternalTaskTimedOut))
+		Expect(task.Status.Attempt).To(Equal(int32(2)))
+		Expect(task.Status.Attempts).To(HaveExactElements(
+			And(HaveField("Attempt", int32(1)), HaveField("Outcome", agentlanev1alpha1.AttemptTimedOut),
+				HaveField("Worker", "slow"), HaveField("StartedAt", Not(BeNil()))),
+			And(HaveField("Attempt", int32(2)), HaveField("Outcome", agentlanev1alpha1.AttemptTimedOut)),
+		))
+		Expect(cond(task, agentlanev1alpha1.ExternalTaskFinishedCondition)).To(And(
+			HaveField("Status", metav1.ConditionTrue), HaveField("Reason", "TimedOut")))
+
+		By("rejecting the worker's completion of the timed-out attempt")
+		err := jsonPatch(task, `[{"op":"test","path":"/status/worker","value":"slow"},{"op":"test","path":"/status/attempt","value":1},
+			{"op":"add","path":"/status/result","value":{"success":true}}]`)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
+	})
+
+	It("re-dispatches a handed-back attempt without counting it", func() {
+		taskQueue(ns, nil)
+		fakeWorker(ns, "leaving", 1)
+		task := queueTask(ns, "handed-back")
+		Expect(k8sClient.Create(ctx, task)).To(Succeed())
+		Eventually(taskPhase(task)).Should(Equal(agentlanev1alpha1.ExternalTaskDispatched))
+		fakeWorker(ns, "staying", 1)
+		// A worker that stops marks its Lease draining, then hands back what
+		// it has not started.
+		lease := &coordinationv1.Lease{}
+		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: worker.LeaseName("leaving")}, lease)).To(Succeed())
+		lease.Annotations[worker.DrainingAnnotation] = "true"
+		Expect(k8sClient.Update(ctx, lease)).To(Succeed())
+		Expect(jsonPatch(task, `[{"op":"test","path":"/status/worker","value":"leaving"},
+			{"op":"replace","path":"/status/phase","value":"Queued"},{"op":"remove","path":"/status/worker"}]`)).To(Succeed())
+
+		Eventually(func(g Gomega) string {
+			getTask(task)(g)
+			g.Expect(task.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskDispatched))
+			return task.Status.Worker
+		}).Should(Equal("staying"))
+		Expect(task.Status.Attempt).To(Equal(int32(1)))
+		Expect(task.Status.Attempts).To(BeEmpty())
+	})
+
+	It("cancels a task annotated agentlane.io/cancel", func() {
+		taskQueue(ns, nil)
+		task := queueTask(ns, "unwanted")
+		Expect(k8sClient.Create(ctx, task)).To(Succeed())
+		Eventually(taskPhase(task)).Should(Equal(agentlanev1alpha1.ExternalTaskQueued))
+		task.Annotations = map[string]string{CancelAnnotation: "true"}
+		Expect(k8sClient.Update(ctx, task)).To(Succeed())
+		Eventually(taskPhase(task)).Should(Equal(agentlanev1alpha1.ExternalTaskCancelled))
+		Expect(cond(task, agentlanev1alpha1.ExternalTaskFinishedCondition)).To(HaveField("Reason", "Cancelled"))
+		Expect(task.Status.FinishedAt).NotTo(BeNil())
+	})
+
+	It("fails a task the scheduler cannot take, with the reason", func() {
+		taskQueue(ns, nil)
+		task := queueTask(ns, "lost-lane")
+		task.Spec.Lane = "nowhere"
+		Expect(k8sClient.Create(ctx, task)).To(Succeed())
+		Eventually(taskPhase(task)).Should(Equal(agentlanev1alpha1.ExternalTaskFailed))
+		Expect(cond(task, agentlanev1alpha1.ExternalTaskFinishedCondition).Message).To(ContainSubstring("nowhere"))
+	})
+
+	It("deletes finished tasks after ttlAfterFinished and beyond maxFinished, oldest first", func() {
+		taskQueue(ns, func(s *agentlanev1alpha1.LaneQueueSpec) {
+			s.TaskRetention = &agentlanev1alpha1.TaskRetention{
+				TTLAfterFinished: &metav1.Duration{Duration: time.Hour}, MaxFinished: ptr.To[int32](2)}
+		})
+		fakeWorker(ns, "w", 1)
+		var tasks []*agentlanev1alpha1.ExternalTask
+		for i := range 4 {
+			t := queueTask(ns, fmt.Sprintf("done-%d", i))
+			Expect(k8sClient.Create(ctx, t)).To(Succeed())
+			runToSuccess(t, "w")
+			Eventually(func(g Gomega) *metav1.Condition {
+				return cond(getTask(t)(g), agentlanev1alpha1.ExternalTaskFinishedCondition)
+			}).Should(HaveField("Status", metav1.ConditionTrue))
+			tasks = append(tasks, t)
+			time.Sleep(1100 * time.Millisecond) // finish times are in whole seconds
+		}
+		Eventually(func(g Gomega) []string {
+			list := &agentlanev1alpha1.ExternalTaskList{}
+			g.Expect(k8sClient.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+			var names []string
+			for _, t := range list.Items {
+				names = append(names, t.Name)
+			}
+			return names
+		}).Should(ConsistOf("done-2", "done-3"))
+
+		By("shortening the TTL")
+		lq := &agentlanev1alpha1.LaneQueue{}
+		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "q1"}, lq)).To(Succeed())
+		lq.Spec.TaskRetention.TTLAfterFinished = &metav1.Duration{Duration: time.Second}
+		Expect(k8sClient.Update(ctx, lq)).To(Succeed())
+		last := queueTask(ns, "short-lived")
+		Expect(k8sClient.Create(ctx, last)).To(Succeed())
+		runToSuccess(last, "w")
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(last), last))
+		}, 10*time.Second).Should(BeTrue())
+	})
+
+	It("deletes a session's tasks when the session is deleted", func() {
+		taskQueue(ns, nil)
+		s := &agentlanev1alpha1.AgentSession{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s1"},
+			Spec:       agentlanev1alpha1.AgentSessionSpec{QueueRef: agentlanev1alpha1.LaneQueueReference{Name: "q1"}},
+		}
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+		fakeWorker(ns, "w", 1)
+		held := queueTask(ns, "held")
+		held.Spec.QueueRef, held.Spec.SessionRef = nil, &agentlanev1alpha1.AgentSessionReference{Name: "s1"}
+		waiting := held.DeepCopy()
+		waiting.Name = "waiting"
+		Expect(k8sClient.Create(ctx, held)).To(Succeed())
+		Eventually(taskPhase(held)).Should(Equal(agentlanev1alpha1.ExternalTaskDispatched))
+		Expect(k8sClient.Create(ctx, waiting)).To(Succeed())
+		Eventually(taskPhase(waiting)).Should(Equal(agentlanev1alpha1.ExternalTaskQueued))
+		Expect(held.OwnerReferences).To(HaveExactElements(HaveField("Name", "s1")))
+
+		Expect(k8sClient.Delete(ctx, s)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s))
+		}).Should(BeTrue(), "the finalizer lets the session go")
+		for _, t := range []*agentlanev1alpha1.ExternalTask{held, waiting} {
+			Expect(apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(t), t))).To(BeTrue(), t.Name)
+		}
+		q, _ := schedulers.Get(types.NamespacedName{Namespace: ns, Name: "q1"})
+		Eventually(func() int { return q.Stats().Active + q.Stats().Pending }).Should(BeZero())
+	})
+})
