@@ -23,8 +23,10 @@ import (
 
 // Condition types and reasons of an ExternalTask.
 const (
-	// ExternalTaskClaimedCondition is True while a worker holds the task's
-	// current attempt.
+	// ExternalTaskClaimedCondition is True once a worker has claimed the
+	// task's current attempt; False, with the reason, while the attempt waits
+	// for a slot, a worker or its Job's pod, and once the task failed or was
+	// cancelled.
 	ExternalTaskClaimedCondition = "Claimed"
 	// ExternalTaskFinishedCondition is True once the task reached a terminal
 	// phase; its reason is that phase (Succeeded, Failed, TimedOut,
@@ -289,8 +291,10 @@ type ExternalTaskStatus struct {
 	// +optional
 	Attempt int32 `json:"attempt,omitempty"`
 
-	// attempts records the finished attempts, oldest first; at most the 16
-	// most recent are kept.
+	// attempts records the attempts that ended without success (failed,
+	// timed out, lost with their worker, cancelled), oldest first; at most
+	// the 16 most recent are kept. A successful attempt is the current one:
+	// worker, startedAt, finishedAt and result describe it.
 	// +listType=map
 	// +listMapKey=attempt
 	// +kubebuilder:validation:MaxItems=16

@@ -242,7 +242,9 @@ type DeadLetterPolicy struct {
 	Enabled *bool `json:"enabled,omitempty"`
 
 	// maxSize is how many dead letters the queue keeps; when it is full the
-	// oldest is dropped. Defaults to 1000; at most 100000.
+	// oldest is dropped. It also bounds the DeadLettered ExternalTasks kept
+	// in the cluster: the oldest are deleted first. Defaults to 1000; at most
+	// 100000.
 	// +kubebuilder:default=1000
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100000
@@ -255,15 +257,16 @@ type DeadLetterPolicy struct {
 type TaskRetention struct {
 	// ttlAfterFinished is how long a finished ExternalTask is kept before the
 	// operator deletes it, such as 1h. 0s deletes it as soon as its result has
-	// been delivered. Defaults to 1h.
+	// been delivered. Defaults to 1h. DeadLettered tasks are not deleted by
+	// age: they are the queue's dead letters, bounded by deadLetter.maxSize.
 	// +kubebuilder:default="1h"
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="ttlAfterFinished must be a duration of 0s or more, such as 1h"
 	// +optional
 	TTLAfterFinished *metav1.Duration `json:"ttlAfterFinished,omitempty"`
 
-	// maxFinished is how many finished ExternalTasks of the queue are kept at
-	// most; beyond it the oldest are deleted first. Defaults to 1000; at most
-	// 100000.
+	// maxFinished is how many finished ExternalTasks of the queue, dead
+	// letters aside, are kept at most; beyond it the oldest are deleted
+	// first. Defaults to 1000; at most 100000.
 	// +kubebuilder:default=1000
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100000
