@@ -102,6 +102,9 @@ type ExternalTaskReconciler struct {
 	workers workerLedger
 	// awaiting holds the tasks that have a lane slot and wait for a worker.
 	awaiting sync.Map // types.NamespacedName -> struct{}
+	// unbound holds the tasks whose queue or session is missing or whose
+	// queue's scheduler has not started.
+	unbound sync.Map // types.NamespacedName -> struct{}
 }
 
 var _ reconcile.Reconciler = &ExternalTaskReconciler{}
@@ -120,10 +123,41 @@ func (r *ExternalTaskReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&agentlanev1alpha1.ExternalTask{}).
 		Owns(&batchv1.Job{}).
 		Watches(&coordinationv1.Lease{}, r.leaseHandler()).
+		Watches(&agentlanev1alpha1.LaneQueue{}, handler.EnqueueRequestsFromMapFunc(r.unboundTasks)).
+		Watches(&agentlanev1alpha1.AgentSession{}, handler.EnqueueRequestsFromMapFunc(r.sessionTasks)).
 		WatchesRawSource(r.Schedulers.taskEvents.source()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Named("externaltask").
 		Complete(r)
+}
+
+// unboundTasks maps a LaneQueue (created, or its scheduler started) to the
+// tasks of its namespace that wait for a queue.
+func (r *ExternalTaskReconciler) unboundTasks(_ context.Context, o client.Object) []reconcile.Request {
+	var reqs []reconcile.Request
+	r.unbound.Range(func(k, _ any) bool {
+		if key := k.(types.NamespacedName); key.Namespace == o.GetNamespace() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: key})
+		}
+		return true
+	})
+	return reqs
+}
+
+// sessionTasks maps an AgentSession to its tasks.
+func (r *ExternalTaskReconciler) sessionTasks(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &agentlanev1alpha1.ExternalTaskList{}
+	if err := r.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{SessionRefNameField: o.GetName()}); err != nil {
+		logf.FromContext(ctx).Error(err, "List the tasks of a session", "agentSession", klog.KObj(o))
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		if !list.Items[i].Status.Phase.IsTerminal() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return reqs
 }
 
 // leaseHandler wakes the tasks waiting for a worker whenever a worker Lease
@@ -199,12 +233,14 @@ func (r *ExternalTaskReconciler) reconcile(ctx context.Context, req ctrl.Request
 		return r.reconcileFinished(ctx, task, b.lq)
 	}
 	if b.problem != "" {
+		r.unbound.Store(req.NamespacedName, struct{}{})
 		if b.permanent {
 			return ctrl.Result{}, r.finishUnscheduled(ctx, task, agentlanev1alpha1.ExternalTaskFailed, b.problem)
 		}
 		return ctrl.Result{RequeueAfter: unboundInterval}, r.setWaiting(ctx, task, b.problem)
 	}
 
+	r.unbound.Delete(req.NamespacedName)
 	if _, tracked := b.tasks.get(task.Name); !tracked {
 		if b.tasks.finishedRecently(task.Name, task.UID) {
 			// This read predates the final status the manager wrote.
@@ -882,6 +918,7 @@ func (r *ExternalTaskReconciler) reconcileFinished(ctx context.Context, task *ag
 	key := client.ObjectKeyFromObject(task)
 	r.workers.release(key)
 	r.awaiting.Delete(key)
+	r.unbound.Delete(key)
 	st := &task.Status
 	if !meta.IsStatusConditionTrue(st.Conditions, agentlanev1alpha1.ExternalTaskFinishedCondition) {
 		// A worker without the condition to update finished it.
@@ -927,6 +964,7 @@ func finishedAt(task *agentlanev1alpha1.ExternalTask) time.Time {
 func (r *ExternalTaskReconciler) forgetDeleted(key types.NamespacedName) {
 	r.workers.release(key)
 	r.awaiting.Delete(key)
+	r.unbound.Delete(key)
 	r.Schedulers.forEachTasks(key.Namespace, func(q *lanequeue.Queue, ts *taskSet) {
 		if ts.has(key.Name) {
 			_ = q.Cancel(key.Name)

@@ -29,6 +29,8 @@ import (
 const (
 	// QueueRefNameField indexes AgentSessions by spec.queueRef.name.
 	QueueRefNameField = "spec.queueRef.name"
+	// SessionRefNameField indexes ExternalTasks by spec.sessionRef.name.
+	SessionRefNameField = "spec.sessionRef.name"
 )
 
 // SetupIndexes registers the field indexes the controllers use, once per
@@ -43,6 +45,16 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	})
 	if err != nil {
 		return fmt.Errorf("index AgentSession %s: %w", QueueRefNameField, err)
+	}
+	err = indexer.IndexField(ctx, &agentlanev1alpha1.ExternalTask{}, SessionRefNameField, func(o client.Object) []string {
+		t := o.(*agentlanev1alpha1.ExternalTask)
+		if t.Spec.SessionRef == nil {
+			return nil
+		}
+		return []string{t.Spec.SessionRef.Name}
+	})
+	if err != nil {
+		return fmt.Errorf("index ExternalTask %s: %w", SessionRefNameField, err)
 	}
 	return nil
 }
