@@ -110,7 +110,7 @@ func run(workers int, keep bool, binDir string) error {
 		node := fmt.Sprintf("node-%c", 'a'+i)
 		name := "worker-" + node
 		if err := procs.start(name, filepath.Join(binDir, "worker"),
-			"--name="+name, "--node-name="+node, "--namespace=default"); err != nil {
+			"--name="+name, "--node-name="+node, "--namespace=default", "--grace-period=5s"); err != nil {
 			return err
 		}
 	}
