@@ -105,6 +105,36 @@ limitations under the License.
 // became pending; it may call back into the queue (Complete, Submit, ...)
 // but not Subscribe, Subscription.Close or Close.
 //
+// # Inbound messages and queue modes
+//
+// An Inbox decides when each session starts a run (one at a time) and with
+// which inbound messages, following the session's mode:
+//
+//   - followup: each message becomes its own turn, in order, after the
+//     current run ends;
+//   - collect (the default): once the session's messages have been quiet for
+//     the debounce (1s), every queued message of one channel and thread is
+//     merged into a single turn; other channels and threads get turns of
+//     their own;
+//   - steer: the message is injected into the current run at its next tool
+//     boundary (an InboxSteer event), and the run's commands that have not
+//     started are cancelled (Queue.CancelRun); started ones finish. A
+//     session whose runtime takes no steers, or that has no run, gets a
+//     followup instead;
+//   - steer-backlog: a steer, and the message is also kept as a followup;
+//   - interrupt: the current run is aborted (InboxAbort, and its queued
+//     commands cancelled) and the newest message runs at once; the messages
+//     that waited are superseded.
+//
+// A session queues at most cap (20) messages. Beyond it drop decides: old
+// drops the oldest, new refuses the newcomer, summarize (the default) drops
+// the oldest but delivers the dropped ones, each shortened to 160
+// characters, as one synthetic turn before the others. A message that is
+// only "/queue <mode> [debounce:2s] [cap:25] [drop:summarize]" changes the
+// session's options instead, and "/queue default" or "/queue reset" returns
+// to the session's configured ones. A turn whose first message waited more
+// than 2s is flagged Slow, with its wait.
+//
 // # Cost
 //
 // One mutex guards a queue. Submit, start and finish are O(log s) in the

@@ -1,0 +1,606 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package lanequeue
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"k8s.io/utils/clock"
+)
+
+// MessageMode is how a session handles an inbound message (a user turn)
+// that arrives while it may be running: see the package documentation.
+type MessageMode string
+
+const (
+	// ModeFollowup runs each message as its own turn, in order, once the
+	// current run has ended.
+	ModeFollowup MessageMode = "followup"
+	// ModeCollect waits for Debounce of quiet, then merges every queued
+	// message of one channel and thread into a single turn.
+	ModeCollect MessageMode = "collect"
+	// ModeSteer injects the message into the current run at its next tool
+	// boundary and cancels the run's commands that have not started. A
+	// session that cannot take steers, or has no run, gets a followup.
+	ModeSteer MessageMode = "steer"
+	// ModeSteerBacklog steers now and also keeps the message as a followup.
+	ModeSteerBacklog MessageMode = "steer-backlog"
+	// ModeInterrupt aborts the current run, then runs the newest message.
+	ModeInterrupt MessageMode = "interrupt"
+)
+
+// DropPolicy is what happens to a message that does not fit in a session's
+// queue (Cap).
+type DropPolicy string
+
+const (
+	// DropOld drops the oldest queued message to make room.
+	DropOld DropPolicy = "old"
+	// DropNew refuses the new message.
+	DropNew DropPolicy = "new"
+	// DropSummarize drops the oldest queued message but keeps a short line
+	// of it; the lines are delivered as one synthetic followup turn.
+	DropSummarize DropPolicy = "summarize"
+)
+
+// Defaults of MessageOptions.
+const (
+	DefaultDebounce = time.Second
+	DefaultCap      = 20
+	// SummaryLineLength bounds each line of a summary of dropped messages.
+	SummaryLineLength = 160
+	// SlowWait is the wait after which a delivered turn is flagged as slow.
+	SlowWait = 2 * time.Second
+)
+
+// MessageOptions say how a session queues inbound messages.
+type MessageOptions struct {
+	Mode     MessageMode
+	Debounce time.Duration
+	Cap      int
+	Drop     DropPolicy
+}
+
+// DefaultMessageOptions are collect, 1s debounce, 20 messages, summarize.
+func DefaultMessageOptions() MessageOptions {
+	return MessageOptions{Mode: ModeCollect, Debounce: DefaultDebounce, Cap: DefaultCap, Drop: DropSummarize}
+}
+
+// Validate reports an option the inbox cannot use.
+func (o MessageOptions) Validate() error {
+	var errs []error
+	switch o.Mode {
+	case ModeFollowup, ModeCollect, ModeSteer, ModeSteerBacklog, ModeInterrupt:
+	default:
+		errs = append(errs, fmt.Errorf("unknown mode %q (followup, collect, steer, steer-backlog or interrupt)", o.Mode))
+	}
+	switch o.Drop {
+	case DropOld, DropNew, DropSummarize:
+	default:
+		errs = append(errs, fmt.Errorf("unknown drop policy %q (old, new or summarize)", o.Drop))
+	}
+	if o.Debounce < 0 {
+		errs = append(errs, errors.New("debounce must be >= 0"))
+	}
+	if o.Cap < 1 {
+		errs = append(errs, errors.New("cap must be >= 1"))
+	}
+	return errors.Join(errs...)
+}
+
+// Message is an inbound message for a session.
+type Message struct {
+	ID   string
+	Text string
+	// Channel and Thread route the reply; collect merges only messages of
+	// the same channel and thread.
+	Channel string
+	Thread  string
+	// ReceivedAt is set by Post when zero.
+	ReceivedAt time.Time
+}
+
+// InboxEventType names what the inbox tells a session's runtime.
+type InboxEventType string
+
+const (
+	// InboxTurn: start a run with the turn's messages.
+	InboxTurn InboxEventType = "turn"
+	// InboxSteer: inject the message into the run at its next tool
+	// boundary.
+	InboxSteer InboxEventType = "steer"
+	// InboxAbort: stop the run now.
+	InboxAbort InboxEventType = "abort"
+	// InboxDropped: a message did not fit in the queue.
+	InboxDropped InboxEventType = "dropped"
+)
+
+// InboxEvent is one instruction or report of the inbox to a session's
+// runtime, in the order the inbox made them.
+type InboxEvent struct {
+	Type    InboxEventType
+	Session string
+	// RunID is the run a turn starts, or the run steered or aborted.
+	RunID string
+	// Messages are a turn's messages, the steering message, or the dropped
+	// one.
+	Messages []Message
+	// Text is a turn's prompt: the messages' texts, one per line, or the
+	// summary of dropped messages.
+	Text string
+	// Summary marks the synthetic turn that lists dropped messages.
+	Summary bool
+	// Channel and Thread route a turn's reply.
+	Channel, Thread string
+	// Waited is how long a turn's first message waited for the turn; Slow is
+	// set when that exceeds SlowWait.
+	Waited time.Duration
+	Slow   bool
+}
+
+// PostResult says what Post did with a message.
+type PostResult struct {
+	// Directive is set for a /queue command; Options are the session's
+	// options after it.
+	Directive bool
+	Options   MessageOptions
+	// Queued, Steered and Dropped say where the message went (a
+	// steer-backlog message is both steered and queued). Aborted names the
+	// run an interrupt aborted.
+	Queued, Steered, Dropped bool
+	Aborted                  string
+}
+
+// InboxOptions are the host environment of an inbox.
+type InboxOptions struct {
+	// Clock drives debounce; the real clock by default.
+	Clock clock.WithDelayedExecution
+	// IDs names runs; lowercase ULIDs by default.
+	IDs IDGenerator
+	// Queue, when set, is where the sessions' commands run: a steer and an
+	// interrupt cancel the commands of the current run that have not
+	// started (Queue.CancelRun).
+	Queue *Queue
+	// OnEvent receives the events, in order, outside the inbox lock. It may
+	// call back into the inbox.
+	OnEvent func(InboxEvent)
+}
+
+// Inbox applies the queue modes to the inbound messages of many sessions:
+// it decides when each session starts a run (one at a time per session) and
+// with which messages, and when a running one is steered or aborted. All
+// methods are safe for concurrent use.
+type Inbox struct {
+	clock   clock.WithDelayedExecution
+	ids     IDGenerator
+	queue   *Queue
+	onEvent func(InboxEvent)
+
+	mu       sync.Mutex
+	sessions map[string]*inboxSession
+	pending  []InboxEvent
+	emitMu   sync.Mutex
+}
+
+type inboxSession struct {
+	key          string
+	defaults     MessageOptions
+	override     *MessageOptions
+	acceptsSteer bool
+	queued       []Message
+	dropped      []Message
+	activeRun    string
+	quietSince   time.Time // last post, for debounce
+	timer        clock.Timer
+	timerAt      time.Time
+}
+
+// NewInbox returns an inbox.
+func NewInbox(opts InboxOptions) *Inbox {
+	in := &Inbox{clock: opts.Clock, ids: opts.IDs, queue: opts.Queue, onEvent: opts.OnEvent,
+		sessions: map[string]*inboxSession{}}
+	if in.clock == nil {
+		in.clock = clock.RealClock{}
+	}
+	if in.ids == nil {
+		in.ids = NewULIDGenerator(in.clock, nil)
+	}
+	return in
+}
+
+func (in *Inbox) sessionLocked(key string) *inboxSession {
+	s := in.sessions[key]
+	if s == nil {
+		s = &inboxSession{key: key, defaults: DefaultMessageOptions()}
+		in.sessions[key] = s
+	}
+	return s
+}
+
+func (s *inboxSession) options() MessageOptions {
+	if s.override != nil {
+		return *s.override
+	}
+	return s.defaults
+}
+
+// ConfigureSession sets a session's default options (from its AgentSession)
+// and whether its runtime takes steers (it streams, so it can inject a
+// message at a tool boundary). A /queue override stays in force.
+func (in *Inbox) ConfigureSession(key string, defaults MessageOptions, acceptsSteer bool) error {
+	if err := defaults.Validate(); err != nil {
+		return err
+	}
+	in.mu.Lock()
+	s := in.sessionLocked(key)
+	s.defaults, s.acceptsSteer = defaults, acceptsSteer
+	in.drainLocked(s)
+	in.unlock()
+	return nil
+}
+
+// Options returns a session's options in force.
+func (in *Inbox) Options(key string) MessageOptions {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.sessionLocked(key).options()
+}
+
+// ActiveRun returns the session's current run, if any.
+func (in *Inbox) ActiveRun(key string) (string, bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	s := in.sessions[key]
+	if s == nil || s.activeRun == "" {
+		return "", false
+	}
+	return s.activeRun, true
+}
+
+// Queued returns how many messages wait for a turn in the session, dropped
+// ones waiting to be summarized included.
+func (in *Inbox) Queued(key string) int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	s := in.sessions[key]
+	if s == nil {
+		return 0
+	}
+	n := len(s.queued)
+	if len(s.dropped) > 0 {
+		n++
+	}
+	return n
+}
+
+// Post handles an inbound message according to the session's mode. A
+// message that is only "/queue ..." changes the session's options instead
+// (see ParseQueueDirective); an invalid one is an error and changes nothing.
+func (in *Inbox) Post(key string, m Message) (PostResult, error) {
+	directive, isDirective, err := ParseQueueDirective(m.Text)
+	if err != nil {
+		return PostResult{}, err
+	}
+	in.mu.Lock()
+	defer in.unlock()
+	s := in.sessionLocked(key)
+	now := in.clock.Now()
+	if isDirective {
+		if directive == nil {
+			s.override = nil
+		} else {
+			o := directive.apply(s.options())
+			s.override = &o
+		}
+		return PostResult{Directive: true, Options: s.options()}, nil
+	}
+	if m.ReceivedAt.IsZero() {
+		m.ReceivedAt = now
+	}
+	opts := s.options()
+	var res PostResult
+	switch opts.Mode {
+	case ModeSteer, ModeSteerBacklog:
+		if s.activeRun != "" && s.acceptsSteer {
+			in.steerLocked(s, m)
+			res.Steered = true
+			if opts.Mode == ModeSteer {
+				return res, nil
+			}
+		}
+	case ModeInterrupt:
+		if s.activeRun != "" {
+			res.Aborted = s.activeRun
+			in.abortLocked(s)
+		}
+		// The newest message supersedes what was waiting.
+		s.queued, s.dropped = nil, nil
+		s.queued = append(s.queued, m)
+		res.Queued = true
+		in.deliverLocked(s, now)
+		return res, nil
+	}
+	res.Queued, res.Dropped = in.enqueueLocked(s, m, opts)
+	s.quietSince = now
+	in.drainLocked(s)
+	return res, nil
+}
+
+// RunFinished tells the inbox that the session's run ended, so that its next
+// turn can start. Unknown or already ended runs are ignored.
+func (in *Inbox) RunFinished(key, runID string) {
+	in.mu.Lock()
+	defer in.unlock()
+	s := in.sessions[key]
+	if s == nil || s.activeRun != runID || runID == "" {
+		return
+	}
+	s.activeRun = ""
+	in.drainLocked(s)
+}
+
+// ForgetSession drops a session's state: its queued messages are lost.
+func (in *Inbox) ForgetSession(key string) {
+	in.mu.Lock()
+	defer in.unlock()
+	if s := in.sessions[key]; s != nil && s.timer != nil {
+		s.timer.Stop()
+	}
+	delete(in.sessions, key)
+}
+
+// steerLocked injects m into the active run and cancels the run's commands
+// that have not started.
+func (in *Inbox) steerLocked(s *inboxSession, m Message) {
+	if in.queue != nil {
+		in.queue.CancelRun(s.key, s.activeRun)
+	}
+	in.pending = append(in.pending, InboxEvent{Type: InboxSteer, Session: s.key, RunID: s.activeRun,
+		Messages: []Message{m}, Text: m.Text, Channel: m.Channel, Thread: m.Thread})
+}
+
+// abortLocked ends the active run.
+func (in *Inbox) abortLocked(s *inboxSession) {
+	if in.queue != nil {
+		in.queue.CancelRun(s.key, s.activeRun)
+	}
+	in.pending = append(in.pending, InboxEvent{Type: InboxAbort, Session: s.key, RunID: s.activeRun})
+	s.activeRun = ""
+}
+
+// enqueueLocked queues m within the session's cap.
+func (in *Inbox) enqueueLocked(s *inboxSession, m Message, opts MessageOptions) (queued, dropped bool) {
+	if len(s.queued) >= opts.Cap {
+		switch opts.Drop {
+		case DropNew:
+			in.pending = append(in.pending, InboxEvent{Type: InboxDropped, Session: s.key, Messages: []Message{m}})
+			return false, true
+		case DropSummarize:
+			s.dropped = append(s.dropped, s.queued[0])
+		default:
+			in.pending = append(in.pending, InboxEvent{Type: InboxDropped, Session: s.key, Messages: []Message{s.queued[0]}})
+		}
+		s.queued = s.queued[1:]
+		dropped = true
+	}
+	s.queued = append(s.queued, m)
+	return true, dropped
+}
+
+// drainLocked starts the session's next turn if it has no run and its
+// messages have been quiet for the debounce, or arms the timer for when they
+// will have been.
+func (in *Inbox) drainLocked(s *inboxSession) {
+	if s.activeRun != "" || (len(s.queued) == 0 && len(s.dropped) == 0) {
+		return
+	}
+	now := in.clock.Now()
+	if due := s.quietSince.Add(s.options().Debounce); now.Before(due) {
+		in.armLocked(s, due)
+		return
+	}
+	in.deliverLocked(s, now)
+}
+
+func (in *Inbox) armLocked(s *inboxSession, at time.Time) {
+	if s.timer != nil && s.timerAt.Equal(at) {
+		return
+	}
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.timerAt = at
+	key := s.key
+	fire := func() {
+		in.mu.Lock()
+		defer in.unlock()
+		if cur := in.sessions[key]; cur == s && s.timerAt.Equal(at) {
+			s.timer = nil
+			in.drainLocked(s)
+		}
+	}
+	// A fake clock runs the callback while it holds its own lock, so the
+	// callback, which reads the clock, runs on a goroutine of its own.
+	s.timer = in.clock.AfterFunc(at.Sub(in.clock.Now()), func() { go fire() })
+}
+
+// deliverLocked starts one turn: the summary of dropped messages first,
+// else, in collect mode, every queued message of the first message's channel
+// and thread, else the oldest message.
+func (in *Inbox) deliverLocked(s *inboxSession, now time.Time) {
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+	ev := InboxEvent{Type: InboxTurn, Session: s.key, RunID: in.ids.NewID()}
+	switch {
+	case len(s.dropped) > 0:
+		ev.Messages, s.dropped = s.dropped, nil
+		ev.Summary = true
+		ev.Text = summarize(ev.Messages)
+	case s.options().Mode == ModeCollect:
+		first := s.queued[0]
+		var rest []Message
+		for _, m := range s.queued {
+			if m.Channel == first.Channel && m.Thread == first.Thread {
+				ev.Messages = append(ev.Messages, m)
+			} else {
+				rest = append(rest, m)
+			}
+		}
+		s.queued = rest
+	default:
+		ev.Messages = []Message{s.queued[0]}
+		s.queued = s.queued[1:]
+	}
+	if !ev.Summary {
+		texts := make([]string, len(ev.Messages))
+		for i, m := range ev.Messages {
+			texts[i] = m.Text
+		}
+		ev.Text = strings.Join(texts, "\n")
+	}
+	ev.Channel, ev.Thread = ev.Messages[0].Channel, ev.Messages[0].Thread
+	ev.Waited = now.Sub(ev.Messages[0].ReceivedAt)
+	ev.Slow = ev.Waited > SlowWait
+	s.activeRun = ev.RunID
+	in.pending = append(in.pending, ev)
+}
+
+// summarize lists dropped messages as bullets, each shortened to
+// SummaryLineLength characters.
+func summarize(ms []Message) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d queued messages were dropped because the queue was full:", len(ms))
+	for _, m := range ms {
+		b.WriteString("\n- ")
+		b.WriteString(shorten(strings.Join(strings.Fields(m.Text), " "), SummaryLineLength))
+	}
+	return b.String()
+}
+
+// shorten cuts s to at most n characters, marking the cut with an ellipsis.
+func shorten(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// unlock releases the lock and delivers the events made under it, in order.
+func (in *Inbox) unlock() {
+	evs := in.pending
+	in.pending = nil
+	in.emitMu.Lock()
+	in.mu.Unlock()
+	defer in.emitMu.Unlock()
+	if in.onEvent == nil {
+		return
+	}
+	for _, ev := range evs {
+		in.onEvent(ev)
+	}
+}
+
+// QueueDirective is a parsed "/queue" command: the fields it sets.
+type QueueDirective struct {
+	Mode     MessageMode
+	Debounce *time.Duration
+	Cap      *int
+	Drop     DropPolicy
+}
+
+func (d *QueueDirective) apply(o MessageOptions) MessageOptions {
+	if d.Mode != "" {
+		o.Mode = d.Mode
+	}
+	if d.Debounce != nil {
+		o.Debounce = *d.Debounce
+	}
+	if d.Cap != nil {
+		o.Cap = *d.Cap
+	}
+	if d.Drop != "" {
+		o.Drop = d.Drop
+	}
+	return o
+}
+
+// ParseQueueDirective reads a standalone "/queue" command:
+// "/queue <mode> [debounce:2s] [cap:25] [drop:old|new|summarize]" sets the
+// session's options, "/queue default" and "/queue reset" clear them (d is
+// nil). ok is false for any other text, which is an ordinary message.
+func ParseQueueDirective(text string) (d *QueueDirective, ok bool, err error) {
+	fields := strings.Fields(text)
+	if len(fields) == 0 || fields[0] != "/queue" {
+		return nil, false, nil
+	}
+	if len(fields) == 1 {
+		return nil, true, fmt.Errorf("%w: /queue needs a mode (followup, collect, steer, steer-backlog, interrupt), default or reset", ErrInvalidDirective)
+	}
+	d = &QueueDirective{}
+	for _, f := range fields[1:] {
+		name, value, hasValue := strings.Cut(f, ":")
+		switch {
+		case !hasValue && (f == "default" || f == "reset"):
+			if len(fields) > 2 {
+				return nil, true, fmt.Errorf("%w: /queue %s takes no options", ErrInvalidDirective, f)
+			}
+			return nil, true, nil
+		case !hasValue:
+			mode := MessageMode(f)
+			if f == "steer+backlog" {
+				mode = ModeSteerBacklog
+			}
+			if err := (MessageOptions{Mode: mode, Drop: DropOld, Cap: 1}).Validate(); err != nil {
+				return nil, true, fmt.Errorf("%w: %v", ErrInvalidDirective, err)
+			}
+			d.Mode = mode
+		case name == "debounce":
+			v, err := time.ParseDuration(value)
+			if err != nil || v < 0 {
+				return nil, true, fmt.Errorf("%w: debounce %q is not a duration such as 2s", ErrInvalidDirective, value)
+			}
+			d.Debounce = &v
+		case name == "cap":
+			v, err := strconv.Atoi(value)
+			if err != nil || v < 1 {
+				return nil, true, fmt.Errorf("%w: cap %q is not a whole number of at least 1", ErrInvalidDirective, value)
+			}
+			d.Cap = &v
+		case name == "drop":
+			p := DropPolicy(value)
+			if p != DropOld && p != DropNew && p != DropSummarize {
+				return nil, true, fmt.Errorf("%w: drop %q is not old, new or summarize", ErrInvalidDirective, value)
+			}
+			d.Drop = p
+		default:
+			return nil, true, fmt.Errorf("%w: unknown option %q (debounce, cap, drop)", ErrInvalidDirective, name)
+		}
+	}
+	return d, true, nil
+}
+
+// ErrInvalidDirective: a /queue command the inbox cannot apply.
+var ErrInvalidDirective = errors.New("lanequeue: invalid /queue command")
