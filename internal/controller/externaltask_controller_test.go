@@ -22,6 +22,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -221,6 +222,11 @@ var _ = Describe("ExternalTask controller", func() {
 		))
 		Expect(cond(task, agentlanev1alpha1.ExternalTaskFinishedCondition)).To(And(
 			HaveField("Status", metav1.ConditionTrue), HaveField("Reason", "TimedOut")))
+		commands := func(event string) float64 {
+			return testutil.ToFloat64(laneCommands.WithLabelValues(ns, "q1", "execute", event))
+		}
+		Expect([]float64{commands("submitted"), commands("timed_out"), commands("retried"), commands("failed")}).
+			To(Equal([]float64{1, 2, 1, 1}), "the scheduler's Prometheus counters: submitted, timed_out, retried, failed")
 
 		By("rejecting the worker's completion of the timed-out attempt")
 		err := jsonPatch(task, `[{"op":"test","path":"/status/worker","value":"slow"},{"op":"test","path":"/status/attempt","value":1},

@@ -47,8 +47,9 @@ const DefaultStatusInterval = time.Second
 // commands it runs.
 type Schedulers struct {
 	// Options are the host environment for new schedulers (clock, ids,
-	// metrics). OnExternalTask is set per scheduler by the ExternalTask
-	// controller and must be left nil here.
+	// metrics). When Metrics is nil each scheduler reports to the manager's
+	// Prometheus registry, labelled with its LaneQueue. OnExternalTask is set
+	// per scheduler and must be left nil here.
 	Options lanequeue.Options
 	// Recorder, when set, receives the Kubernetes Events for lane pressure
 	// and depth alerts.
@@ -149,6 +150,9 @@ func (s *Schedulers) Ensure(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Confi
 
 	opts := s.Options
 	ns := lq.Namespace
+	if opts.Metrics == nil {
+		opts.Metrics = queueMetrics{namespace: ns, queue: lq.Name}
+	}
 	// Every external attempt the scheduler grants belongs to an
 	// ExternalTask (its command ID is the task's name): wake the task's
 	// reconcile to dispatch it.
@@ -187,6 +191,9 @@ func (s *Schedulers) Remove(key types.NamespacedName) {
 	if ok {
 		sc.queue.Close()
 		sc.sub.Close()
+		if s.Options.Metrics == nil {
+			queueMetrics{namespace: key.Namespace, queue: key.Name}.forget()
+		}
 	}
 }
 
