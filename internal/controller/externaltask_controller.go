@@ -105,6 +105,49 @@ type ExternalTaskReconciler struct {
 	// unbound holds the tasks whose queue or session is missing or whose
 	// queue's scheduler has not started.
 	unbound sync.Map // types.NamespacedName -> struct{}
+	// written remembers, per task, the resourceVersions the controller's own
+	// writes replaced, until the cache shows a newer one: a read that
+	// predates the controller's last write is not acted on.
+	written writtenVersions
+}
+
+// writtenVersions tracks the versions of tasks made stale by the
+// controller's own writes.
+type writtenVersions struct {
+	mu       sync.Mutex
+	replaced map[types.NamespacedName]map[string]bool
+}
+
+// wrote records that a write replaced version rv of the task.
+func (w *writtenVersions) wrote(key types.NamespacedName, rv string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.replaced == nil {
+		w.replaced = make(map[types.NamespacedName]map[string]bool)
+	}
+	if w.replaced[key] == nil {
+		w.replaced[key] = make(map[string]bool)
+	}
+	w.replaced[key][rv] = true
+}
+
+// stale tells whether rv is a version the controller has already replaced.
+// The cache only moves forward, so once it shows any other version the
+// record is dropped.
+func (w *writtenVersions) stale(key types.NamespacedName, rv string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.replaced[key][rv] {
+		return true
+	}
+	delete(w.replaced, key)
+	return false
+}
+
+func (w *writtenVersions) forget(key types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.replaced, key)
 }
 
 var _ reconcile.Reconciler = &ExternalTaskReconciler{}
@@ -216,6 +259,11 @@ func (r *ExternalTaskReconciler) reconcile(ctx context.Context, req ctrl.Request
 	}
 	log := logf.FromContext(ctx).WithValues("externalTask", klog.KObj(task))
 	ctx = logf.IntoContext(ctx, log)
+	if r.written.stale(req.NamespacedName, task.ResourceVersion) {
+		// The cache has not caught up with this controller's last write;
+		// its watch event brings the task back.
+		return ctrl.Result{RequeueAfter: retrySoon}, nil
+	}
 	r.workers.observe(task)
 	if !task.DeletionTimestamp.IsZero() {
 		r.forgetDeleted(req.NamespacedName)
@@ -444,6 +492,7 @@ func (r *ExternalTaskReconciler) ensureMetadata(ctx context.Context, task *agent
 	if err := r.Patch(ctx, task, client.MergeFrom(orig)); err != nil {
 		return fmt.Errorf("label the task: %w", err)
 	}
+	r.written.wrote(client.ObjectKeyFromObject(task), orig.ResourceVersion)
 	return nil
 }
 
@@ -884,6 +933,7 @@ func (r *ExternalTaskReconciler) patchStatus(ctx context.Context, task, orig *ag
 	if err := r.Status().Patch(ctx, task, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("write status: %w", err)
 	}
+	r.written.wrote(client.ObjectKeyFromObject(task), orig.ResourceVersion)
 	return nil
 }
 
@@ -962,6 +1012,7 @@ func finishedAt(task *agentlanev1alpha1.ExternalTask) time.Time {
 // forgetDeleted cancels the scheduler's command of a task that was deleted:
 // deleting a task cancels it.
 func (r *ExternalTaskReconciler) forgetDeleted(key types.NamespacedName) {
+	r.written.forget(key)
 	r.workers.release(key)
 	r.awaiting.Delete(key)
 	r.unbound.Delete(key)
