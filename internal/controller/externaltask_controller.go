@@ -290,10 +290,6 @@ func (r *ExternalTaskReconciler) reconcile(ctx context.Context, req ctrl.Request
 
 	r.unbound.Delete(req.NamespacedName)
 	if _, tracked := b.tasks.get(task.Name); !tracked {
-		if b.tasks.finishedRecently(task.Name, task.UID) {
-			// This read predates the final status the manager wrote.
-			return ctrl.Result{RequeueAfter: time.Second}, nil
-		}
 		tk, err := r.admit(b, task)
 		if err != nil {
 			if errors.Is(err, lanequeue.ErrClosed) {
@@ -791,7 +787,7 @@ func (r *ExternalTaskReconciler) finish(ctx context.Context, b binding, task *ag
 	if err := r.patchStatus(ctx, task, orig); err != nil {
 		return err
 	}
-	b.tasks.finish(task.Name, task.UID)
+	b.tasks.forget(task.Name)
 	r.workers.release(client.ObjectKeyFromObject(task))
 	if phase != agentlanev1alpha1.ExternalTaskSucceeded && phase != agentlanev1alpha1.ExternalTaskCancelled && r.Recorder != nil {
 		r.Recorder.Eventf(task, nil, corev1.EventTypeWarning, string(phase), "Finish", "task ended %s after %d attempts: %s", phase, n, msg)

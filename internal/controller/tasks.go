@@ -47,10 +47,6 @@ type trackedTask struct {
 type taskSet struct {
 	mu    sync.Mutex
 	tasks map[string]*trackedTask
-	// finished remembers the tasks whose final status the manager wrote,
-	// by UID, until the cache shows it: a read that predates the write must
-	// not hand the task to the scheduler again.
-	finished map[string]types.UID
 }
 
 func (ts *taskSet) get(name string) (trackedTask, bool) {
@@ -92,33 +88,6 @@ func (ts *taskSet) forget(name string) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	delete(ts.tasks, name)
-	delete(ts.finished, name)
-}
-
-// finish forgets the task, whose final status was written, and remembers
-// that it finished.
-func (ts *taskSet) finish(name string, uid types.UID) {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	delete(ts.tasks, name)
-	if ts.finished == nil {
-		ts.finished = make(map[string]types.UID)
-	}
-	ts.finished[name] = uid
-}
-
-// finishedRecently tells whether the manager wrote the final status of the
-// task with uid and the cache may not show it yet.
-func (ts *taskSet) finishedRecently(name string, uid types.UID) bool {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	return ts.finished[name] == uid && uid != ""
-}
-
-func (ts *taskSet) len() int {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	return len(ts.tasks)
 }
 
 // requestSink feeds reconcile requests from outside the cache (scheduler
