@@ -101,14 +101,35 @@ type ExternalTaskReconciler struct {
 
 	workers workerLedger
 	// awaiting holds the tasks that have a lane slot and wait for a worker.
-	awaiting sync.Map // types.NamespacedName -> struct{}
+	awaiting taskKeys
 	// unbound holds the tasks whose queue or session is missing or whose
 	// queue's scheduler has not started.
-	unbound sync.Map // types.NamespacedName -> struct{}
+	unbound taskKeys
 	// written remembers, per task, the resourceVersions the controller's own
 	// writes replaced, until the cache shows a newer one: a read that
 	// predates the controller's last write is not acted on.
 	written writtenVersions
+}
+
+// taskKeys is a set of tasks that wait for something to appear in their
+// namespace.
+type taskKeys struct {
+	m sync.Map // types.NamespacedName -> struct{}
+}
+
+func (k *taskKeys) add(key types.NamespacedName)    { k.m.Store(key, struct{}{}) }
+func (k *taskKeys) remove(key types.NamespacedName) { k.m.Delete(key) }
+
+// in returns the requests of the tasks of namespace ns.
+func (k *taskKeys) in(ns string) []reconcile.Request {
+	var reqs []reconcile.Request
+	k.m.Range(func(key, _ any) bool {
+		if t := key.(types.NamespacedName); t.Namespace == ns {
+			reqs = append(reqs, reconcile.Request{NamespacedName: t})
+		}
+		return true
+	})
+	return reqs
 }
 
 // writtenVersions tracks the versions of tasks made stale by the
@@ -177,14 +198,7 @@ func (r *ExternalTaskReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // unboundTasks maps a LaneQueue (created, or its scheduler started) to the
 // tasks of its namespace that wait for a queue.
 func (r *ExternalTaskReconciler) unboundTasks(_ context.Context, o client.Object) []reconcile.Request {
-	var reqs []reconcile.Request
-	r.unbound.Range(func(k, _ any) bool {
-		if key := k.(types.NamespacedName); key.Namespace == o.GetNamespace() {
-			reqs = append(reqs, reconcile.Request{NamespacedName: key})
-		}
-		return true
-	})
-	return reqs
+	return r.unbound.in(o.GetNamespace())
 }
 
 // sessionTasks maps an AgentSession to its tasks.
@@ -207,12 +221,9 @@ func (r *ExternalTaskReconciler) sessionTasks(ctx context.Context, o client.Obje
 // appears or changes, and the tasks a worker held when its Lease goes away.
 func (r *ExternalTaskReconciler) leaseHandler() handler.EventHandler {
 	waiting := func(ns string, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		r.awaiting.Range(func(k, _ any) bool {
-			if key := k.(types.NamespacedName); key.Namespace == ns {
-				q.Add(reconcile.Request{NamespacedName: key})
-			}
-			return true
-		})
+		for _, req := range r.awaiting.in(ns) {
+			q.Add(req)
+		}
 	}
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -281,14 +292,14 @@ func (r *ExternalTaskReconciler) reconcile(ctx context.Context, req ctrl.Request
 		return r.reconcileFinished(ctx, task, b.lq)
 	}
 	if b.problem != "" {
-		r.unbound.Store(req.NamespacedName, struct{}{})
+		r.unbound.add(req.NamespacedName)
 		if b.permanent {
 			return ctrl.Result{}, r.finishUnscheduled(ctx, task, agentlanev1alpha1.ExternalTaskFailed, b.problem)
 		}
 		return ctrl.Result{RequeueAfter: unboundInterval}, r.setWaiting(ctx, task, b.problem)
 	}
 
-	r.unbound.Delete(req.NamespacedName)
+	r.unbound.remove(req.NamespacedName)
 	if _, tracked := b.tasks.get(task.Name); !tracked {
 		tk, err := r.admit(b, task)
 		if err != nil {
@@ -658,7 +669,7 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, task *
 
 	w, ok := r.pickWorker(ctx, task, b, lane, target)
 	if !ok {
-		r.awaiting.Store(key, struct{}{})
+		r.awaiting.add(key)
 		st.Phase = agentlanev1alpha1.ExternalTaskQueued
 		st.Worker, st.NodeName = "", ""
 		setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
@@ -666,7 +677,7 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, task *
 			fmt.Sprintf("attempt %d has a slot in lane %s; no live worker serving it has a free slot", n, lane))
 		return ctrl.Result{RequeueAfter: awaitWorkerInterval}, r.patchStatus(ctx, task, orig)
 	}
-	r.awaiting.Delete(key)
+	r.awaiting.remove(key)
 	st.Phase = agentlanev1alpha1.ExternalTaskDispatched
 	st.Worker, st.NodeName = w.name, w.node
 	st.DispatchedAt = &now
@@ -733,7 +744,7 @@ func (r *ExternalTaskReconciler) setQueued(ctx context.Context, b binding, task 
 	st := &task.Status
 	now := metav1.NewTime(r.Clock.Now())
 	n := int32(o.Attempts)
-	r.awaiting.Delete(client.ObjectKeyFromObject(task))
+	r.awaiting.remove(client.ObjectKeyFromObject(task))
 	reason, msg := agentlanev1alpha1.ExternalTaskAwaitingWorkerReason, fmt.Sprintf("waiting for a slot in lane %s", tt.ticket.Lane())
 	switch {
 	case st.Attempt > 0 && st.Attempt == n && !recorded(st, n):
@@ -963,8 +974,8 @@ func (r *ExternalTaskReconciler) settleFinished(ctx context.Context, b binding, 
 func (r *ExternalTaskReconciler) reconcileFinished(ctx context.Context, task *agentlanev1alpha1.ExternalTask, lq *agentlanev1alpha1.LaneQueue) (ctrl.Result, error) {
 	key := client.ObjectKeyFromObject(task)
 	r.workers.release(key)
-	r.awaiting.Delete(key)
-	r.unbound.Delete(key)
+	r.awaiting.remove(key)
+	r.unbound.remove(key)
 	st := &task.Status
 	if !meta.IsStatusConditionTrue(st.Conditions, agentlanev1alpha1.ExternalTaskFinishedCondition) {
 		// A worker without the condition to update finished it.
@@ -1010,8 +1021,8 @@ func finishedAt(task *agentlanev1alpha1.ExternalTask) time.Time {
 func (r *ExternalTaskReconciler) forgetDeleted(key types.NamespacedName) {
 	r.written.forget(key)
 	r.workers.release(key)
-	r.awaiting.Delete(key)
-	r.unbound.Delete(key)
+	r.awaiting.remove(key)
+	r.unbound.remove(key)
 	r.Schedulers.forEachTasks(key.Namespace, func(q *lanequeue.Queue, ts *taskSet) {
 		if ts.has(key.Name) {
 			_ = q.Cancel(key.Name)
