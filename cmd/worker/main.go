@@ -27,7 +27,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -91,16 +90,6 @@ func (o *options) validate() error {
 	return errors.Join(errs...)
 }
 
-func splitList(s string) []string {
-	var out []string
-	for _, v := range strings.Split(s, ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
 // parseFlags reads the command line; getenv and hostname supply the
 // defaults taken from the pod's environment.
 func parseFlags(args []string, getenv func(string) string, hostname string, output io.Writer) (options, error) {
@@ -135,7 +124,7 @@ func parseFlags(args []string, getenv func(string) string, hostname string, outp
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	o.queues, o.lanes = splitList(queues), splitList(lanes)
+	o.queues, o.lanes = worker.SplitList(queues), worker.SplitList(lanes)
 	if labelList != "" {
 		set, err := labels.ConvertSelectorToLabelsMap(labelList)
 		if err != nil {

@@ -77,6 +77,8 @@ const (
 	retrySoon = 200 * time.Millisecond
 	// maxAttemptError is the longest error kept in an attempt record.
 	maxAttemptError = 4096
+	// maxConditionMessage is the longest message a condition may carry.
+	maxConditionMessage = 32768
 )
 
 // ExternalTaskReconciler carries ExternalTasks through their life: it hands
@@ -875,7 +877,7 @@ func (r *ExternalTaskReconciler) recordEnded(st *agentlanev1alpha1.ExternalTaskS
 	if rec.Worker == "" && st.JobName != "" {
 		rec.Worker = st.JobName
 	}
-	rec.Error = truncate(rec.Error, maxAttemptError)
+	rec.Error = worker.TruncateRunes(rec.Error, maxAttemptError)
 	st.Attempts = append(st.Attempts, rec)
 	if extra := len(st.Attempts) - 16; extra > 0 {
 		st.Attempts = slices.Delete(st.Attempts, 0, extra)
@@ -887,13 +889,6 @@ func (r *ExternalTaskReconciler) recordEnded(st *agentlanev1alpha1.ExternalTaskS
 func clearAttempt(st *agentlanev1alpha1.ExternalTaskStatus) {
 	st.Worker, st.NodeName, st.JobName = "", "", ""
 	st.StartedAt, st.FinishedAt, st.DispatchedAt, st.Result = nil, nil, nil, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }
 
 // setInProgress makes sure the task shows Claimed and Finished=False, in
@@ -909,7 +904,7 @@ func setInProgress(st *agentlanev1alpha1.ExternalTaskStatus, generation int64, n
 
 func setCondition(st *agentlanev1alpha1.ExternalTaskStatus, generation int64, now metav1.Time, typ string, status metav1.ConditionStatus, reason, msg string) {
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: truncate(msg, 32768),
+		Type: typ, Status: status, Reason: reason, Message: worker.TruncateRunes(msg, maxConditionMessage),
 		ObservedGeneration: generation, LastTransitionTime: now,
 	})
 }

@@ -58,9 +58,9 @@ func parseWorkerLease(l *coordinationv1.Lease) (workerInfo, bool) {
 		name:         *l.Spec.HolderIdentity,
 		node:         l.Labels[worker.NodeLabel],
 		labels:       labels.Set(l.Labels),
-		queues:       splitList(l.Annotations[worker.QueuesAnnotation]),
-		lanes:        splitList(l.Annotations[worker.LanesAnnotation]),
-		commandTypes: splitList(l.Annotations[worker.CommandTypesAnnotation]),
+		queues:       worker.SplitList(l.Annotations[worker.QueuesAnnotation]),
+		lanes:        worker.SplitList(l.Annotations[worker.LanesAnnotation]),
+		commandTypes: worker.SplitList(l.Annotations[worker.CommandTypesAnnotation]),
 		draining:     l.Annotations[worker.DrainingAnnotation] == "true",
 	}
 	if n, err := strconv.Atoi(l.Annotations[worker.CapacityAnnotation]); err == nil {
@@ -70,16 +70,6 @@ func parseWorkerLease(l *coordinationv1.Lease) (workerInfo, bool) {
 		w.expires = l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
 	}
 	return w, true
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, v := range strings.Split(s, ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 // live tells whether the worker's heartbeat is current at now.

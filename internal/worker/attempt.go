@@ -215,7 +215,7 @@ func taskResult(out Output, err error) agentlanev1alpha1.TaskResult {
 	case !out.Success:
 		r.Error = "the command failed without an error message"
 	}
-	r.Error = truncateRunes(r.Error, maxResultError)
+	r.Error = TruncateRunes(r.Error, maxResultError)
 	if err == nil || out.ExitCode != 0 || out.Stdout != "" || out.Stderr != "" {
 		code := int32(out.ExitCode)
 		r.ExitCode = &code
@@ -225,8 +225,8 @@ func taskResult(out Output, err error) agentlanev1alpha1.TaskResult {
 	return r
 }
 
-// truncateRunes cuts s to at most n characters, the unit of CRD maxLength.
-func truncateRunes(s string, n int) string {
+// TruncateRunes cuts s to at most n characters, the unit of CRD maxLength.
+func TruncateRunes(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -58,6 +58,18 @@ const (
 	DrainingAnnotation = "agentlane.io/draining"
 )
 
+// SplitList reads a comma-separated list, such as a Lease's queues
+// annotation or the --queues flag, dropping blanks around and between items.
+func SplitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // leasePrefix starts the name of every worker Lease.
 const leasePrefix = "agentlane-worker-"
 

@@ -204,7 +204,7 @@ func TestTruncateRunes(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, truncateRunes(tc.s, tc.n)); diff != "" {
+			if diff := cmp.Diff(tc.want, TruncateRunes(tc.s, tc.n)); diff != "" {
 				t.Errorf("(-want,+got):\n%s", diff)
 			}
 		})
