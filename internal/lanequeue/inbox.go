@@ -89,14 +89,10 @@ func DefaultMessageOptions() MessageOptions {
 // Validate reports an option the inbox cannot use.
 func (o MessageOptions) Validate() error {
 	var errs []error
-	switch o.Mode {
-	case ModeFollowup, ModeCollect, ModeSteer, ModeSteerBacklog, ModeInterrupt:
-	default:
+	if !o.Mode.valid() {
 		errs = append(errs, fmt.Errorf("unknown mode %q (followup, collect, steer, steer-backlog or interrupt)", o.Mode))
 	}
-	switch o.Drop {
-	case DropOld, DropNew, DropSummarize:
-	default:
+	if !o.Drop.valid() {
 		errs = append(errs, fmt.Errorf("unknown drop policy %q (old, new or summarize)", o.Drop))
 	}
 	if o.Debounce < 0 {
@@ -106,6 +102,22 @@ func (o MessageOptions) Validate() error {
 		errs = append(errs, errors.New("cap must be >= 1"))
 	}
 	return errors.Join(errs...)
+}
+
+func (m MessageMode) valid() bool {
+	switch m {
+	case ModeFollowup, ModeCollect, ModeSteer, ModeSteerBacklog, ModeInterrupt:
+		return true
+	}
+	return false
+}
+
+func (p DropPolicy) valid() bool {
+	switch p {
+	case DropOld, DropNew, DropSummarize:
+		return true
+	}
+	return false
 }
 
 // Message is an inbound message for a session.
@@ -573,8 +585,8 @@ func ParseQueueDirective(text string) (d *QueueDirective, ok bool, err error) {
 			if f == "steer+backlog" {
 				mode = ModeSteerBacklog
 			}
-			if err := (MessageOptions{Mode: mode, Drop: DropOld, Cap: 1}).Validate(); err != nil {
-				return nil, true, fmt.Errorf("%w: %v", ErrInvalidDirective, err)
+			if !mode.valid() {
+				return nil, true, fmt.Errorf("%w: unknown mode %q (followup, collect, steer, steer-backlog or interrupt)", ErrInvalidDirective, f)
 			}
 			d.Mode = mode
 		case name == "debounce":
@@ -591,7 +603,7 @@ func ParseQueueDirective(text string) (d *QueueDirective, ok bool, err error) {
 			d.Cap = &v
 		case name == "drop":
 			p := DropPolicy(value)
-			if p != DropOld && p != DropNew && p != DropSummarize {
+			if !p.valid() {
 				return nil, true, fmt.Errorf("%w: drop %q is not old, new or summarize", ErrInvalidDirective, value)
 			}
 			d.Drop = p
