@@ -176,7 +176,7 @@ var _ = Describe("ExternalTask controller", func() {
 		for i := range 4 {
 			Expect(k8sClient.Create(ctx, queueTask(ns, fmt.Sprintf("t%d", i)))).To(Succeed())
 		}
-		Eventually(func(g Gomega) map[agentlanev1alpha1.ExternalTaskPhase]int {
+		phases := func(g Gomega) map[agentlanev1alpha1.ExternalTaskPhase]int {
 			list := &agentlanev1alpha1.ExternalTaskList{}
 			g.Expect(k8sClient.List(ctx, list, client.InNamespace(ns))).To(Succeed())
 			out := map[agentlanev1alpha1.ExternalTaskPhase]int{}
@@ -184,19 +184,12 @@ var _ = Describe("ExternalTask controller", func() {
 				out[t.Status.Phase]++
 			}
 			return out
-		}).Should(Equal(map[agentlanev1alpha1.ExternalTaskPhase]int{
+		}
+		Eventually(phases).Should(Equal(map[agentlanev1alpha1.ExternalTaskPhase]int{
 			agentlanev1alpha1.ExternalTaskDispatched: 2, agentlanev1alpha1.ExternalTaskQueued: 2,
 		}))
 		Consistently(func(g Gomega) int {
-			list := &agentlanev1alpha1.ExternalTaskList{}
-			g.Expect(k8sClient.List(ctx, list, client.InNamespace(ns))).To(Succeed())
-			n := 0
-			for _, t := range list.Items {
-				if t.Status.Phase == agentlanev1alpha1.ExternalTaskDispatched {
-					n++
-				}
-			}
-			return n
+			return phases(g)[agentlanev1alpha1.ExternalTaskDispatched]
 		}, 500*time.Millisecond).Should(Equal(2))
 	})
 

@@ -32,6 +32,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -118,6 +119,17 @@ func waitForWorkers(ns string, workers ...*workerProc) {
 	}
 }
 
+// startPool starts three workers of capacity on nodes a, b and c and waits
+// for their Leases.
+func startPool(ns string, capacity int) {
+	GinkgoHelper()
+	var workers []*workerProc
+	for _, n := range []string{"a", "b", "c"} {
+		workers = append(workers, startWorker(ns, "worker-"+n, "node-"+n, fmt.Sprintf("--capacity=%d", capacity)))
+	}
+	waitForWorkers(ns, workers...)
+}
+
 // lines reads a file of one task name per line.
 func lines(path string) []string {
 	GinkgoHelper()
@@ -141,12 +153,7 @@ var _ = Describe("ExternalTasks on worker processes", func() {
 		s := createQueue(ns, agentlanev1alpha1.LaneQueueSpec{
 			Lanes: []agentlanev1alpha1.Lane{externalLane("execute", 0, 0, 0)},
 		})
-		workers := []*workerProc{
-			startWorker(ns, "worker-a", "node-a", "--capacity=4"),
-			startWorker(ns, "worker-b", "node-b", "--capacity=4"),
-			startWorker(ns, "worker-c", "node-c", "--capacity=4"),
-		}
-		waitForWorkers(ns, workers...)
+		startPool(ns, 4)
 		tw := watchTasks(ns)
 
 		By("running one task first, so the manager has seen the workers")
@@ -158,7 +165,7 @@ var _ = Describe("ExternalTasks on worker processes", func() {
 		single := asSubmitted(bashTask(s, "single", "execute", "echo one"), s)
 		create(single)
 		Eventually(phaseOf(single)).Should(Equal(agentlanev1alpha1.ExternalTaskSucceeded))
-		Expect(condition(single, agentlanev1alpha1.ExternalTaskFinishedCondition)).To(HaveField("Status", metav1.ConditionTrue))
+		Expect(meta.FindStatusCondition(single.Status.Conditions, agentlanev1alpha1.ExternalTaskFinishedCondition)).To(HaveField("Status", metav1.ConditionTrue))
 		Consistently(func() int { return tw.writesOf("single") }, time.Second).Should(Equal(4),
 			"create, Dispatched (manager), Running (worker), Succeeded (worker)")
 
@@ -203,12 +210,7 @@ var _ = Describe("ExternalTasks on worker processes", func() {
 			DefaultLane:   "bulk",
 			Lanes:         []agentlanev1alpha1.Lane{externalLane("urgent", 0, 0, 0), externalLane("bulk", 1, 0, 0)},
 		})
-		workers := []*workerProc{
-			startWorker(ns, "worker-a", "node-a", "--capacity=2"),
-			startWorker(ns, "worker-b", "node-b", "--capacity=2"),
-			startWorker(ns, "worker-c", "node-c", "--capacity=2"),
-		}
-		waitForWorkers(ns, workers...)
+		startPool(ns, 2)
 		tw := watchTasks(ns)
 
 		By("filling the queue's two slots with bulk work")
@@ -333,7 +335,7 @@ var _ = Describe("ExternalTasks on worker processes", func() {
 		}
 		Expect(task.Status.Result).NotTo(BeNil(), "the last result is kept")
 		Expect(task.Status.Result.ExitCode).To(HaveValue(Equal(int32(3))))
-		Expect(condition(task, agentlanev1alpha1.ExternalTaskFinishedCondition)).To(And(
+		Expect(meta.FindStatusCondition(task.Status.Conditions, agentlanev1alpha1.ExternalTaskFinishedCondition)).To(And(
 			HaveField("Status", metav1.ConditionTrue), HaveField("Reason", "DeadLettered")))
 
 		lq := &agentlanev1alpha1.LaneQueue{}
@@ -392,12 +394,7 @@ var _ = Describe("ExternalTasks on worker processes", func() {
 		s := createQueue(ns, agentlanev1alpha1.LaneQueueSpec{
 			Lanes: []agentlanev1alpha1.Lane{externalLane("execute", 0, 4, 0)},
 		})
-		workers := []*workerProc{
-			startWorker(ns, "worker-a", "node-a", "--capacity=2"),
-			startWorker(ns, "worker-b", "node-b", "--capacity=2"),
-			startWorker(ns, "worker-c", "node-c", "--capacity=2"),
-		}
-		waitForWorkers(ns, workers...)
+		startPool(ns, 2)
 		names := make([]string, 40)
 		for i := range names {
 			names[i] = taskName("t", i)
@@ -469,7 +466,7 @@ var _ = Describe("ExternalTasks on worker processes", func() {
 		Expect(wc.Env).To(ContainElement(corev1.EnvVar{Name: "JOB_NAME", Value: "in-a-job-1"}))
 		Eventually(phaseOf(task)).Should(Equal(agentlanev1alpha1.ExternalTaskDispatched))
 		Expect(task.Status.JobName).To(Equal("in-a-job-1"))
-		Expect(condition(task, agentlanev1alpha1.ExternalTaskClaimedCondition)).To(HaveField("Reason", agentlanev1alpha1.ExternalTaskJobPendingReason))
+		Expect(meta.FindStatusCondition(task.Status.Conditions, agentlanev1alpha1.ExternalTaskClaimedCondition)).To(HaveField("Reason", agentlanev1alpha1.ExternalTaskJobPendingReason))
 
 		By("running the Job's pod: the worker binary in one-shot mode")
 		pod := startProcess("in-a-job-1-pod", workerBin, workerKubeconfig,
@@ -503,13 +500,3 @@ var _ = Describe("ExternalTasks on worker processes", func() {
 			HaveField("Error", ContainSubstring("BackoffLimitExceeded")))))
 	})
 })
-
-// condition returns the condition of type typ of task, or nil.
-func condition(task *agentlanev1alpha1.ExternalTask, typ string) *metav1.Condition {
-	for i := range task.Status.Conditions {
-		if task.Status.Conditions[i].Type == typ {
-			return &task.Status.Conditions[i]
-		}
-	}
-	return nil
-}
