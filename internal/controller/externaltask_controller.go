@@ -75,6 +75,9 @@ const (
 	// retrySoon is when a task whose state moved during a reconcile is
 	// looked at again, should no watch event bring it back first.
 	retrySoon = 200 * time.Millisecond
+	// maxAttemptRecords is how many attempts status.attempts keeps (the
+	// CRD's maxItems).
+	maxAttemptRecords = 16
 	// maxAttemptError is the longest error kept in an attempt record.
 	maxAttemptError = 4096
 	// maxConditionMessage is the longest message a condition may carry.
@@ -525,18 +528,12 @@ func (r *ExternalTaskReconciler) converge(ctx context.Context, b binding, task *
 
 		case o.State == lanequeue.StateRunning && st.Attempt == n && held(st):
 			// Attempt n is out with a worker or a Job.
-			outcome, msg, closed, requeue, err := r.checkHeld(ctx, b, task)
-			if err != nil || !closed {
+			end, requeue, err := r.checkHeld(ctx, task)
+			if err != nil || end == nil {
 				return ctrl.Result{RequeueAfter: requeue}, err
 			}
-			b.tasks.markClosed(task.Name, n, outcome, msg)
-			if outcome == agentlanev1alpha1.AttemptSucceeded || st.Result != nil {
-				err = b.queue.CompleteAttempt(task.Name, int(n), schedulerResult(st.Result))
-			} else {
-				err = b.queue.FailAttempt(task.Name, int(n), errors.New(msg))
-			}
-			if err != nil && !errors.Is(err, lanequeue.ErrStaleAttempt) && !errors.Is(err, lanequeue.ErrNotFound) {
-				return ctrl.Result{}, fmt.Errorf("report attempt %d to the scheduler: %w", n, err)
+			if err := closeAttempt(b, task, n, *end, st.Result); err != nil {
+				return ctrl.Result{}, err
 			}
 
 		case o.State == lanequeue.StateRunning:
@@ -566,16 +563,37 @@ func schedulerResult(res *agentlanev1alpha1.TaskResult) lanequeue.Result {
 	return out
 }
 
-// checkHeld looks at the holder of a task's current attempt. closed reports
-// that the attempt is over (a result arrived, the worker or Job was lost),
-// with its outcome; otherwise requeue says when to look again.
-func (r *ExternalTaskReconciler) checkHeld(ctx context.Context, b binding, task *agentlanev1alpha1.ExternalTask) (agentlanev1alpha1.AttemptOutcome, string, bool, time.Duration, error) {
+// closeAttempt reports to the scheduler that attempt n of the task ended:
+// with the worker's result res when there is one, else as a failure. It
+// remembers how, for the attempt's record. A scheduler that has already
+// closed the attempt (its timeout won) is not an error.
+func closeAttempt(b binding, task *agentlanev1alpha1.ExternalTask, n int32, end attemptEnd, res *agentlanev1alpha1.TaskResult) error {
+	b.tasks.markClosed(task.Name, n, end)
+	var err error
+	if res != nil {
+		err = b.queue.CompleteAttempt(task.Name, int(n), schedulerResult(res))
+	} else {
+		err = b.queue.FailAttempt(task.Name, int(n), errors.New(end.msg))
+	}
+	if err != nil && !errors.Is(err, lanequeue.ErrStaleAttempt) && !errors.Is(err, lanequeue.ErrNotFound) {
+		return fmt.Errorf("report attempt %d to the scheduler: %w", n, err)
+	}
+	return nil
+}
+
+// checkHeld looks at the holder of a task's current attempt. A non-nil end
+// reports that the attempt is over (a result arrived, the worker or Job was
+// lost); otherwise requeue says when to look again.
+func (r *ExternalTaskReconciler) checkHeld(ctx context.Context, task *agentlanev1alpha1.ExternalTask) (*attemptEnd, time.Duration, error) {
+	ended := func(outcome agentlanev1alpha1.AttemptOutcome, format string, args ...any) (*attemptEnd, time.Duration, error) {
+		return &attemptEnd{outcome: outcome, msg: fmt.Sprintf(format, args...)}, 0, nil
+	}
 	st := &task.Status
 	if res := st.Result; res != nil {
 		if res.Success {
-			return agentlanev1alpha1.AttemptSucceeded, "", true, 0, nil
+			return &attemptEnd{outcome: agentlanev1alpha1.AttemptSucceeded}, 0, nil
 		}
-		return agentlanev1alpha1.AttemptFailed, res.Error, true, 0, nil
+		return &attemptEnd{outcome: agentlanev1alpha1.AttemptFailed, msg: res.Error}, 0, nil
 	}
 	now := r.Clock.Now()
 	if st.JobName != "" {
@@ -584,38 +602,38 @@ func (r *ExternalTaskReconciler) checkHeld(ctx context.Context, b binding, task 
 		switch {
 		case apierrors.IsNotFound(err):
 			if st.DispatchedAt != nil && now.Sub(st.DispatchedAt.Time) < jobGrace {
-				return "", "", false, time.Second, nil // the cache may not have the new Job yet
+				return nil, time.Second, nil // the cache may not have the new Job yet
 			}
-			return agentlanev1alpha1.AttemptFailed, fmt.Sprintf("Job %s no longer exists", st.JobName), true, 0, nil
+			return ended(agentlanev1alpha1.AttemptFailed, "Job %s no longer exists", st.JobName)
 		case err != nil:
-			return "", "", false, 0, err
+			return nil, 0, err
 		}
 		if why, failed := jobFailure(job); failed {
-			return agentlanev1alpha1.AttemptFailed, why, true, 0, nil
+			return ended(agentlanev1alpha1.AttemptFailed, "%s", why)
 		}
 		if at, done := jobCompleted(job); done {
 			if wait := at.Add(jobGrace).Sub(now); wait > 0 {
-				return "", "", false, wait, nil
+				return nil, wait, nil
 			}
-			return agentlanev1alpha1.AttemptFailed, fmt.Sprintf("Job %s completed without reporting a result", job.Name), true, 0, nil
+			return ended(agentlanev1alpha1.AttemptFailed, "Job %s completed without reporting a result", job.Name)
 		}
-		return "", "", false, maxHeldCheck, nil
+		return nil, maxHeldCheck, nil
 	}
 
 	lease := &coordinationv1.Lease{}
 	err := r.Get(ctx, types.NamespacedName{Namespace: task.Namespace, Name: worker.LeaseName(st.Worker)}, lease)
 	switch {
 	case apierrors.IsNotFound(err):
-		return agentlanev1alpha1.AttemptWorkerLost, fmt.Sprintf("worker %s has no heartbeat Lease", st.Worker), true, 0, nil
+		return ended(agentlanev1alpha1.AttemptWorkerLost, "worker %s has no heartbeat Lease", st.Worker)
 	case err != nil:
-		return "", "", false, 0, err
+		return nil, 0, err
 	}
 	w, ok := parseWorkerLease(lease)
 	if !ok || !w.live(now) {
-		return agentlanev1alpha1.AttemptWorkerLost, fmt.Sprintf("the heartbeat of worker %s expired", st.Worker), true, 0, nil
+		return ended(agentlanev1alpha1.AttemptWorkerLost, "the heartbeat of worker %s expired", st.Worker)
 	}
 	// Look again just after the Lease would lapse unless renewed.
-	return "", "", false, min(w.expires.Sub(now)+100*time.Millisecond, maxHeldCheck), nil
+	return nil, min(w.expires.Sub(now)+100*time.Millisecond, maxHeldCheck), nil
 }
 
 // dispatch gives the granted attempt of the task to a worker, or creates its
@@ -654,10 +672,9 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, task *
 			if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || errors.Is(err, errNoJobTemplate) {
 				// The template cannot make a Job: fail the attempt so
 				// that the retry policy, not a hot loop, deals with it.
-				msg := fmt.Sprintf("cannot create the Job for attempt %d: %v", n, err)
-				b.tasks.markClosed(task.Name, n, agentlanev1alpha1.AttemptFailed, msg)
-				_ = b.queue.FailAttempt(task.Name, int(n), errors.New(msg))
-				return ctrl.Result{RequeueAfter: retrySoon}, nil
+				end := attemptEnd{outcome: agentlanev1alpha1.AttemptFailed,
+					msg: fmt.Sprintf("cannot create the Job for attempt %d: %v", n, err)}
+				return ctrl.Result{RequeueAfter: retrySoon}, closeAttempt(b, task, n, end, nil)
 			}
 			return ctrl.Result{}, fmt.Errorf("create the Job: %w", err)
 		}
@@ -693,9 +710,6 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, task *
 	logf.FromContext(ctx).V(1).Info("Dispatched", "attempt", n, "worker", w.name, "node", w.node)
 	return ctrl.Result{RequeueAfter: min(time.Until(w.expires)+100*time.Millisecond, maxHeldCheck)}, nil
 }
-
-// errNoJobTemplate: the lane has no jobTemplate that can make a Job.
-var errNoJobTemplate = errors.New("the lane's externalTarget has no usable jobTemplate")
 
 // laneTarget returns the external target of lane in lq, nil for the worker
 // pool.
@@ -857,7 +871,7 @@ func (r *ExternalTaskReconciler) recordEnded(st *agentlanev1alpha1.ExternalTaskS
 	}
 	switch {
 	case tt.closed == st.Attempt:
-		rec.Outcome, rec.Error = tt.closedAs, tt.closedError
+		rec.Outcome, rec.Error = tt.closedAs.outcome, tt.closedAs.msg
 	case st.Result != nil && st.Result.Success:
 		rec.Outcome = agentlanev1alpha1.AttemptSucceeded
 	case st.Result != nil:
@@ -879,7 +893,7 @@ func (r *ExternalTaskReconciler) recordEnded(st *agentlanev1alpha1.ExternalTaskS
 	}
 	rec.Error = worker.TruncateRunes(rec.Error, maxAttemptError)
 	st.Attempts = append(st.Attempts, rec)
-	if extra := len(st.Attempts) - 16; extra > 0 {
+	if extra := len(st.Attempts) - maxAttemptRecords; extra > 0 {
 		st.Attempts = slices.Delete(st.Attempts, 0, extra)
 	}
 	return rec
@@ -967,10 +981,7 @@ func (r *ExternalTaskReconciler) settleFinished(ctx context.Context, b binding, 
 // once its queue's ttlAfterFinished has passed. Dead letters are kept, up to
 // the queue's deadLetter.maxSize (see the LaneQueue's retention sweep).
 func (r *ExternalTaskReconciler) reconcileFinished(ctx context.Context, task *agentlanev1alpha1.ExternalTask, lq *agentlanev1alpha1.LaneQueue) (ctrl.Result, error) {
-	key := client.ObjectKeyFromObject(task)
-	r.workers.release(key)
-	r.awaiting.remove(key)
-	r.unbound.remove(key)
+	r.release(client.ObjectKeyFromObject(task))
 	st := &task.Status
 	if !meta.IsStatusConditionTrue(st.Conditions, agentlanev1alpha1.ExternalTaskFinishedCondition) {
 		// A worker without the condition to update finished it.
@@ -1011,13 +1022,19 @@ func finishedAt(task *agentlanev1alpha1.ExternalTask) time.Time {
 	return task.CreationTimestamp.Time
 }
 
+// release drops what the controller keeps about a task that no longer
+// waits or holds a worker.
+func (r *ExternalTaskReconciler) release(key types.NamespacedName) {
+	r.workers.release(key)
+	r.awaiting.remove(key)
+	r.unbound.remove(key)
+}
+
 // forgetDeleted cancels the scheduler's command of a task that was deleted:
 // deleting a task cancels it.
 func (r *ExternalTaskReconciler) forgetDeleted(key types.NamespacedName) {
 	r.written.forget(key)
-	r.workers.release(key)
-	r.awaiting.remove(key)
-	r.unbound.remove(key)
+	r.release(key)
 	r.Schedulers.forEachTasks(key.Namespace, func(q *lanequeue.Queue, ts *taskSet) {
 		if ts.has(key.Name) {
 			_ = q.Cancel(key.Name)

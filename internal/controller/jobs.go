@@ -19,6 +19,7 @@ package controller
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"strconv"
@@ -40,6 +41,9 @@ const TaskLabel = "agentlane.io/task"
 // the one-shot worker. When the template has no container of that name, the
 // first container is used.
 const WorkerContainerName = "worker"
+
+// errNoJobTemplate: the lane has no jobTemplate that can make a Job.
+var errNoJobTemplate = errors.New("the lane's externalTarget has no usable jobTemplate")
 
 // maxJobName keeps Job names short enough for the job-name label its pods
 // carry.

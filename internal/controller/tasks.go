@@ -36,10 +36,16 @@ import (
 type trackedTask struct {
 	ticket *lanequeue.Ticket
 	// closed is the attempt the manager reported to the scheduler (a
-	// worker's result, a lost worker, a failed Job), with its outcome.
-	closed      int32
-	closedAs    agentlanev1alpha1.AttemptOutcome
-	closedError string
+	// worker's result, a lost worker, a failed Job), and closedAs how it
+	// ended.
+	closed   int32
+	closedAs attemptEnd
+}
+
+// attemptEnd is how an attempt ended, as the manager saw it.
+type attemptEnd struct {
+	outcome agentlanev1alpha1.AttemptOutcome
+	msg     string
 }
 
 // taskSet holds the tracked tasks of one scheduler, keyed by task name (a
@@ -76,11 +82,11 @@ func (ts *taskSet) put(name string, tk *lanequeue.Ticket) {
 }
 
 // markClosed remembers how the manager closed attempt of task name.
-func (ts *taskSet) markClosed(name string, attempt int32, outcome agentlanev1alpha1.AttemptOutcome, msg string) {
+func (ts *taskSet) markClosed(name string, attempt int32, end attemptEnd) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if t, ok := ts.tasks[name]; ok {
-		t.closed, t.closedAs, t.closedError = attempt, outcome, msg
+		t.closed, t.closedAs = attempt, end
 	}
 }
 
