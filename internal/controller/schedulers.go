@@ -96,13 +96,8 @@ func (s *Schedulers) changes() chan event.GenericEvent {
 
 // Get returns the scheduler of the LaneQueue key, if it runs.
 func (s *Schedulers) Get(key types.NamespacedName) (*lanequeue.Queue, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sc, ok := s.queues[key]
-	if !ok {
-		return nil, false
-	}
-	return sc.queue, true
+	q, _, ok := s.tasksOf(key)
+	return q, ok
 }
 
 // tasksOf returns the scheduler of the LaneQueue key and the ExternalTasks
