@@ -655,3 +655,13 @@ type AgentSessionList struct {
 func init() {
 	SchemeBuilder.Register(&AgentSession{}, &AgentSessionList{})
 }
+
+// LaneTimeout returns the session's timeout override for lane, if any.
+func (s *AgentSessionSpec) LaneTimeout(lane string) *metav1.Duration {
+	for i := range s.LaneOverrides {
+		if string(s.LaneOverrides[i].Lane) == lane {
+			return s.LaneOverrides[i].Timeout
+		}
+	}
+	return nil
+}

@@ -33,6 +33,7 @@ import (
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/controller"
+	"github.com/agentlane/agentlane/internal/sessionserver"
 )
 
 var scheme = runtime.NewScheme()
@@ -48,11 +49,16 @@ func main() {
 		probeAddr        string
 		leaderElect      bool
 		leaderElectionNS string
+		api              sessionserver.Server
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; \"0\" disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the liveness and readiness probes bind to; \"0\" disables them.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one manager replica schedules lanes at a time.")
 	flag.StringVar(&leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (defaults to the manager's namespace).")
+	flag.StringVar(&api.Addr, "session-api-bind-address", ":8443", "Address the Session API binds to; \"0\" disables it.")
+	flag.StringVar(&api.CertFile, "session-api-cert-file", "", "TLS certificate of the Session API; with --session-api-key-file it serves HTTPS.")
+	flag.StringVar(&api.KeyFile, "session-api-key-file", "", "TLS private key of the Session API.")
+	flag.IntVar(&api.RetainedEvents, "session-api-retained-events", sessionserver.DefaultRetainedEvents, "Events each session keeps for event streams that reconnect.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -79,9 +85,17 @@ func main() {
 		os.Exit(1)
 	}
 	ctx := ctrl.SetupSignalHandler()
-	if err := controller.Setup(ctx, mgr, &controller.Schedulers{}); err != nil {
+	schedulers := &controller.Schedulers{}
+	if err := controller.Setup(ctx, mgr, schedulers); err != nil {
 		log.Error(err, "unable to set up the controllers")
 		os.Exit(1)
+	}
+	if api.Addr != "0" {
+		api.Schedulers = schedulers
+		if err := api.SetupWithManager(mgr); err != nil {
+			log.Error(err, "unable to set up the Session API")
+			os.Exit(1)
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		log.Error(err, "unable to set up the health check")

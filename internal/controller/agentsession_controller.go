@@ -227,15 +227,13 @@ func (r *AgentSessionReconciler) reconcileDelete(ctx context.Context, s *agentla
 		client.MatchingLabels{agentlanev1alpha1.SessionLabel: s.Name}); err != nil {
 		return fmt.Errorf("delete the session's tasks: %w", err)
 	}
-	if q, ok := r.Schedulers.Get(types.NamespacedName{Namespace: s.Namespace, Name: s.Spec.QueueRef.Name}); ok {
-		n := q.CancelSession(s.Name)
-		if err := q.ForgetSession(s.Name); err != nil {
-			// A command still running (a task being cancelled as it is
-			// deleted); try again shortly.
-			return fmt.Errorf("release the session's scheduler state: %w", err)
-		}
-		logf.FromContext(ctx).Info("session deleted; its work was cancelled", "cancelled", n)
+	n, err := r.Schedulers.ReleaseSession(types.NamespacedName{Namespace: s.Namespace, Name: s.Spec.QueueRef.Name}, s.Name)
+	if err != nil {
+		// A command still running (a task being cancelled as it is
+		// deleted); try again shortly.
+		return fmt.Errorf("release the session's scheduler state: %w", err)
 	}
+	logf.FromContext(ctx).Info("session deleted; its work was cancelled", "cancelled", n)
 	controllerutil.RemoveFinalizer(s, SessionCleanupFinalizer)
 	if err := r.Update(ctx, s); err != nil {
 		return fmt.Errorf("remove finalizer: %w", err)

@@ -101,6 +101,9 @@ type ExternalTaskReconciler struct {
 	Schedulers *Schedulers
 	// Recorder receives Kubernetes Events for tasks that fail for good.
 	Recorder events.EventRecorder
+	// APIReader reads around the cache, to tell a task that was just
+	// created from one that was deleted.
+	APIReader client.Reader
 	// Clock is the manager's clock; the real clock when nil.
 	Clock clock.PassiveClock
 
@@ -270,6 +273,10 @@ func (r *ExternalTaskReconciler) reconcile(ctx context.Context, req ctrl.Request
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, err
 		}
+		if r.stillExists(ctx, req.NamespacedName) {
+			// Created a moment ago; its watch event brings it back.
+			return ctrl.Result{}, nil
+		}
 		r.forgetDeleted(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
@@ -419,6 +426,13 @@ func (r *ExternalTaskReconciler) admit(b binding, task *agentlanev1alpha1.Extern
 	}
 	if spec.Timeout != nil {
 		cmd.Timeout = spec.Timeout.Duration
+	} else if b.session != nil {
+		// The session's lane override sets the timeout of its commands.
+		if lane, _, err := b.queue.Route(cmd.SessionKey, cmd.Lane, cmd.Type); err == nil {
+			if t := b.session.Spec.LaneTimeout(lane); t != nil {
+				cmd.Timeout = t.Duration
+			}
+		}
 	}
 	id := spec.Identity
 	if id == nil && b.session != nil {
@@ -1028,6 +1042,27 @@ func (r *ExternalTaskReconciler) release(key types.NamespacedName) {
 	r.workers.release(key)
 	r.awaiting.remove(key)
 	r.unbound.remove(key)
+}
+
+// stillExists tells whether a task the cache does not have is one the
+// scheduler holds whose object is being created, or was created after the
+// cache last heard of it: only an uncached read can tell it from a deleted
+// one.
+func (r *ExternalTaskReconciler) stillExists(ctx context.Context, key types.NamespacedName) bool {
+	tracked, creating := false, false
+	r.Schedulers.forEachTasks(key.Namespace, func(_ *lanequeue.Queue, ts *taskSet) {
+		if t, ok := ts.get(key.Name); ok {
+			tracked, creating = true, creating || t.creating
+		}
+	})
+	if creating {
+		return true
+	}
+	if !tracked || r.APIReader == nil {
+		return false
+	}
+	err := r.APIReader.Get(ctx, key, &agentlanev1alpha1.ExternalTask{})
+	return err == nil
 }
 
 // forgetDeleted cancels the scheduler's command of a task that was deleted:

@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -58,6 +59,10 @@ type Schedulers struct {
 	// DefaultStatusInterval when zero.
 	StatusInterval time.Duration
 
+	// Observer, when set, receives every session's command and inbox
+	// events, for the Session API's event streams.
+	Observer SessionObserver
+
 	// taskEvents wakes the ExternalTask controller for the tasks whose
 	// scheduler state changed: granted a slot, timed out, retried, finished.
 	taskEvents requestSink
@@ -69,9 +74,27 @@ type Schedulers struct {
 	changed chan event.GenericEvent
 }
 
+// SessionObserver follows what the schedulers do for sessions. Calls come
+// in the order things happened within one queue, from one goroutine per
+// queue, and must return quickly.
+type SessionObserver interface {
+	// CommandEvent reports a command event of the queue's session
+	// ev.SessionKey (the AgentSession's name).
+	CommandEvent(queue types.NamespacedName, ev lanequeue.Event)
+	// InboxEvent reports a turn, steer, abort or dropped message of the
+	// queue's session ev.Session.
+	InboxEvent(queue types.NamespacedName, ev lanequeue.InboxEvent)
+	// SessionReleased reports that an AgentSession was deleted and its
+	// scheduler state dropped.
+	SessionReleased(namespace, name string)
+}
+
 // scheduler is one LaneQueue's scheduler and its event consumer.
 type scheduler struct {
 	queue *lanequeue.Queue
+	// inbox applies the queue modes to the inbound messages of the queue's
+	// sessions.
+	inbox *lanequeue.Inbox
 	sub   *lanequeue.Subscription
 	// ref identifies the LaneQueue for Kubernetes Events.
 	ref *corev1.ObjectReference
@@ -98,6 +121,65 @@ func (s *Schedulers) changes() chan event.GenericEvent {
 func (s *Schedulers) Get(key types.NamespacedName) (*lanequeue.Queue, bool) {
 	q, _, ok := s.tasksOf(key)
 	return q, ok
+}
+
+// Session returns the scheduler and the inbox of the LaneQueue key, if it
+// runs.
+func (s *Schedulers) Session(key types.NamespacedName) (*lanequeue.Queue, *lanequeue.Inbox, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sc, ok := s.queues[key]
+	if !ok {
+		return nil, nil, false
+	}
+	return sc.queue, sc.inbox, true
+}
+
+// SubmitTask submits cmd to the scheduler of the LaneQueue key as the
+// ExternalTask named cmd.ID, which create then makes, given the lane the
+// command was routed to. Submitting first fixes the command's place in its
+// lane at once, so commands submitted one after another keep their order
+// whatever order their tasks are reconciled in; the ExternalTask controller
+// takes the task over when it sees the object. If create fails, the command
+// is cancelled and forgotten.
+func (s *Schedulers) SubmitTask(key types.NamespacedName, cmd lanequeue.Command, create func(lane string) error) (*lanequeue.Ticket, error) {
+	q, ts, ok := s.tasksOf(key)
+	if !ok {
+		return nil, fmt.Errorf("%w: LaneQueue %s has no running scheduler", lanequeue.ErrClosed, key)
+	}
+	cmd.External = true
+	tk, err := q.Submit(cmd)
+	if err != nil {
+		return nil, err
+	}
+	ts.putCreating(cmd.ID, tk)
+	if err := create(tk.Lane()); err != nil {
+		_ = q.Cancel(cmd.ID)
+		ts.forget(cmd.ID)
+		return nil, err
+	}
+	ts.created(cmd.ID)
+	return tk, nil
+}
+
+// ReleaseSession cancels the commands of the deleted AgentSession name in
+// the scheduler of the LaneQueue key and drops its scheduler and inbox
+// state. It returns how many commands were cancelled; it fails while a
+// cancelled command still runs.
+func (s *Schedulers) ReleaseSession(key types.NamespacedName, name string) (int, error) {
+	q, in, ok := s.Session(key)
+	if !ok {
+		return 0, nil
+	}
+	n := q.CancelSession(name)
+	if err := q.ForgetSession(name); err != nil {
+		return n, err
+	}
+	in.ForgetSession(name)
+	if s.Observer != nil {
+		s.Observer.SessionReleased(key.Namespace, name)
+	}
+	return n, nil
 }
 
 // tasksOf returns the scheduler of the LaneQueue key and the ExternalTasks
@@ -156,8 +238,16 @@ func (s *Schedulers) Ensure(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Confi
 	if err != nil {
 		return false, fmt.Errorf("start the scheduler: %w", err)
 	}
+	inboxOpts := lanequeue.InboxOptions{Queue: q}
+	if c, ok := opts.Clock.(clock.WithDelayedExecution); ok {
+		inboxOpts.Clock = c
+	}
+	if obs := s.Observer; obs != nil {
+		inboxOpts.OnEvent = func(ev lanequeue.InboxEvent) { obs.InboxEvent(key, ev) }
+	}
 	sc := &scheduler{
 		queue: q,
+		inbox: lanequeue.NewInbox(inboxOpts),
 		sub:   q.Subscribe(4096),
 		tasks: &taskSet{},
 		ref: &corev1.ObjectReference{
@@ -197,6 +287,9 @@ func (s *Schedulers) Remove(key types.NamespacedName) {
 func (s *Schedulers) consume(key types.NamespacedName, sc *scheduler) {
 	for ev := range sc.sub.Events() {
 		s.markDirty(key)
+		if s.Observer != nil && ev.SessionKey != "" {
+			s.Observer.CommandEvent(key, ev)
+		}
 		if taskEnding(ev.Type) && sc.tasks.has(ev.CommandID) {
 			s.taskEvents.add(taskRequest(key.Namespace, ev.CommandID))
 		}

@@ -49,7 +49,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, schedulers *Schedulers) error 
 	if err := (&AgentSessionReconciler{Client: mgr.GetClient(), Schedulers: schedulers}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the AgentSession controller: %w", err)
 	}
-	tasks := &ExternalTaskReconciler{Client: mgr.GetClient(), Schedulers: schedulers,
+	tasks := &ExternalTaskReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Schedulers: schedulers,
 		Recorder: mgr.GetEventRecorder("agentlane-externaltask")}
 	if err := tasks.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the ExternalTask controller: %w", err)

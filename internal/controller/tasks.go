@@ -40,6 +40,10 @@ type trackedTask struct {
 	// ended.
 	closed   int32
 	closedAs attemptEnd
+	// creating is set while the task's object is being created for a
+	// command submitted through the Session API: its absence from the cache
+	// then does not mean it was deleted.
+	creating bool
 }
 
 // attemptEnd is how an attempt ended, as the manager saw it.
@@ -79,6 +83,25 @@ func (ts *taskSet) put(name string, tk *lanequeue.Ticket) {
 		ts.tasks = make(map[string]*trackedTask)
 	}
 	ts.tasks[name] = &trackedTask{ticket: tk}
+}
+
+// putCreating tracks the command of a task whose object is being created.
+func (ts *taskSet) putCreating(name string, tk *lanequeue.Ticket) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.tasks == nil {
+		ts.tasks = make(map[string]*trackedTask)
+	}
+	ts.tasks[name] = &trackedTask{ticket: tk, creating: true}
+}
+
+// created marks the object of task name as created.
+func (ts *taskSet) created(name string) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if t, ok := ts.tasks[name]; ok {
+		t.creating = false
+	}
 }
 
 // markClosed remembers how the manager closed attempt of task name.

@@ -81,3 +81,22 @@ func (e *laneError) Error() string { return ErrUnknownLane.Error() + " " + quote
 func (e *laneError) Unwrap() error { return ErrUnknownLane }
 
 func quote(s string) string { return "\"" + s + "\"" }
+
+// Route returns the lane a command of the session goes to (the lane named,
+// else the route of its type) and the handler mode it would start in if it
+// started now: the session's override for the lane, else the lane's mode. A
+// submitter that has to prepare differently for External work (create a
+// durable task first) asks here, then submits with Command.External set.
+func (q *Queue) Route(sessionKey, laneName, typ string) (string, HandlerMode, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ln, err := q.resolveLaneLocked(laneName, typ)
+	if err != nil {
+		return "", "", err
+	}
+	mode := ln.cfg.Mode
+	if s := q.sessions[sessionKey]; s != nil {
+		mode = s.modeFor(ln)
+	}
+	return ln.name, mode.orDefault(), nil
+}

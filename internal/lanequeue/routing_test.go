@@ -55,6 +55,10 @@ func TestRouting(t *testing.T) {
 			}
 			h := newHarness(t, cfg)
 			tc.cmd.SessionKey = "s"
+			routed, _, routeErr := h.q.Route("s", tc.cmd.Lane, tc.cmd.Type)
+			if !errors.Is(routeErr, tc.wantErr) || (routeErr == nil && routed != tc.wantLane) {
+				t.Errorf("Route = %q, %v; want %q, %v", routed, routeErr, tc.wantLane, tc.wantErr)
+			}
 			tk, err := h.q.Submit(tc.cmd)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("Submit error = %v, want %v", err, tc.wantErr)
@@ -82,4 +86,30 @@ func TestDefaultRoutesIsACopy(t *testing.T) {
 	if !errors.Is(err, ErrUnknownLane) || err.Error() != `lanequeue: unknown lane "x"` {
 		t.Errorf("lane error = %v", err)
 	}
+}
+
+func TestRouteReportsTheSessionMode(t *testing.T) {
+	cfg := DefaultConfig()
+	for i := range cfg.Lanes {
+		if cfg.Lanes[i].Name == "query" {
+			cfg.Lanes[i].Mode = Hybrid
+		}
+	}
+	h := newHarness(t, cfg)
+	check := func(session, typ, wantLane string, want HandlerMode) {
+		t.Helper()
+		lane, mode, err := h.q.Route(session, "", typ)
+		if err != nil || lane != wantLane || mode != want {
+			t.Errorf("Route(%s, %s) = %s, %s, %v; want %s, %s", session, typ, lane, mode, err, wantLane, want)
+		}
+	}
+	check("a", "bash", "execute", Internal)
+	check("a", "read", "query", Hybrid)
+	if err := h.q.SetSessionLaneMode("a", "execute", External); err != nil {
+		t.Fatal(err)
+	}
+	check("a", "bash", "execute", External)
+	check("b", "bash", "execute", Internal)
+	h.q.ClearSessionLaneMode("a", "execute")
+	check("a", "bash", "execute", Internal)
 }

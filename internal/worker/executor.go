@@ -22,12 +22,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"sort"
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 )
 
 // DefaultMaxOutputBytes bounds the stdout and stderr a task result keeps.
@@ -48,9 +50,23 @@ type Output struct {
 	ExitCode int    `json:"exitCode"`
 	Stdout   string `json:"stdout"`
 	Stderr   string `json:"stderr,omitempty"`
-	// Truncated is set when stdout or stderr was cut at the output limit.
+	// Truncated is set when the output was cut at the output limit.
 	Truncated bool   `json:"truncated,omitempty"`
 	Error     string `json:"-"`
+	// Result, when set, is the output JSON of a command that runs no
+	// process (such as "read"): it is reported instead of exitCode, stdout
+	// and stderr.
+	Result json.RawMessage `json:"-"`
+}
+
+// MarshalJSON encodes the output as it is reported in a task result: Result
+// when it is set, the process fields otherwise.
+func (o Output) MarshalJSON() ([]byte, error) {
+	if o.Result != nil {
+		return o.Result, nil
+	}
+	type process Output // the same fields without this method
+	return json.Marshal(process(o))
 }
 
 // Executor runs one command type.
@@ -76,12 +92,14 @@ type Registry struct {
 }
 
 // NewRegistry returns a registry with the built-in executors: "bash" runs a
-// shell command line and "exec" runs a program with arguments, both bounded by
-// maxOutput bytes of output per stream.
+// shell command line, "exec" runs a program with arguments and "read" reads a
+// file, all bounded by maxOutput bytes of output (per stream for processes);
+// 0 means DefaultMaxOutputBytes.
 func NewRegistry(maxOutput int) *Registry {
 	r := &Registry{executors: map[string]Executor{}}
 	r.Register("bash", &ProcessExecutor{Shell: true, MaxOutputBytes: maxOutput})
 	r.Register("exec", &ProcessExecutor{MaxOutputBytes: maxOutput})
+	r.Register("read", &ReadExecutor{MaxBytes: maxOutput})
 	return r
 }
 
@@ -247,6 +265,122 @@ func (p *ProcessExecutor) output(stdout, stderr *limitedBuffer, code int) Output
 		Stderr:    stderr.String(),
 		Truncated: stdout.truncated || stderr.truncated,
 	}
+}
+
+// ReadPayload is the payload of "read" tasks.
+type ReadPayload struct {
+	// Path is the file to read, relative to the worker's working directory
+	// unless absolute.
+	Path string `json:"path"`
+	// MaxBytes bounds the content returned; 0 means the executor's limit,
+	// which is also the most it returns.
+	MaxBytes int `json:"maxBytes,omitempty"`
+}
+
+// ReadOutput is the output JSON of a "read" task.
+type ReadOutput struct {
+	// Content is the start of the file, cut at the byte limit (and back to
+	// the last whole UTF-8 character).
+	Content string `json:"content"`
+	// Bytes is the size of the whole file (the bytes read, for files that
+	// report no size, such as those of procfs).
+	Bytes int64 `json:"bytes"`
+	// Truncated is set when Content is not the whole file.
+	Truncated bool `json:"truncated"`
+}
+
+// ReadExecutor reads a regular file. Like a program that cannot be started,
+// a file that is missing, unreadable, a directory or not a regular file
+// fails the task with an error naming the path; nothing is read then.
+type ReadExecutor struct {
+	// MaxBytes bounds the content returned; 0 means DefaultMaxOutputBytes.
+	MaxBytes int
+}
+
+var _ Executor = &ReadExecutor{}
+
+// Execute reads the payload's file.
+func (e *ReadExecutor) Execute(ctx context.Context, raw json.RawMessage) (Output, error) {
+	var pl ReadPayload
+	if len(raw) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&pl); err != nil {
+			return Output{}, fmt.Errorf("invalid payload: %w", err)
+		}
+	}
+	switch {
+	case pl.Path == "":
+		return Output{}, errors.New("invalid payload: path is required")
+	case pl.MaxBytes < 0:
+		return Output{}, fmt.Errorf("invalid payload: maxBytes must not be negative, got %d", pl.MaxBytes)
+	}
+	limit := e.MaxBytes
+	if limit <= 0 {
+		limit = DefaultMaxOutputBytes
+	}
+	if pl.MaxBytes > 0 && pl.MaxBytes < limit {
+		limit = pl.MaxBytes
+	}
+	if err := context.Cause(ctx); err != nil {
+		return Output{}, fmt.Errorf("read stopped: %w", err)
+	}
+
+	// Stat before opening: opening a FIFO would block.
+	info, err := os.Stat(pl.Path)
+	switch {
+	case err != nil:
+		return Output{}, readError(pl.Path, err)
+	case info.IsDir():
+		return Output{}, readError(pl.Path, errors.New("is a directory"))
+	case !info.Mode().IsRegular():
+		return Output{}, readError(pl.Path, fmt.Errorf("not a regular file (%s)", info.Mode().Type()))
+	}
+	f, err := os.Open(pl.Path)
+	if err != nil {
+		return Output{}, readError(pl.Path, err)
+	}
+	defer func() { _ = f.Close() }()
+	// One byte past the limit tells a file that fills it exactly from a
+	// longer one, also where the size is unknown (procfs reports 0).
+	buf, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
+	if err != nil {
+		return Output{}, readError(pl.Path, err)
+	}
+	out := ReadOutput{Bytes: max(info.Size(), int64(len(buf)))}
+	if len(buf) > limit {
+		buf, out.Truncated = cutRunes(buf[:limit]), true
+	}
+	out.Content = string(buf)
+	result, err := json.Marshal(out)
+	if err != nil {
+		return Output{}, err
+	}
+	return Output{Success: true, Truncated: out.Truncated, Result: result}, nil
+}
+
+// readError reports a failed read as "read <path>: <reason>", keeping the
+// reason for errors.Is (fs.ErrNotExist, fs.ErrPermission).
+func readError(path string, err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return fmt.Errorf("read %s: %w", path, err)
+}
+
+// cutRunes drops a UTF-8 character that b ends in the middle of, so that the
+// cut does not turn into U+FFFD. Other invalid bytes are left alone.
+func cutRunes(b []byte) []byte {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				return b[:i]
+			}
+			break
+		}
+	}
+	return b
 }
 
 // lastLine returns the last non-empty line of s, at most 200 bytes of it.

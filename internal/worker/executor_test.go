@@ -41,8 +41,40 @@ func payload(t *testing.T, p ProcessPayload) json.RawMessage {
 	return b
 }
 
+func readPayload(t *testing.T, p ReadPayload) json.RawMessage {
+	t.Helper()
+	b, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func readResult(t *testing.T, o ReadOutput) json.RawMessage {
+	t.Helper()
+	b, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 func TestRegistryRun(t *testing.T) {
 	dir := t.TempDir()
+	hello := writeFile(t, dir, "hello.txt", "hello\n")
+	long := writeFile(t, dir, "long.txt", strings.Repeat("y", 100))
+	exact := writeFile(t, dir, "exact.txt", strings.Repeat("z", 64))
+	accent := writeFile(t, dir, "accent.txt", "abcé") // é is 2 bytes: 3 and 4
+	empty := writeFile(t, dir, "empty.txt", "")
 	cases := map[string]struct {
 		task    Task
 		want    Output
@@ -73,6 +105,58 @@ func TestRegistryRun(t *testing.T) {
 		"output is cut at the limit": {
 			task: Task{CommandType: "bash", Payload: payload(t, ProcessPayload{Command: "head -c 100 /dev/zero | tr '\\0' x"})},
 			want: Output{Success: true, Stdout: strings.Repeat("x", 64), Truncated: true},
+		},
+		"read a file": {
+			task: Task{CommandType: "read", Payload: readPayload(t, ReadPayload{Path: hello})},
+			want: Output{Success: true, Result: readResult(t, ReadOutput{Content: "hello\n", Bytes: 6})},
+		},
+		"read an empty file": {
+			task: Task{CommandType: "read", Payload: readPayload(t, ReadPayload{Path: empty})},
+			want: Output{Success: true, Result: readResult(t, ReadOutput{})},
+		},
+		"read is cut at the limit and says how big the file is": {
+			task: Task{CommandType: "read", Payload: readPayload(t, ReadPayload{Path: long})},
+			want: Output{Success: true, Truncated: true, Result: readResult(t, ReadOutput{
+				Content: strings.Repeat("y", 64), Bytes: 100, Truncated: true,
+			})},
+		},
+		"read of a file exactly at the limit is whole": {
+			task: Task{CommandType: "read", Payload: readPayload(t, ReadPayload{Path: exact})},
+			want: Output{Success: true, Result: readResult(t, ReadOutput{Content: strings.Repeat("z", 64), Bytes: 64})},
+		},
+		"read maxBytes below the limit": {
+			task: Task{CommandType: "read", Payload: readPayload(t, ReadPayload{Path: hello, MaxBytes: 4})},
+			want: Output{Success: true, Truncated: true, Result: readResult(t, ReadOutput{Content: "hell", Bytes: 6, Truncated: true})},
+		},
+		"read maxBytes above the limit is capped at the limit": {
+			task: Task{CommandType: "read", Payload: readPayload(t, ReadPayload{Path: long, MaxBytes: 1000})},
+			want: Output{Success: true, Truncated: true, Result: readResult(t, ReadOutput{
+				Content: strings.Repeat("y", 64), Bytes: 100, Truncated: true,
+			})},
+		},
+		"read does not cut a character in half": {
+			task: Task{CommandType: "read", Payload: readPayload(t, ReadPayload{Path: accent, MaxBytes: 4})},
+			want: Output{Success: true, Truncated: true, Result: readResult(t, ReadOutput{Content: "abc", Bytes: 5, Truncated: true})},
+		},
+		"read a missing file": {
+			task:    Task{CommandType: "read", Payload: readPayload(t, ReadPayload{Path: filepath.Join(dir, "missing.txt")})},
+			wantErr: "read " + filepath.Join(dir, "missing.txt") + ": no such file or directory",
+		},
+		"read a directory": {
+			task:    Task{CommandType: "read", Payload: readPayload(t, ReadPayload{Path: dir})},
+			wantErr: "read " + dir + ": is a directory",
+		},
+		"read without path": {
+			task:    Task{CommandType: "read", Payload: json.RawMessage(`{}`)},
+			wantErr: "invalid payload: path is required",
+		},
+		"read with a negative maxBytes": {
+			task:    Task{CommandType: "read", Payload: readPayload(t, ReadPayload{Path: hello, MaxBytes: -1})},
+			wantErr: "invalid payload: maxBytes must not be negative, got -1",
+		},
+		"read with an unknown payload field": {
+			task:    Task{CommandType: "read", Payload: json.RawMessage(`{"file":"/etc/hosts"}`)},
+			wantErr: `invalid payload: json: unknown field "file"`,
 		},
 		"unknown command type": {
 			task:    Task{CommandType: "teleport"},
@@ -161,7 +245,49 @@ func TestCommandTypes(t *testing.T) {
 	r.Register("noop", ExecutorFunc(func(context.Context, json.RawMessage) (Output, error) {
 		return Output{Success: true}, nil
 	}))
-	if diff := cmp.Diff([]string{"bash", "exec", "noop"}, r.CommandTypes()); diff != "" {
+	if diff := cmp.Diff([]string{"bash", "exec", "noop", "read"}, r.CommandTypes()); diff != "" {
 		t.Errorf("command types (-want,+got):\n%s", diff)
+	}
+}
+
+// The result a worker reports for a read carries the read's JSON, and a
+// failed read carries its error and no output, like a program that could not
+// start; process results keep their own fields.
+func TestReadTaskResult(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, dir, "a.txt", "alpha")
+	r := NewRegistry(0)
+	run := func(task Task) string {
+		t.Helper()
+		out, err := r.Run(context.Background(), task)
+		got, mErr := json.Marshal(taskResult(out, err))
+		if mErr != nil {
+			t.Fatal(mErr)
+		}
+		return string(got)
+	}
+	cases := map[string]struct {
+		task Task
+		want string
+	}{
+		"read": {
+			task: Task{CommandType: "read", Payload: readPayload(t, ReadPayload{Path: path})},
+			want: `{"success":true,"result":{"content":"alpha","bytes":5,"truncated":false},"exitCode":0}`,
+		},
+		"missing file": {
+			task: Task{CommandType: "read", Payload: readPayload(t, ReadPayload{Path: filepath.Join(dir, "b.txt")})},
+			want: `{"success":false,"error":"read ` + filepath.Join(dir, "b.txt") + `: no such file or directory"}`,
+		},
+		"bash": {
+			task: Task{CommandType: "bash", Payload: payload(t, ProcessPayload{Command: "echo hi"})},
+			want: `{"success":true,"result":{"exitCode":0,"stdout":"hi\n"},"exitCode":0}`,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, run(tc.task)); diff != "" {
+				t.Errorf("task result (-want,+got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -1,0 +1,42 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package agentscript is a scripted agent runtime: it drives one session
+// through the Session API the way an agent would, from a Script instead of a
+// model, so that tests, the demo and benchmarks exercise the lanes with
+// realistic traffic.
+//
+// A Script is a list of turns. A turn is an optional model call (a command
+// of type "llm" that, once granted, takes a set time and reports a set token
+// usage) followed by steps; a step is one tool command or a parallel group
+// of them, submitted together and awaited together. Scripts are YAML or
+// JSON (Parse, Load); unknown fields are errors and every error names its
+// field path.
+//
+// Every command of a turn carries the turn's run ID. A command that the
+// session runs in Internal or Hybrid mode is granted to the runtime, which
+// runs it locally with the same executors workers use (worker.Registry) and
+// reports the result; an External command is run by a worker and the
+// runtime waits for its result.
+//
+// RunScript runs each turn once under a new run ID. Serve is inbox mode: it
+// takes the session's turns from its event stream as the session's runtime,
+// runs one script turn per turn event, takes steering messages at tool
+// boundaries and stops a run the session aborts.
+//
+// Reports (Report, TurnReport, CommandReport) say how every command ended;
+// they marshal to JSON.
+package agentscript

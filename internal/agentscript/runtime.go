@@ -1,0 +1,414 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package agentscript
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-logr/logr"
+	"github.com/oklog/ulid/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/agentlane/agentlane/internal/worker"
+	"github.com/agentlane/agentlane/pkg/sessionapi"
+)
+
+// errAborted stops the context of a run the session aborted.
+var errAborted = errors.New("the session aborted the run")
+
+// Runtime drives one session through the Session API by following a Script.
+// Its exported fields are set before the first call and not changed after;
+// a Runtime is not copied once used.
+type Runtime struct {
+	// Session is the session's API client.
+	Session *sessionapi.SessionClient
+	// Script is what the agent does.
+	Script Script
+	// Executors runs the Internal and Hybrid grants of tool commands
+	// locally, with the executors workers use; nil means
+	// worker.NewRegistry(worker.DefaultMaxOutputBytes).
+	Executors *worker.Registry
+	// Clock times the reports and the model calls; nil means the real clock.
+	Clock clock.Clock
+	// Log receives progress; the zero Logger discards it.
+	Log logr.Logger
+
+	mu   sync.Mutex
+	runs map[string]*runState // by run ID: the runs steers and aborts may reach
+}
+
+// runState is what the event reader tells a running turn.
+type runState struct {
+	mu      sync.Mutex
+	steers  []string // not yet taken at a tool boundary
+	aborted bool
+	cancel  context.CancelCauseFunc // stops the turn's calls; nil until it starts
+}
+
+// steer queues text for the run's next tool boundary.
+func (s *runState) steer(text string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.steers = append(s.steers, text)
+}
+
+// abort marks the run aborted and stops its calls.
+func (s *runState) abort() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.aborted = true
+	if s.cancel != nil {
+		s.cancel(errAborted)
+	}
+}
+
+// start attaches the turn's cancel function; an abort that came first
+// cancels at once.
+func (s *runState) start(cancel context.CancelCauseFunc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cancel = cancel
+	if s.aborted {
+		cancel(errAborted)
+	}
+}
+
+// boundary takes the queued steers and tells whether the run was aborted.
+func (s *runState) boundary() (steers []string, aborted bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	steers, s.steers = s.steers, nil
+	return steers, s.aborted
+}
+
+// openRun returns the state of runID, creating it if needed; created tells
+// which.
+func (r *Runtime) openRun(runID string) (s *runState, created bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s := r.runs[runID]; s != nil {
+		return s, false
+	}
+	if r.runs == nil {
+		r.runs = map[string]*runState{}
+	}
+	s = &runState{}
+	r.runs[runID] = s
+	return s, true
+}
+
+func (r *Runtime) lookupRun(runID string) *runState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.runs[runID]
+}
+
+func (r *Runtime) closeRun(runID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.runs, runID)
+}
+
+func (r *Runtime) clock() clock.Clock {
+	if r.Clock == nil {
+		return clock.RealClock{}
+	}
+	return r.Clock
+}
+
+func (r *Runtime) executors() *worker.Registry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.Executors == nil {
+		r.Executors = worker.NewRegistry(worker.DefaultMaxOutputBytes)
+	}
+	return r.Executors
+}
+
+// NewID returns a new lowercase ULID, which names a run or a command.
+func NewID() string { return strings.ToLower(ulid.Make().String()) }
+
+// RunScript runs each turn of the script once, in order, each under a new
+// run ID. It stops early when ctx ends or the API refuses the session (see
+// Report.Refusal).
+func (r *Runtime) RunScript(ctx context.Context) Report {
+	var rep Report
+	for _, t := range r.Script.Turns {
+		if ctx.Err() != nil {
+			break
+		}
+		tr := r.RunTurn(ctx, t, NewID())
+		rep.Turns = append(rep.Turns, tr)
+		if fatal(rep.Refusal()) {
+			break
+		}
+	}
+	return rep
+}
+
+// RunTurn runs one turn under runID: its model call, then its steps in
+// order, each step's commands carrying runID. Internal and Hybrid grants run
+// locally with Executors; External commands run on workers and the turn
+// waits for their result. Before each step, and once more at the end, the
+// turn takes the steering messages that arrived (see Serve); once the run is
+// aborted it submits nothing more and reports Aborted. A refusal of the API
+// that no later call can get past (authentication, authorization, a missing
+// or unready session) also ends the turn.
+func (r *Runtime) RunTurn(ctx context.Context, turn Turn, runID string) (rep TurnReport) {
+	st, created := r.openRun(runID)
+	if created {
+		defer r.closeRun(runID)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	st.start(cancel)
+
+	log := r.Log.WithValues("runId", runID)
+	rep = TurnReport{RunID: runID, Prompt: turn.Prompt, Started: r.clock().Now(), Commands: []CommandReport{}}
+	// boundary takes the steers that arrived and tells whether the run was
+	// aborted.
+	boundary := func() bool {
+		steers, aborted := st.boundary()
+		for _, s := range steers {
+			log.Info("Steered", "text", shorten(s, 80))
+		}
+		rep.Steers = append(rep.Steers, steers...)
+		rep.Aborted = rep.Aborted || aborted
+		return rep.Aborted
+	}
+	// stop is a tool boundary: it tells whether the turn ends there.
+	stop := func() bool {
+		if boundary() {
+			return true
+		}
+		if ctx.Err() != nil {
+			rep.Error = fmt.Sprintf("stopped: %v", context.Cause(ctx))
+			return true
+		}
+		return false
+	}
+	defer func() {
+		boundary()
+		rep.Finished = r.clock().Now()
+		log.Info("Turn finished", "commands", len(rep.Commands), "aborted", rep.Aborted, "steers", len(rep.Steers))
+	}()
+	log.Info("Turn started", "prompt", shorten(turn.Prompt, 80))
+
+	if c := turn.LLM; c != nil {
+		if stop() {
+			return rep
+		}
+		cr := r.llm(ctx, runID, turn.Prompt, *c)
+		rep.Commands = append(rep.Commands, cr)
+		if fatal(cr.Refused) {
+			rep.Error = "the API refused the session: " + cr.Refused.Error()
+			return rep
+		}
+	}
+	for i, step := range turn.Steps {
+		if stop() {
+			return rep
+		}
+		group := step.Parallel
+		if group == nil {
+			group = []Step{step}
+		}
+		crs := make([]CommandReport, len(group))
+		var wg sync.WaitGroup
+		for k, c := range group {
+			wg.Go(func() {
+				crs[k] = r.tool(ctx, runID, c)
+				crs[k].Step, crs[k].Parallel = i+1, step.Parallel != nil
+			})
+		}
+		wg.Wait()
+		rep.Commands = append(rep.Commands, crs...)
+		for _, cr := range crs {
+			if fatal(cr.Refused) {
+				rep.Error = "the API refused the session: " + cr.Refused.Error()
+				return rep
+			}
+		}
+	}
+	return rep
+}
+
+// tool runs one tool command of a step.
+func (r *Runtime) tool(ctx context.Context, runID string, st Step) CommandReport {
+	req := sessionapi.SubmitRequest{Type: st.Type, Lane: st.Lane, Payload: st.Payload}
+	if st.Timeout != nil && st.Timeout.Duration > 0 {
+		req.Timeout = &metav1.Duration{Duration: st.Timeout.Duration}
+	}
+	return r.command(ctx, runID, req, func(ctx context.Context, cmd *sessionapi.Command) sessionapi.Result {
+		return r.execute(ctx, cmd, st.Payload)
+	})
+}
+
+// llmPayload is the payload of a turn's model call.
+type llmPayload struct {
+	Prompt       string `json:"prompt"`
+	InputTokens  int    `json:"inputTokens,omitempty"`
+	OutputTokens int    `json:"outputTokens,omitempty"`
+}
+
+// LLMOutput is the output a model call reports.
+type LLMOutput struct {
+	Text  string   `json:"text"`
+	Usage LLMUsage `json:"usage"`
+}
+
+// LLMUsage is the token usage of a model call.
+type LLMUsage struct {
+	InputTokens  int `json:"inputTokens"`
+	OutputTokens int `json:"outputTokens"`
+}
+
+// llm runs the turn's model call.
+func (r *Runtime) llm(ctx context.Context, runID, prompt string, c LLMCall) CommandReport {
+	payload, _ := json.Marshal(llmPayload{Prompt: prompt, InputTokens: c.InputTokens, OutputTokens: c.OutputTokens}) // strings and ints only
+	req := sessionapi.SubmitRequest{Type: llmType, Payload: payload}
+	return r.command(ctx, runID, req, func(ctx context.Context, _ *sessionapi.Command) sessionapi.Result {
+		return r.generate(ctx, prompt, c)
+	})
+}
+
+// generate stands in for a granted model call: it takes c.Duration on the
+// runtime's clock and reports c's usage.
+func (r *Runtime) generate(ctx context.Context, prompt string, c LLMCall) sessionapi.Result {
+	if d := c.Duration.Duration; d > 0 {
+		t := r.clock().NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			return sessionapi.Result{Error: fmt.Sprintf("model call stopped: %v", context.Cause(ctx))}
+		}
+	}
+	text := c.Text
+	if text == "" {
+		text = fmt.Sprintf("Scripted reply to %q.", shorten(prompt, 80))
+	}
+	out, _ := json.Marshal(LLMOutput{Text: text, Usage: LLMUsage{InputTokens: c.InputTokens, OutputTokens: c.OutputTokens}}) // strings and ints only
+	return sessionapi.Result{Success: true, Output: out}
+}
+
+// command submits req under runID and follows it to its end: fn runs each
+// Internal or Hybrid grant; External commands are waited for.
+func (r *Runtime) command(ctx context.Context, runID string, req sessionapi.SubmitRequest, fn func(context.Context, *sessionapi.Command) sessionapi.Result) CommandReport {
+	req.ID, req.RunID = NewID(), runID
+	cr := CommandReport{ID: req.ID, Type: req.Type, Lane: req.Lane, Submitted: r.clock().Now()}
+	log := r.Log.WithValues("runId", runID, "commandId", req.ID, "type", req.Type)
+	log.V(1).Info("Submitting")
+	cmd, err := r.Session.Run(ctx, req, fn)
+	cr.Finished = r.clock().Now()
+	if cmd != nil {
+		cr.ID, cr.Type, cr.Lane, cr.Mode, cr.State, cr.Attempts = cmd.ID, cmd.Type, cmd.Lane, cmd.Mode, cmd.State, cmd.Attempt
+		cr.Error = cmd.Error
+		if res := cmd.Result; res != nil {
+			cr.Output = res.Output
+			if cr.Error == "" {
+				cr.Error = res.Error
+			}
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			err = fmt.Errorf("%w: %w", err, context.Cause(ctx))
+			if cmd != nil && !cmd.Final() {
+				r.cancel(ctx, cmd.ID)
+			}
+		}
+		cr.Refused = refusal(err)
+		if cr.Error == "" {
+			cr.Error = err.Error()
+		}
+		log.Info("Command did not finish", "error", err.Error())
+		return cr
+	}
+	log.V(1).Info("Command finished", "state", cr.State, "lane", cr.Lane, "mode", cr.Mode)
+	return cr
+}
+
+// cancelTimeout bounds the cancellation of a command the runtime stopped
+// waiting for.
+const cancelTimeout = 5 * time.Second
+
+// cancel cancels a command the runtime no longer waits for, because its run
+// was aborted or the runtime is stopping, so that an attempt holding a grant
+// does not keep its slot until it times out. It is best effort.
+func (r *Runtime) cancel(ctx context.Context, id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelTimeout)
+	defer cancel()
+	if _, err := r.Session.Cancel(ctx, sessionapi.CancelRequest{CommandID: id}); err != nil {
+		r.Log.V(1).Info("Could not cancel a command left behind", "commandId", id, "error", err.Error())
+	}
+}
+
+// execute runs a granted Internal or Hybrid attempt of a tool command with
+// the registry, as a worker would run it, and returns the attempt's result.
+// The attempt stops at the grant's deadline; an executor that panics fails
+// the attempt.
+func (r *Runtime) execute(ctx context.Context, cmd *sessionapi.Command, payload json.RawMessage) (res sessionapi.Result) {
+	if g := cmd.Grant; g != nil && !g.Deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadlineCause(ctx, g.Deadline, fmt.Errorf("attempt %d ran past its grant deadline", g.Attempt))
+		defer cancel()
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			res = sessionapi.Result{Error: fmt.Sprintf("executor for %q panicked: %v", cmd.Type, p)}
+		}
+	}()
+	out, err := r.executors().Run(ctx, worker.Task{CommandType: cmd.Type, Payload: payload})
+	return result(out, err)
+}
+
+// result turns what an executor returned into an attempt's result, the way
+// a worker reports it on an ExternalTask: the exit code and the output JSON
+// only when the command ran.
+func result(out worker.Output, err error) sessionapi.Result {
+	res := sessionapi.Result{Success: err == nil && out.Success}
+	switch {
+	case err != nil:
+		res.Error = err.Error()
+	case !out.Success && out.Error != "":
+		res.Error = out.Error
+	case !out.Success:
+		res.Error = "the command failed without an error message"
+	}
+	if err == nil || out.ExitCode != 0 || out.Stdout != "" || out.Stderr != "" {
+		res.ExitCode = out.ExitCode
+		res.Output, _ = json.Marshal(out) // strings, ints, bools and JSON only
+	}
+	return res
+}
+
+// shorten cuts s to at most n characters, marking the cut with an ellipsis.
+func shorten(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}

@@ -1,0 +1,228 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package agentscript
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/agentlane/agentlane/pkg/sessionapi"
+)
+
+// finishTimeout bounds the FinishRun call of a turn, which is made even when
+// the runtime is stopping so that the session's next turn is not held up.
+const finishTimeout = 10 * time.Second
+
+// Serve runs the session's inbox: it holds the session's runtime event
+// stream (runtime=true, reconnecting after failures) and, for each turn
+// event, runs the next turn of the script (cycling through it) under the
+// event's run ID with the event's text as prompt, then calls FinishRun so
+// that the session may start its next turn. Turns run one at a time, in
+// event order. The stream starts with the events the server kept; a turn
+// event whose run is no longer the session's active run (per Stats) is
+// history and is skipped.
+//
+// Events are read on their own goroutine while a turn runs: a steer event
+// for a run is queued for its next tool boundary (TurnReport.Steers), an
+// abort event stops the run's calls and marks it Aborted.
+//
+// Serve returns after maxTurns turns, or when ctx ends if maxTurns is 0; the
+// error is nil then. It returns an error when the stream cannot be opened or
+// fails for good, when FinishRun fails, and when ctx ends before maxTurns
+// turns ran. The report covers the turns run either way.
+func (r *Runtime) Serve(ctx context.Context, maxTurns int) (Report, error) {
+	if err := r.Script.Validate(); err != nil {
+		return Report{}, fmt.Errorf("invalid script: %w", err)
+	}
+	stream, err := r.Session.Events(ctx, sessionapi.EventsOptions{Runtime: true, Reconnect: true})
+	if err != nil {
+		return Report{}, fmt.Errorf("open the event stream: %w", err)
+	}
+	readCtx, stopReading := context.WithCancel(ctx)
+	in := &inbox{wake: make(chan struct{}, 1), seen: map[string]bool{}}
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		r.readEvents(readCtx, stream, in)
+	}()
+	defer func() {
+		stopReading()
+		_ = stream.Close()
+		<-read
+		for _, ev := range in.turns { // received, never run
+			r.closeRun(ev.RunID)
+		}
+	}()
+
+	var rep Report
+	for maxTurns == 0 || len(rep.Turns) < maxTurns {
+		ev, err := in.next(ctx)
+		switch {
+		case ctx.Err() != nil && maxTurns == 0:
+			return rep, nil
+		case ctx.Err() != nil:
+			return rep, fmt.Errorf("stopped after %d of %d turns: %w", len(rep.Turns), maxTurns, context.Cause(ctx))
+		case err != nil:
+			return rep, fmt.Errorf("event stream: %w", err)
+		}
+		if r.stale(ctx, ev) {
+			r.closeRun(ev.RunID)
+			continue
+		}
+		turn := r.Script.Turns[len(rep.Turns)%len(r.Script.Turns)]
+		turn.Prompt = ev.Text
+		tr := r.RunTurn(ctx, turn, ev.RunID)
+		tr.Messages = len(ev.Messages)
+		rep.Turns = append(rep.Turns, tr)
+		// Finish even when ctx ended: the run is over either way.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+		err = r.Session.FinishRun(fctx, ev.RunID)
+		cancel()
+		r.closeRun(ev.RunID)
+		if err != nil {
+			return rep, fmt.Errorf("finish run %s: %w", ev.RunID, err)
+		}
+	}
+	return rep, nil
+}
+
+// stale tells a turn event that is no longer the session's run: the
+// stream starts with the events the server kept, so it replays the turns of
+// runs that ended (and of runs an interrupt aborted before they started).
+// When the session's stats cannot be read the turn is taken as current.
+func (r *Runtime) stale(ctx context.Context, ev sessionapi.Event) bool {
+	st, err := r.Session.Stats(ctx)
+	if err != nil {
+		r.Log.Info("Could not read the session's active run; running the turn", "runId", ev.RunID, "error", err.Error())
+		return false
+	}
+	if st.Session.ActiveRun != ev.RunID {
+		r.Log.V(1).Info("Skipping a turn that is not the session's active run", "runId", ev.RunID, "activeRun", st.Session.ActiveRun)
+		return true
+	}
+	return false
+}
+
+// readEvents hands turn events to in and steers and aborts to their runs
+// until the stream fails or ctx ends.
+func (r *Runtime) readEvents(ctx context.Context, stream *sessionapi.EventStream, in *inbox) {
+	for {
+		ev, err := stream.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				err = context.Cause(ctx)
+			}
+			in.fail(err)
+			return
+		}
+		log := r.Log.WithValues("event", ev.ID, "runId", ev.RunID)
+		switch ev.Type {
+		case sessionapi.EventTurn:
+			// The run's state exists from now on, so that a steer or an
+			// abort that comes before the turn starts is kept for it.
+			if in.add(ev) {
+				r.openRun(ev.RunID)
+				in.push(ev)
+				log.V(1).Info("Turn received", "messages", len(ev.Messages))
+			}
+		case sessionapi.EventSteer:
+			if s := r.lookupRun(ev.RunID); s != nil {
+				s.steer(ev.Text)
+				log.V(1).Info("Steer received")
+			} else {
+				log.Info("Steer for a run that is not running; ignored")
+			}
+		case sessionapi.EventAbort:
+			if s := r.lookupRun(ev.RunID); s != nil {
+				s.abort()
+				log.Info("Run aborted")
+			}
+		case sessionapi.EventEventsLost:
+			log.Info("Events were lost while the stream was down", "lost", ev.Lost)
+		}
+	}
+}
+
+// inbox is the queue of turn events between the event reader and Serve.
+// Turns may queue up while one runs only after an interrupt, so the queue is
+// short; it is unbounded so that reading never stops for it.
+type inbox struct {
+	mu    sync.Mutex
+	turns []sessionapi.Event
+	seen  map[string]bool // run IDs of turns received, so a replayed one runs once
+	err   error           // why the stream ended
+	wake  chan struct{}   // capacity 1: something was pushed or the stream ended
+}
+
+// add records a turn's run ID and tells whether it is new.
+func (in *inbox) add(ev sessionapi.Event) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.seen[ev.RunID] {
+		return false
+	}
+	in.seen[ev.RunID] = true
+	return true
+}
+
+func (in *inbox) push(ev sessionapi.Event) {
+	in.mu.Lock()
+	in.turns = append(in.turns, ev)
+	in.mu.Unlock()
+	in.signal()
+}
+
+func (in *inbox) fail(err error) {
+	in.mu.Lock()
+	in.err = err
+	in.mu.Unlock()
+	in.signal()
+}
+
+func (in *inbox) signal() {
+	select {
+	case in.wake <- struct{}{}:
+	default:
+	}
+}
+
+// next returns the oldest turn event, waiting for one; it returns an error
+// once the stream ended and no turn is left, or when ctx ends.
+func (in *inbox) next(ctx context.Context) (sessionapi.Event, error) {
+	for {
+		in.mu.Lock()
+		switch {
+		case len(in.turns) > 0:
+			ev := in.turns[0]
+			in.turns = in.turns[1:]
+			in.mu.Unlock()
+			return ev, nil
+		case in.err != nil:
+			err := in.err
+			in.mu.Unlock()
+			return sessionapi.Event{}, err
+		}
+		in.mu.Unlock()
+		select {
+		case <-in.wake:
+		case <-ctx.Done():
+			return sessionapi.Event{}, context.Cause(ctx)
+		}
+	}
+}

@@ -1,0 +1,212 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sessionserver
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/pkg/sessionapi"
+)
+
+// The access a Session API call needs, on the subresource agentsessions/api
+// of the session: reads and the event stream need get, everything that
+// changes the session (commands, reports, messages, cancellation) create.
+const (
+	APIResource    = "agentsessions"
+	APISubresource = "api"
+	VerbRead       = "get"
+	VerbWrite      = "create"
+)
+
+// Caller is who made a request, as the token review established.
+type Caller struct {
+	Username string
+	UID      string
+	Groups   []string
+	Extra    map[string]authorizationv1.ExtraValue
+}
+
+// Authorizer decides who a request comes from and whether they may use a
+// session.
+type Authorizer interface {
+	// Authenticate returns the caller of r, or an Unauthenticated error.
+	Authenticate(ctx context.Context, r *http.Request) (Caller, error)
+	// Authorize returns nil when the caller may do verb on the session, or a
+	// Forbidden error.
+	Authorize(ctx context.Context, c Caller, namespace, session, verb string) error
+}
+
+// KubeAuthorizer authenticates bearer tokens with the TokenReview API and
+// authorizes each call with a SubjectAccessReview on the session's
+// agentsessions/api subresource. Answers are cached for TTL, so a busy
+// runtime costs the API server about one review per TTL.
+type KubeAuthorizer struct {
+	// Client creates the reviews.
+	Client client.Client
+	// Audiences, when set, are the audiences a token must be valid for.
+	Audiences []string
+	// TTL is how long an answer is reused; 10s when zero.
+	TTL time.Duration
+	// Clock times the cache; the real clock when nil.
+	Clock clock.PassiveClock
+
+	mu      sync.Mutex
+	callers map[[32]byte]cachedCaller
+	grants  map[grantKey]cachedGrant
+}
+
+type cachedCaller struct {
+	caller  Caller
+	ok      bool
+	reason  string
+	expires time.Time
+}
+
+type grantKey struct {
+	user, namespace, session, verb string
+}
+
+type cachedGrant struct {
+	allowed bool
+	reason  string
+	expires time.Time
+}
+
+// maxCached bounds each cache; past it the cache is cleared.
+const maxCached = 10000
+
+func (a *KubeAuthorizer) now() time.Time {
+	if a.Clock == nil {
+		return time.Now()
+	}
+	return a.Clock.Now()
+}
+
+func (a *KubeAuthorizer) ttl() time.Duration {
+	if a.TTL <= 0 {
+		return 10 * time.Second
+	}
+	return a.TTL
+}
+
+// bearerToken returns the request's bearer token, if any.
+func bearerToken(r *http.Request) string {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(token)
+}
+
+// Authenticate implements Authorizer.
+func (a *KubeAuthorizer) Authenticate(ctx context.Context, r *http.Request) (Caller, error) {
+	token := bearerToken(r)
+	if token == "" {
+		return Caller{}, apiError(http.StatusUnauthorized, sessionapi.CodeUnauthenticated,
+			"the request carries no bearer token; send Authorization: Bearer <Kubernetes token>")
+	}
+	key := sha256.Sum256([]byte(token))
+	now := a.now()
+	a.mu.Lock()
+	c, hit := a.callers[key]
+	a.mu.Unlock()
+	if !hit || now.After(c.expires) {
+		review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: a.Audiences}}
+		if err := a.Client.Create(ctx, review); err != nil {
+			return Caller{}, apiError(http.StatusInternalServerError, sessionapi.CodeInternal, "token review failed: "+err.Error())
+		}
+		st := review.Status
+		c = cachedCaller{ok: st.Authenticated, reason: st.Error, expires: now.Add(a.ttl())}
+		if st.Authenticated {
+			c.caller = Caller{Username: st.User.Username, UID: st.User.UID, Groups: st.User.Groups}
+			if len(st.User.Extra) > 0 {
+				c.caller.Extra = make(map[string]authorizationv1.ExtraValue, len(st.User.Extra))
+				for k, v := range st.User.Extra {
+					c.caller.Extra[k] = authorizationv1.ExtraValue(v)
+				}
+			}
+		}
+		a.mu.Lock()
+		if a.callers == nil || len(a.callers) >= maxCached {
+			a.callers = make(map[[32]byte]cachedCaller)
+		}
+		a.callers[key] = c
+		a.mu.Unlock()
+	}
+	if !c.ok {
+		msg := "the bearer token is not valid"
+		if c.reason != "" {
+			msg += ": " + c.reason
+		}
+		return Caller{}, apiError(http.StatusUnauthorized, sessionapi.CodeUnauthenticated, msg)
+	}
+	return c.caller, nil
+}
+
+// Authorize implements Authorizer.
+func (a *KubeAuthorizer) Authorize(ctx context.Context, c Caller, namespace, session, verb string) error {
+	key := grantKey{user: c.Username, namespace: namespace, session: session, verb: verb}
+	now := a.now()
+	a.mu.Lock()
+	g, hit := a.grants[key]
+	a.mu.Unlock()
+	if !hit || now.After(g.expires) {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: c.Username, UID: c.UID, Groups: c.Groups, Extra: c.Extra,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace:   namespace,
+				Verb:        verb,
+				Group:       agentlanev1alpha1.GroupVersion.Group,
+				Resource:    APIResource,
+				Subresource: APISubresource,
+				Name:        session,
+			},
+		}}
+		if err := a.Client.Create(ctx, sar); err != nil {
+			return apiError(http.StatusInternalServerError, sessionapi.CodeInternal, "access review failed: "+err.Error())
+		}
+		g = cachedGrant{allowed: sar.Status.Allowed && !sar.Status.Denied, reason: sar.Status.Reason, expires: now.Add(a.ttl())}
+		a.mu.Lock()
+		if a.grants == nil || len(a.grants) >= maxCached {
+			a.grants = make(map[grantKey]cachedGrant)
+		}
+		a.grants[key] = g
+		a.mu.Unlock()
+	}
+	if !g.allowed {
+		return apiError(http.StatusForbidden, sessionapi.CodeForbidden,
+			forbiddenMessage(c.Username, verb, namespace, session))
+	}
+	return nil
+}
+
+func forbiddenMessage(user, verb, namespace, session string) string {
+	return fmt.Sprintf("user %q may not %s %s/%s of AgentSession %q in namespace %q",
+		user, verb, APIResource, APISubresource, session, namespace)
+}

@@ -1,0 +1,233 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sessionserver
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/agentlane/agentlane/internal/lanequeue"
+	"github.com/agentlane/agentlane/pkg/sessionapi"
+)
+
+// call is a command submitted through the API, from submission until a
+// while after it ended. For Internal and Hybrid commands it is also the
+// command's handler: a granted attempt waits in Run for the runtime's
+// report.
+type call struct {
+	session types.NamespacedName
+	typ     string
+	runID   string
+	mode    string
+	labels  sessionapi.Identity
+	ticket  *lanequeue.Ticket
+	// task is the ExternalTask of an External command.
+	task string
+
+	mu    sync.Mutex
+	grant *grant
+	// changed is closed, and replaced, when the grant changes.
+	changed chan struct{}
+	// endedAt is when the sweeper first saw the command final.
+	endedAt time.Time
+}
+
+// grant is an attempt that waits for the runtime's report.
+type grant struct {
+	attempt  int
+	deadline time.Time
+	report   chan lanequeue.Result
+}
+
+// Run implements lanequeue.Handler: it offers the attempt to the runtime
+// and waits for its report.
+func (c *call) Run(ctx context.Context, a lanequeue.Attempt) (lanequeue.Result, error) {
+	g := &grant{attempt: a.Number, deadline: a.Deadline, report: make(chan lanequeue.Result, 1)}
+	c.setGrant(g)
+	defer c.clearGrant(g)
+	select {
+	case r := <-g.report:
+		return r, nil
+	case <-ctx.Done():
+		return lanequeue.Result{}, ctx.Err()
+	}
+}
+
+func (c *call) setGrant(g *grant) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.grant = g
+	c.notifyLocked()
+}
+
+func (c *call) clearGrant(g *grant) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.grant == g {
+		c.grant = nil
+		c.notifyLocked()
+	}
+}
+
+func (c *call) notifyLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// report hands the runtime's result to the waiting attempt.
+func (c *call) report(attempt int, r lanequeue.Result) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.grant
+	if g == nil || g.attempt != attempt {
+		o, final := c.ticket.Outcome()
+		switch {
+		case final:
+			return apiErrorf(409, sessionapi.CodeNotRunning, "command %s already ended %s", c.ticket.ID(), o.State)
+		case attempt > o.Attempts:
+			return apiErrorf(409, sessionapi.CodeNotRunning, "command %s has no attempt %d waiting for a report (it is %s at attempt %d)", c.ticket.ID(), attempt, o.State, o.Attempts)
+		default:
+			return apiErrorf(409, sessionapi.CodeStaleAttempt, "attempt %d of command %s no longer holds its slot (the current attempt is %d)", attempt, c.ticket.ID(), o.Attempts)
+		}
+	}
+	g.report <- r
+	c.grant = nil
+	c.notifyLocked()
+	return nil
+}
+
+// view returns the command as the API shows it.
+func (c *call) view() sessionapi.Command {
+	o, final := c.ticket.Outcome()
+	cmd := sessionapi.Command{
+		ID:      c.ticket.ID(),
+		Session: c.session.Name,
+		Type:    c.typ,
+		Lane:    c.ticket.Lane(),
+		RunID:   c.runID,
+		Mode:    c.mode,
+		State:   string(o.State),
+		Labels:  c.labels,
+		Attempt: o.Attempts,
+		Task:    c.task,
+	}
+	c.mu.Lock()
+	if g := c.grant; g != nil && !final {
+		cmd.Grant = &sessionapi.Grant{Attempt: g.attempt, Deadline: g.deadline}
+	}
+	c.mu.Unlock()
+	if final {
+		cmd.Result = resultOf(o.Result)
+		if o.Err != nil {
+			cmd.Error = o.Err.Error()
+		}
+	}
+	return cmd
+}
+
+// wait returns the command once done says it is, or when ctx ends.
+func (c *call) wait(ctx context.Context, done func(*sessionapi.Command) bool) (sessionapi.Command, bool) {
+	for {
+		c.mu.Lock()
+		changed := c.changed
+		c.mu.Unlock()
+		v := c.view()
+		if done(&v) {
+			return v, true
+		}
+		select {
+		case <-changed:
+		case <-c.ticket.Done():
+		case <-ctx.Done():
+			return c.view(), false
+		}
+	}
+}
+
+// granted: an Internal or Hybrid command holds a slot, or the command ended.
+func granted(c *sessionapi.Command) bool { return c.Grant != nil || c.Final() }
+
+// final: the command ended.
+func final(c *sessionapi.Command) bool { return c.Final() }
+
+// settled: a reported attempt has been taken in by the scheduler: the
+// command ended, waits for a retry, or runs a later attempt.
+func settled(attempt int) func(*sessionapi.Command) bool {
+	return func(c *sessionapi.Command) bool {
+		return c.Final() || c.State != sessionapi.StateRunning || c.Attempt > attempt || c.Grant != nil
+	}
+}
+
+func resultOf(r lanequeue.Result) *sessionapi.Result {
+	out := &sessionapi.Result{Success: r.Success, Error: r.Error, ExitCode: r.ExitCode}
+	if len(r.Output) > 0 {
+		if json.Valid(r.Output) {
+			out.Output = json.RawMessage(r.Output)
+		} else {
+			out.Output, _ = json.Marshal(string(r.Output))
+		}
+	}
+	return out
+}
+
+// calls indexes the live and recently ended calls by namespace and command
+// ID.
+type calls struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]*call
+}
+
+func (cs *calls) get(namespace, id string) *call {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.m[types.NamespacedName{Namespace: namespace, Name: id}]
+}
+
+func (cs *calls) put(namespace, id string, c *call) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.m == nil {
+		cs.m = make(map[types.NamespacedName]*call)
+	}
+	cs.m[types.NamespacedName{Namespace: namespace, Name: id}] = c
+}
+
+func (cs *calls) remove(namespace, id string) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	delete(cs.m, types.NamespacedName{Namespace: namespace, Name: id})
+}
+
+// sweep forgets the calls that ended more than keep before now.
+func (cs *calls) sweep(now time.Time, keep time.Duration) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for k, c := range cs.m {
+		if _, final := c.ticket.Outcome(); !final {
+			continue
+		}
+		if c.endedAt.IsZero() {
+			c.endedAt = now
+		} else if now.Sub(c.endedAt) > keep {
+			delete(cs.m, k)
+		}
+	}
+}

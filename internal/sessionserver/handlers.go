@@ -1,0 +1,521 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sessionserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/lanequeue"
+	"github.com/agentlane/agentlane/pkg/sessionapi"
+)
+
+// reportSettle bounds how long a report waits for the scheduler to take it.
+const reportSettle = 2 * time.Second
+
+func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
+	var req sessionapi.SubmitRequest
+	if err := readJSON(r, &req); err != nil {
+		return err
+	}
+	if req.Type == "" {
+		return apiError(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "type is required: the command type, such as read, bash or llm")
+	}
+	id := req.ID
+	if id == "" {
+		id = s.ids.NewID()
+	} else if errs := validation.IsDNS1123Subdomain(id); len(errs) > 0 {
+		return apiErrorf(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "id %q cannot name a command: %s", id, strings.Join(errs, "; "))
+	}
+	lane, mode, err := sc.queue.Route(sc.key.Name, req.Lane, req.Type)
+	if err != nil {
+		return schedulerError(err)
+	}
+	cmd := lanequeue.Command{
+		ID:         id,
+		SessionKey: sc.key.Name,
+		Type:       req.Type,
+		Lane:       lane,
+		Payload:    req.Payload,
+		Priority:   req.Priority,
+		RunID:      req.RunID,
+		Labels:     schedulerIdentity(sc.session.Spec.Identity),
+	}
+	if req.Timeout != nil {
+		if req.Timeout.Duration <= 0 {
+			return apiError(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "timeout must be a positive duration, such as 30s")
+		}
+		cmd.Timeout = req.Timeout.Duration
+	} else if t := sc.session.Spec.LaneTimeout(lane); t != nil {
+		cmd.Timeout = t.Duration
+	}
+	if req.Deadline != nil {
+		cmd.Deadline = *req.Deadline
+	}
+	wait := s.MaxWait
+	if req.Wait != nil && req.Wait.Duration > 0 {
+		wait = min(wait, req.Wait.Duration)
+	}
+
+	c := &call{session: sc.key, typ: req.Type, runID: req.RunID, mode: string(mode),
+		labels: identityOf(cmd.Labels), changed: make(chan struct{})}
+	done := granted
+	if mode == lanequeue.External {
+		if p := bytes.TrimSpace(req.Payload); len(p) > 0 && p[0] != '{' {
+			return apiError(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "the payload of an External command must be a JSON object")
+		}
+		c.task, done = id, final
+		c.ticket, err = s.Schedulers.SubmitTask(sc.queueKey, cmd, func(lane string) error {
+			return s.Client.Create(r.Context(), newTask(sc, cmd, lane))
+		})
+	} else {
+		cmd.Handler = c
+		c.ticket, err = sc.queue.Submit(cmd)
+	}
+	if err != nil {
+		return submitError(id, err)
+	}
+	s.calls.put(sc.key.Namespace, id, c)
+
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	defer cancel()
+	v, ok := c.wait(ctx, done)
+	status := http.StatusOK
+	if !ok {
+		status = http.StatusAccepted
+	}
+	writeJSON(w, status, v)
+	return nil
+}
+
+// submitError translates a refused submission.
+func submitError(id string, err error) error {
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return apiErrorf(http.StatusConflict, sessionapi.CodeDuplicateCommand, "an ExternalTask named %q already exists", id)
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
+		return apiErrorf(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "the command's ExternalTask was refused: %v", err)
+	}
+	return schedulerError(err)
+}
+
+// newTask is the ExternalTask of an External command, labelled and owned by
+// its session from the start, so the controller has nothing to add.
+func newTask(sc *sessionCall, cmd lanequeue.Command, lane string) *agentlanev1alpha1.ExternalTask {
+	gvk := agentlanev1alpha1.GroupVersion.WithKind("AgentSession")
+	task := &agentlanev1alpha1.ExternalTask{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      cmd.ID,
+			Namespace: sc.key.Namespace,
+			Labels: map[string]string{
+				agentlanev1alpha1.QueueLabel:   sc.queueKey.Name,
+				agentlanev1alpha1.LaneLabel:    lane,
+				agentlanev1alpha1.SessionLabel: sc.key.Name,
+			},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(sc.session, gvk)},
+		},
+		Spec: agentlanev1alpha1.ExternalTaskSpec{
+			SessionRef:  &agentlanev1alpha1.AgentSessionReference{Name: sc.key.Name},
+			Lane:        agentlanev1alpha1.LaneName(lane),
+			CommandType: agentlanev1alpha1.CommandType(cmd.Type),
+			Identity:    sc.session.Spec.Identity,
+			RunID:       cmd.RunID,
+		},
+	}
+	if len(cmd.Payload) > 0 {
+		task.Spec.Payload = &runtime.RawExtension{Raw: cmd.Payload}
+	}
+	if cmd.Timeout > 0 {
+		task.Spec.Timeout = &metav1.Duration{Duration: cmd.Timeout}
+	}
+	if cmd.Priority != nil {
+		p := int32(*cmd.Priority)
+		task.Spec.Priority = &p
+	}
+	if !cmd.Deadline.IsZero() {
+		task.Spec.Deadline = &metav1.Time{Time: cmd.Deadline}
+	}
+	return task
+}
+
+func (s *Server) getCommand(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
+	id := r.PathValue("id")
+	wait, err := waitParam(r, "wait", s.MaxWait)
+	if err != nil {
+		return err
+	}
+	if c := s.calls.get(sc.key.Namespace, id); c != nil && c.session == sc.key {
+		done := granted
+		if c.task != "" {
+			done = final
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), wait)
+		defer cancel()
+		v, _ := c.wait(ctx, done)
+		writeJSON(w, http.StatusOK, v)
+		return nil
+	}
+	// An External command this server does not hold (it was submitted
+	// before a restart, or ended a while ago) is read from its task.
+	task, err := s.sessionTask(r.Context(), sc, id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, commandOfTask(task))
+	return nil
+}
+
+// sessionTask returns the session's ExternalTask id.
+func (s *Server) sessionTask(ctx context.Context, sc *sessionCall, id string) (*agentlanev1alpha1.ExternalTask, error) {
+	task := &agentlanev1alpha1.ExternalTask{}
+	err := s.Client.Get(ctx, types.NamespacedName{Namespace: sc.key.Namespace, Name: id}, task)
+	if apierrors.IsNotFound(err) || (err == nil && (task.Spec.SessionRef == nil || task.Spec.SessionRef.Name != sc.key.Name)) {
+		return nil, apiErrorf(http.StatusNotFound, sessionapi.CodeCommandNotFound, "session %q has no command %q", sc.key.Name, id)
+	}
+	return task, err
+}
+
+// commandOfTask shows an ExternalTask as a command.
+func commandOfTask(task *agentlanev1alpha1.ExternalTask) sessionapi.Command {
+	st := &task.Status
+	cmd := sessionapi.Command{
+		ID:      task.Name,
+		Session: task.Spec.SessionRef.Name,
+		Type:    string(task.Spec.CommandType),
+		Lane:    string(st.Lane),
+		RunID:   task.Spec.RunID,
+		Mode:    sessionapi.ModeExternal,
+		State:   sessionapi.StateQueued,
+		Attempt: int(st.Attempt),
+		Task:    task.Name,
+	}
+	if cmd.Lane == "" {
+		cmd.Lane = string(task.Spec.Lane)
+	}
+	if id := task.Spec.Identity; id != nil {
+		cmd.Labels = sessionapi.Identity{TenantID: id.TenantID, Principal: id.Principal,
+			AgentTemplateID: id.AgentTemplateID, CorrelationID: id.CorrelationID}
+	}
+	switch st.Phase {
+	case agentlanev1alpha1.ExternalTaskDispatched, agentlanev1alpha1.ExternalTaskRunning:
+		cmd.State = sessionapi.StateRunning
+	case "", agentlanev1alpha1.ExternalTaskQueued:
+	default:
+		cmd.State = string(st.Phase)
+	}
+	if st.Phase.IsTerminal() {
+		if res := st.Result; res != nil {
+			cmd.Result = &sessionapi.Result{Success: res.Success, Error: res.Error}
+			if res.Result != nil {
+				cmd.Result.Output = json.RawMessage(res.Result.Raw)
+			}
+			if res.ExitCode != nil {
+				cmd.Result.ExitCode = int(*res.ExitCode)
+			}
+		}
+		if c := meta.FindStatusCondition(st.Conditions, agentlanev1alpha1.ExternalTaskFinishedCondition); c != nil && st.Phase != agentlanev1alpha1.ExternalTaskSucceeded {
+			cmd.Error = c.Message
+		}
+	}
+	return cmd
+}
+
+func (s *Server) reportResult(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
+	id := r.PathValue("id")
+	var req sessionapi.ReportRequest
+	if err := readJSON(r, &req); err != nil {
+		return err
+	}
+	if req.Attempt < 1 {
+		return apiError(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "attempt is required: the attempt of the grant being reported")
+	}
+	c := s.calls.get(sc.key.Namespace, id)
+	if c == nil || c.session != sc.key {
+		return apiErrorf(http.StatusNotFound, sessionapi.CodeCommandNotFound, "session %q has no command %q", sc.key.Name, id)
+	}
+	if c.task != "" {
+		return apiErrorf(http.StatusConflict, sessionapi.CodeNotRunning, "command %s is External: its worker reports the result", id)
+	}
+	if err := c.report(req.Attempt, lanequeue.Result{Success: req.Success, Output: req.Output, Error: req.Error, ExitCode: req.ExitCode}); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), reportSettle)
+	defer cancel()
+	v, _ := c.wait(ctx, settled(req.Attempt))
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
+	var m sessionapi.Message
+	if err := readJSON(r, &m); err != nil {
+		return err
+	}
+	if strings.TrimSpace(m.Text) == "" {
+		return apiError(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "text is required")
+	}
+	if m.ID == "" {
+		m.ID = s.ids.NewID()
+	}
+	s.configureInbox(sc)
+	res, err := sc.inbox.Post(sc.key.Name, lanequeue.Message{ID: m.ID, Text: m.Text, Channel: m.Channel, Thread: m.Thread})
+	if err != nil {
+		return schedulerError(err)
+	}
+	out := sessionapi.PostResult{Directive: res.Directive, Queued: res.Queued, Steered: res.Steered,
+		Dropped: res.Dropped, Aborted: res.Aborted}
+	if res.Directive {
+		o := queueOptionsOf(res.Options)
+		out.Options = &o
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// configureInbox gives the inbox the session's options from its spec and
+// whether a runtime that takes steers is connected.
+func (s *Server) configureInbox(sc *sessionCall) {
+	opts := messageOptions(sc.session.Spec.QueueMode)
+	if err := sc.inbox.ConfigureSession(sc.key.Name, opts, s.hub.log(sc.key).hasRuntime()); err != nil {
+		// The CRD validates the options; should it ever let a bad value
+		// through, the defaults serve.
+		s.log.Error(err, "AgentSession queueMode refused; using the defaults", "session", sc.key)
+		_ = sc.inbox.ConfigureSession(sc.key.Name, lanequeue.DefaultMessageOptions(), s.hub.log(sc.key).hasRuntime())
+	}
+}
+
+func (s *Server) finishRun(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
+	sc.inbox.RunFinished(sc.key.Name, r.PathValue("run"))
+	writeJSON(w, http.StatusOK, struct{}{})
+	return nil
+}
+
+func (s *Server) cancel(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
+	var req sessionapi.CancelRequest
+	if err := readJSON(r, &req); err != nil {
+		return err
+	}
+	set := 0
+	for _, b := range []bool{req.CommandID != "", req.RunID != "", req.Session} {
+		if b {
+			set++
+		}
+	}
+	if set != 1 {
+		return apiError(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "set exactly one of commandId, runId and session")
+	}
+	n := 0
+	switch {
+	case req.CommandID != "":
+		if c := s.calls.get(sc.key.Namespace, req.CommandID); c == nil || c.session != sc.key {
+			if _, err := s.sessionTask(r.Context(), sc, req.CommandID); err != nil {
+				return err
+			}
+		}
+		if err := sc.queue.Cancel(req.CommandID); err == nil {
+			n = 1
+		}
+	case req.RunID != "":
+		n = sc.queue.CancelRun(sc.key.Name, req.RunID)
+	default:
+		n = sc.queue.CancelSession(sc.key.Name)
+	}
+	writeJSON(w, http.StatusOK, sessionapi.CancelResult{Cancelled: n})
+	return nil
+}
+
+func (s *Server) events(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
+	last := r.Header.Get("Last-Event-ID")
+	if last == "" {
+		last = r.URL.Query().Get("lastEventId")
+	}
+	cursor, ok := uintParam(last)
+	if !ok {
+		return apiErrorf(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "Last-Event-ID %q is not an event id", last)
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		return apiError(http.StatusInternalServerError, sessionapi.CodeInternal, "the connection cannot stream")
+	}
+	log := s.hub.log(sc.key)
+	if r.URL.Query().Get("runtime") == "true" {
+		log.attachRuntime(1)
+		s.configureInbox(sc)
+		defer func() {
+			log.attachRuntime(-1)
+			s.configureInbox(sc)
+		}()
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	flusher.Flush()
+
+	keepAlive := s.Clock.NewTicker(keepAliveInterval)
+	defer keepAlive.Stop()
+	var buf bytes.Buffer
+	for {
+		evs, lost, wake := log.after(cursor)
+		buf.Reset()
+		if lost > 0 {
+			writeEvent(&buf, sessionapi.Event{Type: sessionapi.EventEventsLost, Time: s.Clock.Now().UTC(), Lost: lost}, false)
+		}
+		for _, ev := range evs {
+			writeEvent(&buf, ev, true)
+			cursor = ev.ID
+		}
+		if buf.Len() > 0 {
+			if _, err := w.Write(buf.Bytes()); err != nil {
+				return nil
+			}
+			flusher.Flush()
+		}
+		if wake == nil {
+			return nil // the session was deleted
+		}
+		select {
+		case <-wake:
+		case <-keepAlive.C():
+			if _, err := w.Write([]byte(": keepalive\n\n")); err != nil {
+				return nil
+			}
+			flusher.Flush()
+		case <-r.Context().Done():
+			return nil
+		}
+	}
+}
+
+// writeEvent writes one Server-Sent Event.
+func writeEvent(buf *bytes.Buffer, ev sessionapi.Event, withID bool) {
+	data, _ := json.Marshal(ev)
+	if withID {
+		fmt.Fprintf(buf, "id: %d\n", ev.ID)
+	}
+	fmt.Fprintf(buf, "event: %s\ndata: %s\n\n", ev.Type, data)
+}
+
+func (s *Server) stats(w http.ResponseWriter, _ *http.Request, sc *sessionCall) error {
+	s.configureInbox(sc)
+	st := sc.queue.Stats()
+	ss := sc.queue.SessionStats(sc.key.Name)
+	out := sessionapi.Stats{
+		Queue: sc.queueKey.Name,
+		Session: sessionapi.SessionCounts{
+			Pending: ss.Pending, Active: ss.Active, Completed: ss.Completed, Failed: ss.Failed,
+			DeadLettered: ss.DeadLettered, Cancelled: ss.Cancelled,
+			QueuedMessages: sc.inbox.Queued(sc.key.Name),
+		},
+		Lanes:   make([]sessionapi.LaneStats, 0, len(st.Lanes)),
+		Options: queueOptionsOf(sc.inbox.Options(sc.key.Name)),
+	}
+	out.Session.ActiveRun, _ = sc.inbox.ActiveRun(sc.key.Name)
+	if len(ss.LaneModes) > 0 {
+		out.Session.LaneModes = make(map[string]string, len(ss.LaneModes))
+		for l, m := range ss.LaneModes {
+			out.Session.LaneModes[l] = string(m)
+		}
+	}
+	for _, l := range st.Lanes {
+		out.Lanes = append(out.Lanes, sessionapi.LaneStats{
+			Name: l.Name, Priority: l.Priority, Mode: string(l.Mode), Pending: l.Pending, Active: l.Active,
+			Completed: l.Completed, Failed: l.Failed, DeadLettered: l.DeadLettered, Cancelled: l.Cancelled,
+			Wait: percentilesOf(l.Wait), Run: percentilesOf(l.Run),
+		})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) pendingExternal(w http.ResponseWriter, _ *http.Request, sc *sessionCall) error {
+	out := sessionapi.ExternalTaskList{Items: []sessionapi.ExternalTask{}}
+	for _, t := range sc.queue.PendingExternal() {
+		if t.SessionKey == sc.key.Name {
+			out.Items = append(out.Items, sessionapi.ExternalTask{ID: t.ID, Attempt: t.Attempt, Lane: t.Lane,
+				CommandType: t.CommandType, RunID: t.RunID, CreatedAt: t.CreatedAt, Deadline: t.Deadline})
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) deadLetters(w http.ResponseWriter, _ *http.Request, sc *sessionCall) error {
+	out := sessionapi.DeadLetterList{Items: []sessionapi.DeadLetter{}}
+	for _, d := range sc.queue.DeadLetters() {
+		if d.SessionKey == sc.key.Name {
+			out.Items = append(out.Items, sessionapi.DeadLetter{ID: d.ID, CommandType: d.CommandType, Lane: d.Lane,
+				RunID: d.RunID, Error: d.Error, Attempts: d.Attempts, FailedAt: d.FailedAt, Labels: identityOf(d.Labels)})
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func percentilesOf(p lanequeue.Percentiles) sessionapi.Percentiles {
+	return sessionapi.Percentiles{Count: p.Count, P50: p.P50.Seconds(), P90: p.P90.Seconds(),
+		P95: p.P95.Seconds(), P99: p.P99.Seconds()}
+}
+
+func queueOptionsOf(o lanequeue.MessageOptions) sessionapi.QueueOptions {
+	return sessionapi.QueueOptions{Mode: string(o.Mode), Debounce: metav1.Duration{Duration: o.Debounce},
+		Cap: o.Cap, Drop: string(o.Drop)}
+}
+
+// messageOptions are the inbox options of a session's spec.queueMode, with
+// the defaults for what it leaves out.
+func messageOptions(q *agentlanev1alpha1.QueueModeOptions) lanequeue.MessageOptions {
+	o := lanequeue.DefaultMessageOptions()
+	if q == nil {
+		return o
+	}
+	if q.Mode != "" {
+		o.Mode = lanequeue.MessageMode(q.Mode)
+	}
+	if q.Debounce != nil {
+		o.Debounce = q.Debounce.Duration
+	}
+	if q.Cap != nil {
+		o.Cap = int(*q.Cap)
+	}
+	if q.Drop != "" {
+		o.Drop = lanequeue.DropPolicy(q.Drop)
+	}
+	return o
+}
+
+func schedulerIdentity(id *agentlanev1alpha1.Identity) lanequeue.Identity {
+	if id == nil {
+		return lanequeue.Identity{}
+	}
+	return lanequeue.Identity{TenantID: id.TenantID, Principal: id.Principal,
+		AgentTemplateID: id.AgentTemplateID, CorrelationID: id.CorrelationID}
+}

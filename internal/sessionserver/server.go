@@ -1,0 +1,397 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sessionserver
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrl "sigs.k8s.io/controller-runtime"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/controller"
+	"github.com/agentlane/agentlane/internal/lanequeue"
+	"github.com/agentlane/agentlane/pkg/sessionapi"
+)
+
+// Defaults of Server.
+const (
+	// DefaultMaxWait caps how long one call waits for a grant or a result.
+	DefaultMaxWait = 5 * time.Minute
+	// DefaultKeepEnded is how long an ended command stays visible to GET
+	// after it ended (External commands stay visible through their
+	// ExternalTask as long as it is kept).
+	DefaultKeepEnded = 10 * time.Minute
+	// keepAliveInterval is how often an idle event stream sends a comment.
+	keepAliveInterval = 15 * time.Second
+	// maxBody bounds request bodies.
+	maxBody = 4 << 20
+)
+
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// Server is the Session API: agent runtimes submit commands into their
+// session's lanes, post inbound messages, follow the session's events and
+// read its queue, over HTTP/JSON. It runs in the manager beside the
+// controllers and reaches the same schedulers.
+type Server struct {
+	// Addr is the address to listen on, such as ":8443".
+	Addr string
+	// CertFile and KeyFile, when both set, serve TLS.
+	CertFile, KeyFile string
+	// Client reads AgentSessions and ExternalTasks (from the manager's
+	// cache) and creates ExternalTasks.
+	Client client.Client
+	// Schedulers are the manager's lane schedulers.
+	Schedulers *controller.Schedulers
+	// Auth authenticates and authorizes every session call.
+	Auth Authorizer
+	// Clock is the server's clock; the real clock when nil.
+	Clock clock.WithTicker
+	// MaxWait caps how long a call waits; DefaultMaxWait when zero.
+	MaxWait time.Duration
+	// RetainedEvents is how many events each session keeps for
+	// reconnecting streams; DefaultRetainedEvents when zero.
+	RetainedEvents int
+
+	hub   *eventHub
+	calls calls
+	ids   lanequeue.IDGenerator
+	log   logr.Logger
+	// ready is closed once the listener is bound; boundAddr is its address.
+	ready     chan struct{}
+	boundAddr string
+}
+
+// Observer returns what the schedulers must report session events to
+// (controller.Schedulers.Observer). Call it before the schedulers start.
+func (s *Server) Observer() controller.SessionObserver {
+	s.init()
+	return s.hub
+}
+
+func (s *Server) init() {
+	if s.hub != nil {
+		return
+	}
+	s.hub = newEventHub(s.RetainedEvents)
+	if s.Clock == nil {
+		s.Clock = clock.RealClock{}
+	}
+	if s.MaxWait <= 0 {
+		s.MaxWait = DefaultMaxWait
+	}
+	s.ids = lanequeue.NewULIDGenerator(s.Clock, nil)
+	s.ready = make(chan struct{})
+	s.log = logf.Log.WithName("session-api")
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: only the
+// leader runs schedulers, so only the leader serves the API.
+func (s *Server) NeedLeaderElection() bool { return true }
+
+// Start serves until ctx ends. It implements manager.Runnable.
+func (s *Server) Start(ctx context.Context) error {
+	s.init()
+	ln, err := net.Listen("tcp", s.Addr)
+	if err != nil {
+		return fmt.Errorf("session API: listen on %s: %w", s.Addr, err)
+	}
+	s.boundAddr = ln.Addr().String()
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	useTLS := s.CertFile != "" && s.KeyFile != ""
+	if useTLS {
+		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	close(s.ready)
+	go s.sweep(ctx)
+	errc := make(chan error, 1)
+	go func() {
+		if useTLS {
+			errc <- srv.ServeTLS(ln, s.CertFile, s.KeyFile)
+		} else {
+			errc <- srv.Serve(ln)
+		}
+	}()
+	s.log.Info("Serving the Session API", "address", s.boundAddr, "tls", useTLS)
+	select {
+	case err := <-errc:
+		return fmt.Errorf("session API: %w", err)
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdown)
+}
+
+// BoundAddr waits until the server listens and returns its address.
+func (s *Server) BoundAddr(ctx context.Context) (string, error) {
+	s.init()
+	select {
+	case <-s.ready:
+		return s.boundAddr, nil
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+func (s *Server) sweep(ctx context.Context) {
+	t := s.Clock.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			s.calls.sweep(s.Clock.Now(), DefaultKeepEnded)
+		}
+	}
+}
+
+// route is one session route: the method it takes, the access it needs and
+// its handler.
+type route struct {
+	method, path, verb string
+	handle             func(http.ResponseWriter, *http.Request, *sessionCall) error
+}
+
+// sessionCall is one authorized request on one session.
+type sessionCall struct {
+	key      types.NamespacedName
+	session  *agentlanev1alpha1.AgentSession
+	queueKey types.NamespacedName
+	queue    *lanequeue.Queue
+	inbox    *lanequeue.Inbox
+	caller   Caller
+}
+
+// Handler returns the API's HTTP handler.
+func (s *Server) Handler() http.Handler {
+	s.init()
+	routes := []route{
+		{http.MethodPost, "/commands", VerbWrite, s.submit},
+		{http.MethodGet, "/commands/{id}", VerbRead, s.getCommand},
+		{http.MethodPost, "/commands/{id}/result", VerbWrite, s.reportResult},
+		{http.MethodPost, "/messages", VerbWrite, s.postMessage},
+		{http.MethodPost, "/runs/{run}/finish", VerbWrite, s.finishRun},
+		{http.MethodPost, "/cancel", VerbWrite, s.cancel},
+		{http.MethodGet, "/events", VerbRead, s.events},
+		{http.MethodGet, "/stats", VerbRead, s.stats},
+		{http.MethodGet, "/external", VerbRead, s.pendingExternal},
+		{http.MethodGet, "/deadletters", VerbRead, s.deadLetters},
+	}
+	mux := http.NewServeMux()
+	prefix := "/" + sessionapi.Version + "/namespaces/{namespace}/sessions/{session}"
+	for _, rt := range routes {
+		mux.Handle(prefix+rt.path, s.sessionHandler(rt))
+	}
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte("ok"))
+	})
+	mux.HandleFunc("/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/yaml")
+		_, _ = w.Write(sessionapi.OpenAPI)
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, "unknown", apiErrorf(http.StatusNotFound, sessionapi.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+// sessionHandler authenticates, authorizes and resolves the session before
+// rt's handler runs; a refused call changes nothing.
+func (s *Server) sessionHandler(rt route) http.Handler {
+	name := rt.method + " " + rt.path
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != rt.method {
+			w.Header().Set("Allow", rt.method)
+			s.writeError(w, r, name, apiErrorf(http.StatusMethodNotAllowed, sessionapi.CodeMethodNotAllowed, "%s takes %s, not %s", r.URL.Path, rt.method, r.Method))
+			return
+		}
+		sc, err := s.open(r, rt.verb)
+		if err == nil {
+			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+			err = rt.handle(w, r, sc)
+		}
+		if err != nil {
+			s.writeError(w, r, name, err)
+			return
+		}
+		requests.WithLabelValues(name, "OK").Inc()
+	})
+}
+
+// open checks who calls and whether they may, then finds the session and
+// its queue's scheduler.
+func (s *Server) open(r *http.Request, verb string) (*sessionCall, error) {
+	ctx := r.Context()
+	key := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("session")}
+	caller, err := s.Auth.Authenticate(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Auth.Authorize(ctx, caller, key.Namespace, key.Name, verb); err != nil {
+		return nil, err
+	}
+	sess := &agentlanev1alpha1.AgentSession{}
+	if err := s.Client.Get(ctx, key, sess); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, apiErrorf(http.StatusNotFound, sessionapi.CodeSessionNotFound, "AgentSession %q does not exist in namespace %q", key.Name, key.Namespace)
+		}
+		return nil, err
+	}
+	if !sess.DeletionTimestamp.IsZero() {
+		return nil, apiErrorf(http.StatusNotFound, sessionapi.CodeSessionNotFound, "AgentSession %q is being deleted", key.Name)
+	}
+	sc := &sessionCall{key: key, session: sess, caller: caller,
+		queueKey: types.NamespacedName{Namespace: key.Namespace, Name: sess.Spec.QueueRef.Name}}
+	var ok bool
+	if sc.queue, sc.inbox, ok = s.Schedulers.Session(sc.queueKey); !ok {
+		return nil, apiErrorf(http.StatusServiceUnavailable, sessionapi.CodeSessionNotReady,
+			"LaneQueue %q of the session has no running scheduler (does it exist and is it valid?)", sc.queueKey.Name)
+	}
+	return sc, nil
+}
+
+// apiErrorf returns an API error with a formatted message.
+func apiErrorf(status int, code, format string, args ...any) *sessionapi.Error {
+	return &sessionapi.Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+func apiError(status int, code, msg string) *sessionapi.Error {
+	return &sessionapi.Error{Status: status, Code: code, Message: msg}
+}
+
+// schedulerError translates an error of the scheduler.
+func schedulerError(err error) error {
+	switch {
+	case errors.Is(err, lanequeue.ErrUnknownLane):
+		return apiError(http.StatusBadRequest, sessionapi.CodeUnknownLane, err.Error())
+	case errors.Is(err, lanequeue.ErrDuplicateID):
+		return apiError(http.StatusConflict, sessionapi.CodeDuplicateCommand, err.Error())
+	case errors.Is(err, lanequeue.ErrInvalidCommand):
+		return apiError(http.StatusBadRequest, sessionapi.CodeInvalidRequest, err.Error())
+	case errors.Is(err, lanequeue.ErrInvalidDirective):
+		return apiError(http.StatusBadRequest, sessionapi.CodeInvalidDirective, err.Error())
+	case errors.Is(err, lanequeue.ErrNotFound):
+		return apiError(http.StatusNotFound, sessionapi.CodeCommandNotFound, err.Error())
+	case errors.Is(err, lanequeue.ErrStaleAttempt):
+		return apiError(http.StatusConflict, sessionapi.CodeStaleAttempt, err.Error())
+	case errors.Is(err, lanequeue.ErrClosed):
+		return apiError(http.StatusServiceUnavailable, sessionapi.CodeSessionNotReady, err.Error())
+	}
+	return err
+}
+
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, route string, err error) {
+	var e *sessionapi.Error
+	if !errors.As(err, &e) {
+		s.log.Error(err, "Session API call failed", "method", r.Method, "path", r.URL.Path)
+		e = apiError(http.StatusInternalServerError, sessionapi.CodeInternal, err.Error())
+	}
+	requests.WithLabelValues(route, e.Code).Inc()
+	writeJSON(w, e.Status, e)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// readJSON decodes the request body into v, refusing unknown fields.
+func readJSON(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return apiErrorf(http.StatusRequestEntityTooLarge, sessionapi.CodeTooLarge, "the body is larger than %d bytes", tooLarge.Limit)
+		}
+		return apiErrorf(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "the body is not valid JSON for this call: %v", err)
+	}
+	return nil
+}
+
+// waitParam reads a duration query parameter, capped at max.
+func waitParam(r *http.Request, name string, max time.Duration) (time.Duration, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, apiErrorf(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "%s=%q is not a duration such as 30s", name, v)
+	}
+	return min(d, max), nil
+}
+
+func uintParam(v string) (uint64, bool) {
+	if v == "" {
+		return 0, true
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	return n, err == nil
+}
+
+// requests counts Session API calls by route and outcome code.
+var requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "agentlane_session_api_requests_total",
+	Help: "Session API calls by route and outcome (OK or the error code).",
+}, []string{"route", "code"})
+
+func init() {
+	metrics.Registry.MustRegister(requests)
+}
+
+// SetupWithManager adds the server to mgr, with the manager's client and a
+// KubeAuthorizer unless set, and makes the schedulers report session events
+// to it.
+func (s *Server) SetupWithManager(mgr ctrl.Manager) error {
+	if s.Client == nil {
+		s.Client = mgr.GetClient()
+	}
+	if s.Auth == nil {
+		s.Auth = &KubeAuthorizer{Client: mgr.GetClient()}
+	}
+	s.Schedulers.Observer = s.Observer()
+	if err := mgr.Add(s); err != nil {
+		return fmt.Errorf("add the Session API: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,356 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sessionapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Version is the path prefix of every route: /v1/namespaces/{ns}/sessions/{name}/...
+const Version = "v1"
+
+// Handler modes a command runs under (Command.Mode).
+const (
+	ModeInternal = "Internal"
+	ModeExternal = "External"
+	ModeHybrid   = "Hybrid"
+)
+
+// Command states (Command.State). The last five are final.
+const (
+	StateQueued       = "Queued"
+	StateRunning      = "Running"
+	StateRetrying     = "Retrying"
+	StateSucceeded    = "Succeeded"
+	StateFailed       = "Failed"
+	StateTimedOut     = "TimedOut"
+	StateDeadLettered = "DeadLettered"
+	StateCancelled    = "Cancelled"
+)
+
+// Final reports whether state is one a command ends in.
+func Final(state string) bool {
+	switch state {
+	case StateSucceeded, StateFailed, StateTimedOut, StateDeadLettered, StateCancelled:
+		return true
+	}
+	return false
+}
+
+// Identity holds the session's identity labels, as carried by its commands
+// and events.
+type Identity struct {
+	TenantID        string `json:"tenantId,omitempty"`
+	Principal       string `json:"principal,omitempty"`
+	AgentTemplateID string `json:"agentTemplateId,omitempty"`
+	CorrelationID   string `json:"correlationId,omitempty"`
+}
+
+// SubmitRequest submits one command (a tool call or an LLM call) into the
+// session's lanes: POST .../commands.
+type SubmitRequest struct {
+	// ID names the command: a lowercase ULID or another name valid as a
+	// Kubernetes object name. Empty means the server assigns a ULID.
+	ID string `json:"id,omitempty"`
+	// Type is the command type (tool name such as read or bash, or llm); it
+	// picks the lane unless Lane is set.
+	Type string `json:"type"`
+	// Lane names the lane directly.
+	Lane string `json:"lane,omitempty"`
+	// Payload is the command's input, any JSON value.
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// Priority replaces the lane's priority for this command (0 is highest).
+	Priority *int `json:"priority,omitempty"`
+	// Timeout bounds each attempt; it overrides the session's lane override
+	// and the lane's timeout.
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// Deadline drives priority boost as it approaches.
+	Deadline *time.Time `json:"deadline,omitempty"`
+	// RunID groups the commands of one agent run, for cancellation and steer.
+	RunID string `json:"runId,omitempty"`
+	// Wait is how long the call waits: for the grant of an Internal or
+	// Hybrid command, for the result of an External one. The server caps it
+	// (5m by default); 0 means that cap. When it runs out the reply is 202
+	// with the command as it stands.
+	Wait *metav1.Duration `json:"wait,omitempty"`
+}
+
+// Grant is the slot an Internal or Hybrid command holds: the runtime runs
+// the command and reports the attempt's result before Deadline.
+type Grant struct {
+	Attempt  int       `json:"attempt"`
+	Deadline time.Time `json:"deadline"`
+}
+
+// Result is what an attempt produced.
+type Result struct {
+	Success bool `json:"success"`
+	// Output is the attempt's output: any JSON value.
+	Output   json.RawMessage `json:"output,omitempty"`
+	Error    string          `json:"error,omitempty"`
+	ExitCode int             `json:"exitCode,omitempty"`
+}
+
+// Command is a command as the server sees it.
+type Command struct {
+	ID      string   `json:"id"`
+	Session string   `json:"session"`
+	Type    string   `json:"type"`
+	Lane    string   `json:"lane"`
+	RunID   string   `json:"runId,omitempty"`
+	Mode    string   `json:"mode"`
+	State   string   `json:"state"`
+	Labels  Identity `json:"labels,omitempty"`
+	// Attempt is the number of the current or last attempt (0 before the
+	// first starts).
+	Attempt int `json:"attempt"`
+	// Grant is set while an Internal or Hybrid attempt waits for the
+	// runtime's report.
+	Grant *Grant `json:"grant,omitempty"`
+	// Result is the last attempt's result, once the command is final.
+	Result *Result `json:"result,omitempty"`
+	// Error explains a final state other than Succeeded.
+	Error string `json:"error,omitempty"`
+	// Task is the ExternalTask object of an External command.
+	Task string `json:"task,omitempty"`
+}
+
+// Final reports whether the command has ended.
+func (c *Command) Final() bool { return Final(c.State) }
+
+// ReportRequest reports the result of an Internal or Hybrid attempt:
+// POST .../commands/{id}/result.
+type ReportRequest struct {
+	// Attempt is the grant's attempt; a report for any other attempt is
+	// refused with StaleAttempt.
+	Attempt int `json:"attempt"`
+	Result
+}
+
+// Message is an inbound message (a user turn) for the session:
+// POST .../messages. A message whose text is "/queue ..." changes the
+// session's queue mode instead.
+type Message struct {
+	ID      string `json:"id,omitempty"`
+	Text    string `json:"text"`
+	Channel string `json:"channel,omitempty"`
+	Thread  string `json:"thread,omitempty"`
+	// ReceivedAt is set by the server.
+	ReceivedAt time.Time `json:"receivedAt,omitzero"`
+}
+
+// QueueOptions are a session's queue-mode options in force.
+type QueueOptions struct {
+	Mode     string          `json:"mode"`
+	Debounce metav1.Duration `json:"debounce"`
+	Cap      int             `json:"cap"`
+	Drop     string          `json:"drop"`
+}
+
+// PostResult says what the session did with a message.
+type PostResult struct {
+	// Directive is set for a /queue message; Options are then the options
+	// after it.
+	Directive bool          `json:"directive,omitempty"`
+	Options   *QueueOptions `json:"options,omitempty"`
+	Queued    bool          `json:"queued,omitempty"`
+	Steered   bool          `json:"steered,omitempty"`
+	Dropped   bool          `json:"dropped,omitempty"`
+	// Aborted names the run an interrupt aborted.
+	Aborted string `json:"aborted,omitempty"`
+}
+
+// CancelRequest cancels one command, the queued commands of a run, or all of
+// the session's commands: POST .../cancel. Exactly one field is set.
+type CancelRequest struct {
+	CommandID string `json:"commandId,omitempty"`
+	RunID     string `json:"runId,omitempty"`
+	Session   bool   `json:"session,omitempty"`
+}
+
+// CancelResult counts the commands cancelled.
+type CancelResult struct {
+	Cancelled int `json:"cancelled"`
+}
+
+// Percentiles of a latency, in seconds.
+type Percentiles struct {
+	Count uint64  `json:"count"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P95   float64 `json:"p95"`
+	P99   float64 `json:"p99"`
+}
+
+// LaneStats are one lane's counts, over every session of the queue.
+type LaneStats struct {
+	Name         string      `json:"name"`
+	Priority     int         `json:"priority"`
+	Mode         string      `json:"mode"`
+	Pending      int         `json:"pending"`
+	Active       int         `json:"active"`
+	Completed    uint64      `json:"completed"`
+	Failed       uint64      `json:"failed"`
+	DeadLettered uint64      `json:"deadLettered"`
+	Cancelled    uint64      `json:"cancelled"`
+	Wait         Percentiles `json:"wait"`
+	Run          Percentiles `json:"run"`
+}
+
+// SessionCounts are the session's own counts.
+type SessionCounts struct {
+	Pending      int    `json:"pending"`
+	Active       int    `json:"active"`
+	Completed    uint64 `json:"completed"`
+	Failed       uint64 `json:"failed"`
+	DeadLettered uint64 `json:"deadLettered"`
+	Cancelled    uint64 `json:"cancelled"`
+	// QueuedMessages waiting for a turn; ActiveRun is the run in progress.
+	QueuedMessages int               `json:"queuedMessages"`
+	ActiveRun      string            `json:"activeRun,omitempty"`
+	LaneModes      map[string]string `json:"laneModes,omitempty"`
+}
+
+// Stats are GET .../stats: the session's counts and its queue's lanes.
+type Stats struct {
+	Queue   string        `json:"queue"`
+	Session SessionCounts `json:"session"`
+	Lanes   []LaneStats   `json:"lanes"`
+	Options QueueOptions  `json:"queueMode"`
+}
+
+// ExternalTask is a pending External attempt of the session: GET .../external.
+type ExternalTask struct {
+	ID          string    `json:"id"`
+	Attempt     int       `json:"attempt"`
+	Lane        string    `json:"lane"`
+	CommandType string    `json:"commandType"`
+	RunID       string    `json:"runId,omitempty"`
+	CreatedAt   time.Time `json:"createdAt"`
+	Deadline    time.Time `json:"deadline"`
+}
+
+// DeadLetter is a command of the session that failed for good:
+// GET .../deadletters.
+type DeadLetter struct {
+	ID          string    `json:"id"`
+	CommandType string    `json:"commandType"`
+	Lane        string    `json:"lane"`
+	RunID       string    `json:"runId,omitempty"`
+	Error       string    `json:"error"`
+	Attempts    int       `json:"attempts"`
+	FailedAt    time.Time `json:"failedAt"`
+	Labels      Identity  `json:"labels,omitempty"`
+}
+
+// Event types of the session's stream, besides the scheduler's command
+// events (submitted, started, completed, failed, retry, timeout,
+// dead_lettered, cancelled, external_task_pending, external_task_completed).
+const (
+	// EventTurn: start a run with the turn's messages.
+	EventTurn = "turn"
+	// EventSteer: inject the message into the run at its next tool boundary.
+	EventSteer = "steer"
+	// EventAbort: stop the run now.
+	EventAbort = "abort"
+	// EventMessageDropped: a message did not fit in the session's queue.
+	EventMessageDropped = "message_dropped"
+	// EventEventsLost: the stream resumed after events no longer retained;
+	// Lost counts them.
+	EventEventsLost = "events_lost"
+)
+
+// Event is one entry of a session's event stream: GET .../events (Server-Sent
+// Events; the SSE id is ID and the SSE event name is Type).
+type Event struct {
+	// ID numbers the session's events from 1 in order; reconnecting with
+	// Last-Event-ID resumes after it.
+	ID   uint64    `json:"id"`
+	Type string    `json:"type"`
+	Time time.Time `json:"time"`
+	// Command events.
+	CommandID   string   `json:"commandId,omitempty"`
+	CommandType string   `json:"commandType,omitempty"`
+	Lane        string   `json:"lane,omitempty"`
+	RunID       string   `json:"runId,omitempty"`
+	Attempt     int      `json:"attempt,omitempty"`
+	Error       string   `json:"error,omitempty"`
+	Terminal    bool     `json:"terminal,omitempty"`
+	Labels      Identity `json:"labels,omitzero"`
+	// Delay is the wait before a retry.
+	Delay *metav1.Duration `json:"delay,omitempty"`
+	// Inbox events: the turn's, steer's or dropped messages and the turn's
+	// prompt.
+	Messages []Message        `json:"messages,omitempty"`
+	Text     string           `json:"text,omitempty"`
+	Summary  bool             `json:"summary,omitempty"`
+	Channel  string           `json:"channel,omitempty"`
+	Thread   string           `json:"thread,omitempty"`
+	Waited   *metav1.Duration `json:"waited,omitempty"`
+	// Lost counts the events an events_lost event stands for.
+	Lost uint64 `json:"lost,omitempty"`
+}
+
+// Error codes. Every error reply is an Error with one of them.
+const (
+	CodeUnauthenticated  = "Unauthenticated"  // 401: no bearer token, or not a valid one
+	CodeForbidden        = "Forbidden"        // 403: the caller may not use this session
+	CodeSessionNotFound  = "SessionNotFound"  // 404
+	CodeCommandNotFound  = "CommandNotFound"  // 404
+	CodeNotFound         = "NotFound"         // 404: no such route
+	CodeMethodNotAllowed = "MethodNotAllowed" // 405
+	CodeInvalidRequest   = "InvalidRequest"   // 400: a malformed body or a bad value
+	CodeUnknownLane      = "UnknownLane"      // 400: no lane by that name
+	CodeInvalidDirective = "InvalidDirective" // 400: a /queue message the session cannot apply
+	CodeDuplicateCommand = "DuplicateCommand" // 409: a live command has that ID
+	CodeStaleAttempt     = "StaleAttempt"     // 409: the report is for an attempt that no longer holds the slot
+	CodeNotRunning       = "NotRunning"       // 409: the command has no attempt waiting for a report
+	CodeTooLarge         = "TooLarge"         // 413: the body is over the limit
+	CodeSessionNotReady  = "SessionNotReady"  // 503: the session's queue has no running scheduler
+	CodeInternal         = "Internal"         // 500
+)
+
+// Error is the body of every error reply.
+type Error struct {
+	// Status is the HTTP status; it is not part of the body.
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s (%d): %s", e.Code, e.Status, e.Message) }
+
+// IsCode reports whether err is an *Error with code.
+func IsCode(err error, code string) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == code
+}
+
+// ExternalTaskList is the reply of GET .../external, oldest grant first.
+type ExternalTaskList struct {
+	Items []ExternalTask `json:"items"`
+}
+
+// DeadLetterList is the reply of GET .../deadletters, oldest first.
+type DeadLetterList struct {
+	Items []DeadLetter `json:"items"`
+}
