@@ -93,6 +93,21 @@ func (r Report) Refusal() *sessionapi.Error {
 	return nil
 }
 
+// Unfinished returns the commands the runtime stopped waiting for before
+// they reached a final state: the server could not be reached, refused the
+// call, the run was aborted or the runtime was stopped.
+func (r Report) Unfinished() []CommandReport {
+	var out []CommandReport
+	for _, t := range r.Turns {
+		for _, c := range t.Commands {
+			if !sessionapi.Final(c.State) {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
 // refusal returns err's API error when it is a refusal of the request, as
 // opposed to an attempt that lost a race (a stale or finished attempt).
 func refusal(err error) *sessionapi.Error {

@@ -334,17 +334,19 @@ func (r *Runtime) command(ctx context.Context, runID string, req sessionapi.Subm
 		}
 	}
 	if err != nil {
-		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			err = fmt.Errorf("%w: %w", err, context.Cause(ctx))
+		cr.Refused = refusal(err)
+		cr.Error = err.Error()
+		if ctx.Err() != nil {
+			// The run was aborted or the runtime is stopping: say so rather
+			// than how the call in flight broke, and let go of the command.
+			cr.Error = fmt.Sprintf("the runtime stopped waiting: %v", context.Cause(ctx))
 			if cmd != nil && !cmd.Final() {
-				r.cancel(ctx, cmd.ID)
+				if last := r.cancel(ctx, cmd.ID); last != nil {
+					cr.State, cr.Attempts = last.State, last.Attempt
+				}
 			}
 		}
-		cr.Refused = refusal(err)
-		if cr.Error == "" {
-			cr.Error = err.Error()
-		}
-		log.Info("Command did not finish", "error", err.Error())
+		log.Info("Command did not finish", "error", err.Error(), "state", cr.State)
 		return cr
 	}
 	log.V(1).Info("Command finished", "state", cr.State, "lane", cr.Lane, "mode", cr.Mode)
@@ -357,13 +359,20 @@ const cancelTimeout = 5 * time.Second
 
 // cancel cancels a command the runtime no longer waits for, because its run
 // was aborted or the runtime is stopping, so that an attempt holding a grant
-// does not keep its slot until it times out. It is best effort.
-func (r *Runtime) cancel(ctx context.Context, id string) {
+// does not keep its slot until it times out, and returns the command as it
+// then stands. It is best effort: nil means it is not known.
+func (r *Runtime) cancel(ctx context.Context, id string) *sessionapi.Command {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelTimeout)
 	defer cancel()
 	if _, err := r.Session.Cancel(ctx, sessionapi.CancelRequest{CommandID: id}); err != nil {
 		r.Log.V(1).Info("Could not cancel a command left behind", "commandId", id, "error", err.Error())
+		return nil
 	}
+	cmd, err := r.Session.Get(ctx, id, 0)
+	if err != nil {
+		return nil
+	}
+	return cmd
 }
 
 // execute runs a granted Internal or Hybrid attempt of a tool command with

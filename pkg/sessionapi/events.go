@@ -48,15 +48,17 @@ var errStreamIdle = errors.New("sessionapi: event stream: the server sent nothin
 // EventsOptions say where an event stream starts and how it outlives a
 // dropped connection.
 type EventsOptions struct {
-	// LastEventID resumes the stream after this event; 0 starts with the
-	// oldest event the server keeps.
+	// LastEventID resumes the stream after this event (Last-Event-ID); 0
+	// sends none and lets the server pick where the stream starts.
 	LastEventID uint64
 	// Runtime marks the stream as the session's runtime, which takes steers
 	// while it is connected (runtime=true).
 	Runtime bool
 	// Reconnect makes a dropped stream reconnect with Last-Event-ID set to
 	// the last event seen, after a backoff from 100ms doubling to 5s. A 401,
-	// 403 or 404 reply to a reconnect ends the stream with that *Error.
+	// 403 or 404 reply to a reconnect ends the stream with that *Error. A
+	// connection that sends nothing for 45s, keepalives included, counts
+	// as dropped.
 	Reconnect bool
 }
 
@@ -70,7 +72,7 @@ type EventStream struct {
 	lastID atomic.Uint64
 
 	mu     sync.Mutex // guards conn against Close, and closed
-	conn   *sseConn   // nil between connections; set only by Next
+	conn   *sseConn   // nil between connections; written only by Events and Next
 	closed bool
 
 	backoff time.Duration // the last wait before a reconnect
@@ -91,9 +93,10 @@ func (s *SessionClient) Events(ctx context.Context, opts EventsOptions) (*EventS
 }
 
 // Next blocks for the next event. It returns ctx.Err() once the context
-// given to Events ends, io.EOF once the server ends the stream (without
-// Reconnect) or the stream was closed. An event whose data is not an Event
-// is returned as an error that does not end the stream.
+// given to Events ends, and io.EOF once the stream was closed or, without
+// Reconnect, the server ended it; other errors of a connection without
+// Reconnect are returned as they are. All of these end the stream. An event
+// whose data is not an Event is returned as an error that does not.
 func (es *EventStream) Next() (Event, error) {
 	for es.err == nil {
 		if es.conn == nil {
@@ -214,6 +217,7 @@ func (es *EventStream) connect() error {
 	conn := &sseConn{body: resp.Body, cancel: cancel}
 	conn.timer = time.AfterFunc(es.s.c.streamIdle, func() {
 		conn.idle.Store(true)
+		cancel()
 	})
 	conn.r = newSSEReader(&idleReader{r: resp.Body, t: conn.timer, d: es.s.c.streamIdle})
 

@@ -315,7 +315,7 @@ func TestEventStreamReconnectsWhenIdle(t *testing.T) {
 			// Keepalives hold the connection open for a while, then the
 			// server goes silent.
 			sendSSE(w, sseEvent(1, "turn"))
-			for range 5 {
+			for range 10 {
 				time.Sleep(20 * time.Millisecond)
 				sendSSE(w, ": keepalive\n")
 			}
@@ -326,7 +326,7 @@ func TestEventStreamReconnectsWhenIdle(t *testing.T) {
 		<-r.Context().Done()
 	}}
 	s := newTestSession(t, srv)
-	s.c.streamIdle = 60 * time.Millisecond
+	s.c.streamIdle = 100 * time.Millisecond
 	es, err := s.Events(testContext(t), EventsOptions{Reconnect: true})
 	if err != nil {
 		t.Fatal(err)

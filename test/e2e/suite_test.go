@@ -76,6 +76,11 @@ var (
 	managerKubeconfig, workerKubeconfig string
 	// manager is the running manager process.
 	manager *process
+	// sessionAPI is the base URL of the manager's Session API.
+	sessionAPI string
+	// sessionAPIAddr is the address the Session API listens on; a restarted
+	// manager listens there again.
+	sessionAPIAddr string
 )
 
 func TestE2E(t *testing.T) {
@@ -111,6 +116,8 @@ var _ = BeforeSuite(func() {
 	managerKubeconfig = userKubeconfig(managerUser, filepath.Join("..", "..", "config", "rbac", "role.yaml"))
 	workerKubeconfig = userKubeconfig(workerUser, filepath.Join("..", "..", "config", "rbac", "worker", "role.yaml"))
 
+	sessionAPIAddr = freeAddress()
+	sessionAPI = "http://" + sessionAPIAddr
 	manager = startManager()
 })
 
@@ -190,7 +197,7 @@ func startProcess(name, bin, kubeconfig string, args ...string) *process {
 func startManager() *process {
 	GinkgoHelper()
 	return startProcess("manager", managerBin, managerKubeconfig,
-		"--metrics-bind-address=0", "--health-probe-bind-address=0")
+		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--session-api-bind-address="+sessionAPIAddr)
 }
 
 // exited tells whether the process has exited.

@@ -1,0 +1,195 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentlane/agentlane/internal/agentscript"
+)
+
+const sample = "../../config/samples/scripts/agent-script.yaml"
+
+func TestParseFlags(t *testing.T) {
+	base := []string{"--server", "http://127.0.0.1:8443", "--session", "s1", "--script", "s.yaml"}
+	cases := map[string]struct {
+		args    []string
+		want    func(o options) bool
+		wantErr string
+	}{
+		"defaults": {
+			args: base,
+			want: func(o options) bool {
+				return o.mode == modeScript && o.namespace == "default" && o.report == "-" && o.turns == 0
+			},
+		},
+		"serve with turns": {
+			args: append([]string{"--mode", "serve", "--turns", "3", "--token-file", "/t"}, base...),
+			want: func(o options) bool { return o.mode == modeServe && o.turns == 3 && o.tokenFile == "/t" },
+		},
+		"missing required flags": {
+			args:    nil,
+			wantErr: "--server is required\n--session is required\n--script is required",
+		},
+		"unknown mode": {
+			args:    append([]string{"--mode", "batch"}, base...),
+			wantErr: `--mode must be script or serve, got "batch"`,
+		},
+		"turns in script mode": {
+			args:    append([]string{"--turns", "2"}, base...),
+			wantErr: "--turns applies to --mode=serve only",
+		},
+		"negative turns": {
+			args:    append([]string{"--mode", "serve", "--turns", "-1"}, base...),
+			wantErr: "--turns must not be negative, got -1",
+		},
+		"token and token file": {
+			args:    append([]string{"--token", "x", "--token-file", "/t"}, base...),
+			wantErr: "--token and --token-file cannot both be set",
+		},
+		"stray argument": {
+			args:    append(base, "extra"),
+			wantErr: `unexpected arguments: ["extra"]`,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			o, err := parseFlags(tc.args, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error = %v, want it to contain %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if !tc.want(o) {
+				t.Errorf("options = %+v", o)
+			}
+		})
+	}
+}
+
+// closedServer returns the URL of a local port nothing listens on.
+func closedServer(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return url
+}
+
+func TestRunExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	invalid := filepath.Join(dir, "invalid.yaml")
+	if err := os.WriteFile(invalid, []byte("turns: [{steps: [{type: read, parallel: []}]}]"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	server := closedServer(t)
+	cases := map[string]struct {
+		args       []string
+		wantCode   int
+		wantStderr string
+	}{
+		"bad flag": {
+			args:       []string{"--mode", "batch"},
+			wantCode:   exitInvalid,
+			wantStderr: "--mode must be script or serve",
+		},
+		"missing script": {
+			args:       []string{"--server", server, "--session", "s", "--script", filepath.Join(dir, "none.yaml")},
+			wantCode:   exitInvalid,
+			wantStderr: "agent: --script: open " + filepath.Join(dir, "none.yaml"),
+		},
+		"invalid script": {
+			args:       []string{"--server", server, "--session", "s", "--script", invalid},
+			wantCode:   exitInvalid,
+			wantStderr: "agent: --script: " + invalid + ": turns[0].steps[0]: a step is either a command (type) or a parallel group",
+		},
+		"bad server URL": {
+			args:       []string{"--server", "localhost:8443", "--session", "s", "--script", sample},
+			wantCode:   exitInvalid,
+			wantStderr: "agent: --server:",
+		},
+		"server unreachable": {
+			args:       []string{"--server", server, "--session", "s", "--script", sample, "--zap-log-level", "error"},
+			wantCode:   exitFailed,
+			wantStderr: "commands did not finish",
+		},
+		"serve with the server unreachable": {
+			args:       []string{"--server", server, "--session", "s", "--script", sample, "--mode", "serve", "--zap-log-level", "error"},
+			wantCode:   exitFailed,
+			wantStderr: "open the event stream",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), tc.args, &stdout, &stderr)
+			if code != tc.wantCode || !strings.Contains(stderr.String(), tc.wantStderr) {
+				t.Fatalf("exit code %d, stderr %q; want %d and a stderr containing %q", code, stderr.String(), tc.wantCode, tc.wantStderr)
+			}
+		})
+	}
+}
+
+// The report is written even when the run failed, and says how each
+// command ended.
+func TestRunWritesTheReport(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "report.json")
+	args := []string{"--server", closedServer(t), "--session", "s", "--script", sample, "--report", path, "--zap-log-level", "error"}
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), args, &stdout, &stderr); code != exitFailed {
+		t.Fatalf("exit code %d, want %d; stderr %q", code, exitFailed, stderr.String())
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("stdout = %q, want nothing: the report goes to --report", stdout.String())
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep agentscript.Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("report is not JSON: %v", err)
+	}
+	script, err := agentscript.Load(sample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Turns) != len(script.Turns) {
+		t.Fatalf("report has %d turns, want one per script turn (%d)", len(rep.Turns), len(script.Turns))
+	}
+	first := rep.Turns[0]
+	if first.RunID == "" || len(first.Commands) == 0 || first.Commands[0].Type != "llm" || first.Commands[0].Error == "" {
+		t.Errorf("first turn = %+v, want a run ID and the failed llm call first", first)
+	}
+}
