@@ -81,7 +81,7 @@ var _ = Describe("Session API", func() {
 			Expect(st.Session.Pending + st.Session.Active).To(BeZero())
 			Expect(st.Session.QueuedMessages).To(BeZero())
 			for _, l := range st.Lanes {
-				Expect(l.Completed + l.Cancelled).To(BeZero(), "lane %s", l.Name)
+				Expect(l.Completed+l.Cancelled).To(BeZero(), "lane %s", l.Name)
 			}
 			// Tenant b still reaches its own session.
 			_, err = b.session("s1").Stats(ctx)
