@@ -53,7 +53,7 @@ var _ = Describe("Worker", func() {
 			}))
 			Expect(lease.Annotations).To(Equal(map[string]string{
 				"agentlane.io/capacity": "3", "agentlane.io/queues": "q1,q2", "agentlane.io/lanes": "",
-				"agentlane.io/command-types": "bash,exec",
+				"agentlane.io/command-types": "bash,exec,read",
 			}))
 			Expect(lease.Spec.HolderIdentity).To(Equal(ptr.To("w-lease")))
 			Expect(lease.Spec.LeaseDurationSeconds).To(Equal(ptr.To[int32](1)), "three 200ms heartbeats, rounded up")
