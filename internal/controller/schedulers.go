@@ -31,6 +31,7 @@ import (
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/lanequeue"
+	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
 // DefaultStatusInterval is how often, at most, a LaneQueue's status is
@@ -87,6 +88,16 @@ type SessionObserver interface {
 	// SessionReleased reports that an AgentSession was deleted and its
 	// scheduler state dropped.
 	SessionReleased(namespace, name string)
+	// ClusterEvent reports a cluster event of the session (budget
+	// threshold, passivation request, peer invocation).
+	ClusterEvent(session types.NamespacedName, ev sessionapi.Event)
+}
+
+// Publish reports a cluster event of a session to the observer, if any.
+func (s *Schedulers) Publish(session types.NamespacedName, ev sessionapi.Event) {
+	if s.Observer != nil {
+		s.Observer.ClusterEvent(session, ev)
+	}
 }
 
 // scheduler is one LaneQueue's scheduler and its event consumer.

@@ -120,6 +120,14 @@ func (h *eventHub) InboxEvent(queue types.NamespacedName, ev lanequeue.InboxEven
 	h.append(types.NamespacedName{Namespace: queue.Namespace, Name: ev.Session}, out)
 }
 
+// ClusterEvent implements controller.SessionObserver.
+func (h *eventHub) ClusterEvent(session types.NamespacedName, ev sessionapi.Event) {
+	if ev.Time.IsZero() {
+		ev.Time = time.Now().UTC()
+	}
+	h.append(session, ev)
+}
+
 // SessionReleased implements controller.SessionObserver: the deleted
 // session's log goes, and its streams end.
 func (h *eventHub) SessionReleased(namespace, name string) {

@@ -308,6 +308,50 @@ type Event struct {
 	Waited   *metav1.Duration `json:"waited,omitempty"`
 	// Lost counts the events an events_lost event stands for.
 	Lost uint64 `json:"lost,omitempty"`
+	// Cluster events: one of these is set on a BudgetThresholdHit,
+	// PassivationRequested or PeerInvocation event.
+	Budget      *BudgetThreshold    `json:"budget,omitempty"`
+	Passivation *PassivationRequest `json:"passivation,omitempty"`
+	Peer        *PeerInvocation     `json:"peer,omitempty"`
+}
+
+// Cluster event types of the session's stream; the operator also records
+// them as Kubernetes Events on the AgentSession.
+const (
+	// EventBudgetThresholdHit: consumption crossed a soft or hard limit of
+	// the session's budget, or the budget guard said soft or deny.
+	EventBudgetThresholdHit = "BudgetThresholdHit"
+	// EventPassivationRequested: the session must reach a checkpoint before
+	// Deadline; its pod is then evicted.
+	EventPassivationRequested = "PassivationRequested"
+	// EventPeerInvocation: another session submitted work to this one.
+	EventPeerInvocation = "PeerInvocation"
+)
+
+// BudgetThreshold is the body of a BudgetThresholdHit event.
+type BudgetThreshold struct {
+	// Resource is tokens or cost.
+	Resource string `json:"resource"`
+	// Kind is soft or hard.
+	Kind     string `json:"kind"`
+	Consumed string `json:"consumed"`
+	Limit    string `json:"limit,omitempty"`
+	Message  string `json:"message"`
+}
+
+// PassivationRequest is the body of a PassivationRequested event.
+type PassivationRequest struct {
+	// Reason is idle_reaper, node_drain, migration or manual.
+	Reason   string    `json:"reason"`
+	Deadline time.Time `json:"deadline"`
+}
+
+// PeerInvocation is the body of a PeerInvocation event.
+type PeerInvocation struct {
+	FromNamespace string `json:"fromNamespace"`
+	FromSession   string `json:"fromSession"`
+	FromTenant    string `json:"fromTenant,omitempty"`
+	CorrelationID string `json:"correlationId,omitempty"`
 }
 
 // Error codes. Every error reply is an Error with one of them.
