@@ -50,6 +50,7 @@ func main() {
 		leaderElect      bool
 		leaderElectionNS string
 		api              sessionserver.Server
+		sessionAPIURL    string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; \"0\" disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the liveness and readiness probes bind to; \"0\" disables them.")
@@ -59,6 +60,7 @@ func main() {
 	flag.StringVar(&api.CertFile, "session-api-cert-file", "", "TLS certificate of the Session API; with --session-api-key-file it serves HTTPS.")
 	flag.StringVar(&api.KeyFile, "session-api-key-file", "", "TLS private key of the Session API.")
 	flag.IntVar(&api.RetainedEvents, "session-api-retained-events", sessionserver.DefaultRetainedEvents, "Events each session keeps for event streams that reconnect.")
+	flag.StringVar(&sessionAPIURL, "session-api-url", "", "Session API address as session runtime pods reach it, such as http://session-api.agentlane-system.svc:8443; set in their environment as "+controller.EnvSessionAPIURL+".")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -86,7 +88,7 @@ func main() {
 	}
 	ctx := ctrl.SetupSignalHandler()
 	schedulers := &controller.Schedulers{}
-	if err := controller.Setup(ctx, mgr, schedulers); err != nil {
+	if err := controller.Setup(ctx, mgr, schedulers, controller.WithSessionAPIURL(sessionAPIURL)); err != nil {
 		log.Error(err, "unable to set up the controllers")
 		os.Exit(1)
 	}

@@ -24,12 +24,16 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -56,6 +60,14 @@ const sessionRefreshInterval = time.Second
 type AgentSessionReconciler struct {
 	client.Client
 	Schedulers *Schedulers
+	// Recorder receives the session's Kubernetes Events (passivation,
+	// eviction, resume).
+	Recorder events.EventRecorder
+	// SessionAPIURL is the Session API's address as runtime pods reach it;
+	// it is set in their environment when not empty.
+	SessionAPIURL string
+	// Clock is the manager's clock; the real clock when nil.
+	Clock clock.PassiveClock
 }
 
 var _ reconcile.Reconciler = &AgentSessionReconciler{}
@@ -66,9 +78,15 @@ func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Client == nil || r.Schedulers == nil {
 		return errors.New("AgentSessionReconciler needs a Client and Schedulers")
 	}
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&agentlanev1alpha1.AgentSession{}).
+		Owns(&corev1.Pod{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
 		Watches(&agentlanev1alpha1.LaneQueue{}, handler.EnqueueRequestsFromMapFunc(r.queueSessions)).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.nodeSessions)).
 		Named("agentsession").
 		Complete(r)
 }
@@ -78,6 +96,20 @@ func (r *AgentSessionReconciler) queueSessions(ctx context.Context, o client.Obj
 	list := &agentlanev1alpha1.AgentSessionList{}
 	if err := r.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{QueueRefNameField: o.GetName()}); err != nil {
 		logf.FromContext(ctx).Error(err, "list the sessions of a LaneQueue", "laneQueue", klog.KObj(o))
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, s := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&s)})
+	}
+	return reqs
+}
+
+// nodeSessions maps a Node to the sessions whose runtime pod runs on it.
+func (r *AgentSessionReconciler) nodeSessions(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &agentlanev1alpha1.AgentSessionList{}
+	if err := r.List(ctx, list, client.MatchingFields{NodeNameField: o.GetName()}); err != nil {
+		logf.FromContext(ctx).Error(err, "list the sessions on a node", "node", o.GetName())
 		return nil
 	}
 	reqs := make([]reconcile.Request, 0, len(list.Items))
@@ -129,7 +161,7 @@ func (r *AgentSessionReconciler) reconcile(ctx context.Context, s *agentlanev1al
 		r.setUnbound(s, fmt.Sprintf("LaneQueue %q does not exist in namespace %q", queueKey.Name, queueKey.Namespace))
 		return ctrl.Result{}, nil
 	}
-	q, ok := r.Schedulers.Get(queueKey)
+	q, inbox, ok := r.Schedulers.Session(queueKey)
 	if !ok {
 		// The LaneQueue controller has not started its scheduler yet (or
 		// refuses its spec); the LaneQueue watch brings the session back.
@@ -154,19 +186,28 @@ func (r *AgentSessionReconciler) reconcile(ctx context.Context, s *agentlanev1al
 		ready.Message = fmt.Sprintf("laneOverrides name lanes LaneQueue %q does not have: %s; the other overrides apply",
 			queueKey.Name, strings.Join(unknown, ", "))
 	}
-	meta.SetStatusCondition(&s.Status.Conditions, ready)
 
 	s.Status.Queue.Pending = int32(st.Pending)
 	s.Status.Queue.Active = int32(st.Active)
 	s.Status.Queue.Completed = int64(st.Completed)
 	s.Status.Queue.Failed = int64(st.Failed)
 	s.Status.Queue.DeadLettered = int64(st.DeadLettered)
+	s.Status.Queue.QueuedMessages = int32(inbox.Queued(s.Name))
+
+	lc := &lifecycle{key: client.ObjectKeyFromObject(s), queue: q, inbox: inbox, stats: st, now: r.Clock.Now()}
+	after, err := r.reconcileLifecycle(ctx, s, lc)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if s.Status.Phase == agentlanev1alpha1.SessionActive && !lc.readySet {
+		meta.SetStatusCondition(&s.Status.Conditions, ready)
+	}
 	if st.Pending+st.Active > 0 {
 		// Counts move while work is in flight: refresh them at a bounded
 		// rate rather than on every command.
-		return ctrl.Result{RequeueAfter: sessionRefreshInterval}, nil
+		after = minPositive(after, sessionRefreshInterval)
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: after}, nil
 }
 
 // setUnbound records that the session has no scheduler to run in.
@@ -239,4 +280,15 @@ func (r *AgentSessionReconciler) reconcileDelete(ctx context.Context, s *agentla
 		return fmt.Errorf("remove finalizer: %w", err)
 	}
 	return nil
+}
+
+// minPositive returns the smaller of two waits, ignoring zero ("no wait").
+func minPositive(a, b time.Duration) time.Duration {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
 }

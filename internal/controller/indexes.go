@@ -31,6 +31,9 @@ const (
 	QueueRefNameField = "spec.queueRef.name"
 	// SessionRefNameField indexes ExternalTasks by spec.sessionRef.name.
 	SessionRefNameField = "spec.sessionRef.name"
+	// NodeNameField indexes AgentSessions by status.nodeName, the node of
+	// their runtime pod.
+	NodeNameField = "status.nodeName"
 )
 
 // SetupIndexes registers the field indexes the controllers use, once per
@@ -55,6 +58,16 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	})
 	if err != nil {
 		return fmt.Errorf("index ExternalTask %s: %w", SessionRefNameField, err)
+	}
+	err = indexer.IndexField(ctx, &agentlanev1alpha1.AgentSession{}, NodeNameField, func(o client.Object) []string {
+		s := o.(*agentlanev1alpha1.AgentSession)
+		if s.Status.NodeName == "" {
+			return nil
+		}
+		return []string{s.Status.NodeName}
+	})
+	if err != nil {
+		return fmt.Errorf("index AgentSession %s: %w", NodeNameField, err)
 	}
 	return nil
 }

@@ -68,6 +68,9 @@ type Schedulers struct {
 	// scheduler state changed: granted a slot, timed out, retried, finished.
 	taskEvents requestSink
 
+	// activity remembers when each session last did something.
+	activity activity
+
 	mu     sync.Mutex
 	queues map[types.NamespacedName]*scheduler
 	dirty  map[types.NamespacedName]bool
@@ -187,6 +190,7 @@ func (s *Schedulers) ReleaseSession(key types.NamespacedName, name string) (int,
 		return n, err
 	}
 	in.ForgetSession(name)
+	s.activity.forget(types.NamespacedName{Namespace: key.Namespace, Name: name})
 	if s.Observer != nil {
 		s.Observer.SessionReleased(key.Namespace, name)
 	}
@@ -253,8 +257,11 @@ func (s *Schedulers) Ensure(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Confi
 	if c, ok := opts.Clock.(clock.WithDelayedExecution); ok {
 		inboxOpts.Clock = c
 	}
-	if obs := s.Observer; obs != nil {
-		inboxOpts.OnEvent = func(ev lanequeue.InboxEvent) { obs.InboxEvent(key, ev) }
+	inboxOpts.OnEvent = func(ev lanequeue.InboxEvent) {
+		s.activity.touch(types.NamespacedName{Namespace: key.Namespace, Name: ev.Session}, time.Now())
+		if s.Observer != nil {
+			s.Observer.InboxEvent(key, ev)
+		}
 	}
 	sc := &scheduler{
 		queue: q,
@@ -298,8 +305,11 @@ func (s *Schedulers) Remove(key types.NamespacedName) {
 func (s *Schedulers) consume(key types.NamespacedName, sc *scheduler) {
 	for ev := range sc.sub.Events() {
 		s.markDirty(key)
-		if s.Observer != nil && ev.SessionKey != "" {
-			s.Observer.CommandEvent(key, ev)
+		if ev.SessionKey != "" {
+			s.activity.touch(types.NamespacedName{Namespace: key.Namespace, Name: ev.SessionKey}, ev.Time)
+			if s.Observer != nil {
+				s.Observer.CommandEvent(key, ev)
+			}
 		}
 		if taskEnding(ev.Type) && sc.tasks.has(ev.CommandID) {
 			s.taskEvents.add(taskRequest(key.Namespace, ev.CommandID))

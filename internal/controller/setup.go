@@ -22,6 +22,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -33,7 +35,11 @@ import (
 
 // Setup registers agentlane's field indexes, the schedulers and every
 // controller with mgr.
-func Setup(ctx context.Context, mgr ctrl.Manager, schedulers *Schedulers) error {
+func Setup(ctx context.Context, mgr ctrl.Manager, schedulers *Schedulers, options ...SetupOption) error {
+	var opts setupOptions
+	for _, o := range options {
+		o(&opts)
+	}
 	if err := SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
@@ -46,7 +52,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, schedulers *Schedulers) error 
 	if err := (&LaneQueueReconciler{Client: mgr.GetClient(), Schedulers: schedulers}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the LaneQueue controller: %w", err)
 	}
-	if err := (&AgentSessionReconciler{Client: mgr.GetClient(), Schedulers: schedulers}).SetupWithManager(mgr); err != nil {
+	sessions := &AgentSessionReconciler{Client: mgr.GetClient(), Schedulers: schedulers,
+		Recorder: mgr.GetEventRecorder("agentlane-session"), SessionAPIURL: opts.SessionAPIURL}
+	if err := sessions.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the AgentSession controller: %w", err)
 	}
 	tasks := &ExternalTaskReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Schedulers: schedulers,
@@ -57,13 +65,29 @@ func Setup(ctx context.Context, mgr ctrl.Manager, schedulers *Schedulers) error 
 	return nil
 }
 
+// SetupOption configures Setup.
+type SetupOption func(*setupOptions)
+
+type setupOptions struct {
+	SessionAPIURL string
+}
+
+// WithSessionAPIURL sets the Session API address put in runtime pods'
+// environment.
+func WithSessionAPIURL(url string) SetupOption {
+	return func(o *setupOptions) { o.SessionAPIURL = url }
+}
+
 // CacheOptions limits what the manager's cache holds of objects that are
-// not agentlane's: only worker Leases (not every node's heartbeat) and only
+// not agentlane's: only worker Leases, session runtime pods and their
+// disruption budgets (not every node's heartbeat) and only
 // the Jobs agentlane creates for Job-target lanes.
 func CacheOptions() cache.Options {
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&coordinationv1.Lease{}: {Label: labels.SelectorFromSet(labels.Set{worker.WorkerLabel: "true"})},
-		&batchv1.Job{}:          {Label: labels.SelectorFromValidatedSet(nil).Add(mustRequirement(TaskLabel, selection.Exists))},
+		&coordinationv1.Lease{}:         {Label: labels.SelectorFromSet(labels.Set{worker.WorkerLabel: "true"})},
+		&batchv1.Job{}:                  {Label: labels.SelectorFromValidatedSet(nil).Add(mustRequirement(TaskLabel, selection.Exists))},
+		&corev1.Pod{}:                   {Label: labels.SelectorFromValidatedSet(nil).Add(mustRequirement(RuntimeLabel, selection.Exists))},
+		&policyv1.PodDisruptionBudget{}: {Label: labels.SelectorFromValidatedSet(nil).Add(mustRequirement(RuntimeLabel, selection.Exists))},
 	}}
 }
 
