@@ -34,6 +34,7 @@ import (
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/controller"
 	"github.com/agentlane/agentlane/internal/sessionserver"
+	"github.com/agentlane/agentlane/internal/sessionstore"
 )
 
 var scheme = runtime.NewScheme()
@@ -51,6 +52,7 @@ func main() {
 		leaderElectionNS string
 		api              sessionserver.Server
 		sessionAPIURL    string
+		sessionStore     string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; \"0\" disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the liveness and readiness probes bind to; \"0\" disables them.")
@@ -61,12 +63,17 @@ func main() {
 	flag.StringVar(&api.KeyFile, "session-api-key-file", "", "TLS private key of the Session API.")
 	flag.IntVar(&api.RetainedEvents, "session-api-retained-events", sessionserver.DefaultRetainedEvents, "Events each session keeps for event streams that reconnect.")
 	flag.StringVar(&sessionAPIURL, "session-api-url", "", "Session API address as session runtime pods reach it, such as http://session-api.agentlane-system.svc:8443; set in their environment as "+controller.EnvSessionAPIURL+".")
+	flag.StringVar(&sessionStore, "session-store", "configmap", "Where runtimes' checkpoints are kept: configmap (one ConfigMap per session, deleted with it) or none (checkpoint calls answer NoStore).")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("setup")
+	if sessionStore != "configmap" && sessionStore != "none" {
+		log.Error(nil, "--session-store must be configmap or none", "sessionStore", sessionStore)
+		os.Exit(1)
+	}
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -94,6 +101,10 @@ func main() {
 	}
 	if api.Addr != "0" {
 		api.Schedulers = schedulers
+		if sessionStore == "configmap" {
+			// Checkpoints are read around the cache: see sessionstore.ConfigMaps.
+			api.Store = sessionstore.NewConfigMaps(mgr.GetClient(), mgr.GetAPIReader())
+		}
 		if err := api.SetupWithManager(mgr); err != nil {
 			log.Error(err, "unable to set up the Session API")
 			os.Exit(1)

@@ -37,6 +37,14 @@ limitations under the License.
 // runs one script turn per turn event, takes steering messages at tool
 // boundaries and stops a run the session aborts.
 //
+// Both save a checkpoint through the Session API after each completed step
+// (a tool round), never while a command of the step is in flight; its state
+// is the turn, the next step and the run ID. Serve, and RunScript with
+// Resume, start from the session's latest checkpoint: the interrupted turn
+// continues from its next step under a new run ID, on whichever node the
+// runtime now runs. No checkpoint means a fresh start; a manager without a
+// session store is reported (Report.ResumeError, TurnReport.CheckpointError).
+//
 // Reports (Report, TurnReport, CommandReport) say how every command ended;
 // they marshal to JSON.
 package agentscript

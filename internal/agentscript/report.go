@@ -27,6 +27,11 @@ import (
 // Report is what a runtime did, turn by turn.
 type Report struct {
 	Turns []TurnReport `json:"turns"`
+	// ResumeError says why the runtime started fresh although it was to
+	// resume: the server has no session store (NoStore), or the latest
+	// checkpoint could not be read or is not one of this script's. No
+	// checkpoint at all is no error.
+	ResumeError string `json:"resumeError,omitempty"`
 }
 
 // TurnReport is one turn (one run) of the agent.
@@ -45,6 +50,15 @@ type TurnReport struct {
 	// Error says why the turn stopped before its last step, other than an
 	// abort: the API refused the session, or the runtime was stopped.
 	Error string `json:"error,omitempty"`
+	// ResumedFrom is set when the turn continued an interrupted run from
+	// its latest checkpoint: the steps before ResumedFrom.Step completed in
+	// that run and were not run again, nor was the model call.
+	ResumedFrom *Resumption `json:"resumedFrom,omitempty"`
+	// Checkpoints counts the checkpoints saved, one after each completed
+	// step; CheckpointError is why the first that could not be saved was
+	// not, such as NoStore when the manager runs without a session store.
+	Checkpoints     int    `json:"checkpoints,omitempty"`
+	CheckpointError string `json:"checkpointError,omitempty"`
 	// Commands are the turn's commands in submission order; a parallel
 	// group's commands are in script order.
 	Commands []CommandReport `json:"commands"`

@@ -54,9 +54,20 @@ type Runtime struct {
 	Clock clock.Clock
 	// Log receives progress; the zero Logger discards it.
 	Log logr.Logger
+	// Resume makes RunScript start from the session's latest checkpoint:
+	// the interrupted turn continues from its next step under a new run ID
+	// (TurnReport.ResumedFrom), and the turns after it follow. Serve always
+	// resumes.
+	Resume bool
+	// Identity labels the runtime's checkpoints. Its fields win over those
+	// restored from the checkpoint resumed from; the server fills the ones
+	// still empty with the session's identity.
+	Identity sessionapi.Identity
 
-	mu   sync.Mutex
-	runs map[string]*runState // by run ID: the runs steers and aborts may reach
+	mu       sync.Mutex
+	runs     map[string]*runState // by run ID: the runs steers and aborts may reach
+	restored sessionapi.Identity  // of the checkpoint resumed from
+	storeErr error                // the server's NoStore answer: no checkpoints are saved
 }
 
 // runState is what the event reader tells a running turn.
@@ -151,15 +162,21 @@ func (r *Runtime) executors() *worker.Registry {
 func NewID() string { return strings.ToLower(ulid.Make().String()) }
 
 // RunScript runs each turn of the script once, in order, each under a new
-// run ID. It stops early when ctx ends or the API refuses the session (see
-// Report.Refusal).
+// run ID, and saves a checkpoint after each completed step. With Resume it
+// starts where the session's latest checkpoint says instead. It stops early
+// when ctx ends or the API refuses the session (see Report.Refusal).
 func (r *Runtime) RunScript(ctx context.Context) Report {
 	var rep Report
-	for _, t := range r.Script.Turns {
+	first, at := r.scriptStart(ctx, &rep)
+	for i := first; i < len(r.Script.Turns); i++ {
+		t := r.Script.Turns[i]
 		if ctx.Err() != nil {
 			break
 		}
-		tr := r.RunTurn(ctx, t, NewID())
+		if i > first {
+			at = &position{turn: i}
+		}
+		tr := r.runTurn(ctx, t, NewID(), at)
 		rep.Turns = append(rep.Turns, tr)
 		if fatal(rep.Refusal()) {
 			break
@@ -176,7 +193,16 @@ func (r *Runtime) RunScript(ctx context.Context) Report {
 // aborted it submits nothing more and reports Aborted. A refusal of the API
 // that no later call can get past (authentication, authorization, a missing
 // or unready session) also ends the turn.
-func (r *Runtime) RunTurn(ctx context.Context, turn Turn, runID string) (rep TurnReport) {
+//
+// RunTurn saves no checkpoint: RunScript and Serve, which know where the
+// turn stands among the others, do.
+func (r *Runtime) RunTurn(ctx context.Context, turn Turn, runID string) TurnReport {
+	return r.runTurn(ctx, turn, runID, nil)
+}
+
+// runTurn is RunTurn for the turn at at: it saves a checkpoint after each
+// completed step, and a resumed turn starts at at.from.
+func (r *Runtime) runTurn(ctx context.Context, turn Turn, runID string, at *position) (rep TurnReport) {
 	st, created := r.openRun(runID)
 	if created {
 		defer r.closeRun(runID)
@@ -187,6 +213,10 @@ func (r *Runtime) RunTurn(ctx context.Context, turn Turn, runID string) (rep Tur
 
 	log := r.Log.WithValues("runId", runID)
 	rep = TurnReport{RunID: runID, Prompt: turn.Prompt, Started: r.clock().Now(), Commands: []CommandReport{}}
+	if at != nil {
+		rep.ResumedFrom = at.resumed
+	}
+	checkpoints := r.checkpointer(at, &rep, len(turn.Steps))
 	// boundary takes the steers that arrived and tells whether the run was
 	// aborted.
 	boundary := func() bool {
@@ -211,12 +241,14 @@ func (r *Runtime) RunTurn(ctx context.Context, turn Turn, runID string) (rep Tur
 	}
 	defer func() {
 		boundary()
+		checkpoints.end(ctx)
 		rep.Finished = r.clock().Now()
 		log.Info("Turn finished", "commands", len(rep.Commands), "aborted", rep.Aborted, "steers", len(rep.Steers))
 	}()
 	log.Info("Turn started", "prompt", shorten(turn.Prompt, 80))
 
-	if c := turn.LLM; c != nil {
+	// A resumed turn made its model call before it was interrupted.
+	if c := turn.LLM; c != nil && at.first() == 0 {
 		if stop() {
 			return rep
 		}
@@ -228,6 +260,9 @@ func (r *Runtime) RunTurn(ctx context.Context, turn Turn, runID string) (rep Tur
 		}
 	}
 	for i, step := range turn.Steps {
+		if i < at.first() {
+			continue // completed before the runtime resumed
+		}
 		if stop() {
 			return rep
 		}
@@ -251,6 +286,7 @@ func (r *Runtime) RunTurn(ctx context.Context, turn Turn, runID string) (rep Tur
 				return rep
 			}
 		}
+		checkpoints.round(ctx, i+1, crs)
 	}
 	return rep
 }
@@ -261,8 +297,8 @@ func (r *Runtime) tool(ctx context.Context, runID string, st Step) CommandReport
 	if st.Timeout != nil && st.Timeout.Duration > 0 {
 		req.Timeout = &metav1.Duration{Duration: st.Timeout.Duration}
 	}
-	return r.command(ctx, runID, req, func(ctx context.Context, cmd *sessionapi.Command) sessionapi.Result {
-		return r.execute(ctx, cmd, st.Payload)
+	return r.command(ctx, runID, req, func(ctx context.Context, cmd *sessionapi.Command) (sessionapi.Result, *sessionapi.Usage) {
+		return r.execute(ctx, cmd, st.Payload), nil
 	})
 }
 
@@ -289,8 +325,13 @@ type LLMUsage struct {
 func (r *Runtime) llm(ctx context.Context, runID, prompt string, c LLMCall) CommandReport {
 	payload, _ := json.Marshal(llmPayload{Prompt: prompt, InputTokens: c.InputTokens, OutputTokens: c.OutputTokens}) // strings and ints only
 	req := sessionapi.SubmitRequest{Type: llmType, Payload: payload}
-	return r.command(ctx, runID, req, func(ctx context.Context, _ *sessionapi.Command) sessionapi.Result {
-		return r.generate(ctx, prompt, c)
+	return r.command(ctx, runID, req, func(ctx context.Context, _ *sessionapi.Command) (sessionapi.Result, *sessionapi.Usage) {
+		res := r.generate(ctx, prompt, c)
+		if !res.Success {
+			return res, nil // the call was stopped before the model answered
+		}
+		// The session's budget counts what the call consumed.
+		return res, &sessionapi.Usage{InputTokens: int64(c.InputTokens), OutputTokens: int64(c.OutputTokens)}
 	})
 }
 
@@ -315,13 +356,14 @@ func (r *Runtime) generate(ctx context.Context, prompt string, c LLMCall) sessio
 }
 
 // command submits req under runID and follows it to its end: fn runs each
-// Internal or Hybrid grant; External commands are waited for.
-func (r *Runtime) command(ctx context.Context, runID string, req sessionapi.SubmitRequest, fn func(context.Context, *sessionapi.Command) sessionapi.Result) CommandReport {
+// Internal or Hybrid grant and says what it consumed, which is reported
+// with its result; External commands are waited for.
+func (r *Runtime) command(ctx context.Context, runID string, req sessionapi.SubmitRequest, fn func(context.Context, *sessionapi.Command) (sessionapi.Result, *sessionapi.Usage)) CommandReport {
 	req.ID, req.RunID = NewID(), runID
 	cr := CommandReport{ID: req.ID, Type: req.Type, Lane: req.Lane, Submitted: r.clock().Now()}
 	log := r.Log.WithValues("runId", runID, "commandId", req.ID, "type", req.Type)
 	log.V(1).Info("Submitting")
-	cmd, err := r.Session.Run(ctx, req, fn)
+	cmd, err := r.Session.RunWithUsage(ctx, req, fn)
 	cr.Finished = r.clock().Now()
 	if cmd != nil {
 		cr.ID, cr.Type, cr.Lane, cr.Mode, cr.State, cr.Attempts = cmd.ID, cmd.Type, cmd.Lane, cmd.Mode, cmd.State, cmd.Attempt

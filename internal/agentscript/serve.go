@@ -42,6 +42,13 @@ const finishTimeout = 10 * time.Second
 // for a run is queued for its next tool boundary (TurnReport.Steers), an
 // abort event stops the run's calls and marks it Aborted.
 //
+// Serve saves a checkpoint after each completed step of a turn. On start it
+// loads the session's latest checkpoint: a turn it did not finish continues
+// from its next step under a new run ID (TurnReport.ResumedFrom) before any
+// turn event is taken, and its run is then finished, so that a replayed
+// turn event of that run does not run it again. Nothing saved means a fresh
+// start; a store that cannot be used is reported in Report.ResumeError.
+//
 // Serve returns after maxTurns turns, or when ctx ends if maxTurns is 0; the
 // error is nil then. It returns an error when the stream cannot be opened or
 // fails for good, when FinishRun fails, and when ctx ends before maxTurns
@@ -54,8 +61,15 @@ func (r *Runtime) Serve(ctx context.Context, maxTurns int) (Report, error) {
 	if err != nil {
 		return Report{}, fmt.Errorf("open the event stream: %w", err)
 	}
+	var rep Report
+	resume := r.resumePoint(ctx, &rep, func(st checkpointState) bool {
+		return st.NextStep <= len(r.Script.Turns[st.Turn%len(r.Script.Turns)].Steps)
+	})
 	readCtx, stopReading := context.WithCancel(ctx)
 	in := &inbox{wake: make(chan struct{}, 1), seen: map[string]bool{}}
+	if resume != nil {
+		in.seen[resume.RunID] = true
+	}
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
@@ -70,7 +84,13 @@ func (r *Runtime) Serve(ctx context.Context, maxTurns int) (Report, error) {
 		}
 	}()
 
-	var rep Report
+	next := 0 // the place of the next turn among the turns served
+	if resume != nil {
+		next = resume.Turn + 1
+		if err := r.serveResumed(ctx, resume, &rep); err != nil {
+			return rep, err
+		}
+	}
 	for maxTurns == 0 || len(rep.Turns) < maxTurns {
 		ev, err := in.next(ctx)
 		switch {
@@ -85,9 +105,10 @@ func (r *Runtime) Serve(ctx context.Context, maxTurns int) (Report, error) {
 			r.closeRun(ev.RunID)
 			continue
 		}
-		turn := r.Script.Turns[len(rep.Turns)%len(r.Script.Turns)]
+		turn := r.Script.Turns[next%len(r.Script.Turns)]
 		turn.Prompt = ev.Text
-		tr := r.RunTurn(ctx, turn, ev.RunID)
+		tr := r.runTurn(ctx, turn, ev.RunID, &position{turn: next})
+		next++
 		tr.Messages = len(ev.Messages)
 		rep.Turns = append(rep.Turns, tr)
 		// Finish even when ctx ended: the run is over either way.
@@ -100,6 +121,21 @@ func (r *Runtime) Serve(ctx context.Context, maxTurns int) (Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// serveResumed continues the turn of the checkpoint st, unless it was done,
+// then finishes its run so that the session's next turn may start.
+func (r *Runtime) serveResumed(ctx context.Context, st *checkpointState, rep *Report) error {
+	if !st.Done {
+		turn := r.Script.Turns[st.Turn%len(r.Script.Turns)]
+		rep.Turns = append(rep.Turns, r.runTurn(ctx, turn, NewID(), resumed(st)))
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	if err := r.Session.FinishRun(fctx, st.RunID); err != nil {
+		return fmt.Errorf("finish the resumed run %s: %w", st.RunID, err)
+	}
+	return nil
 }
 
 // stale tells a turn event that is no longer the session's run: the

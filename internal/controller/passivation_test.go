@@ -363,4 +363,3 @@ var _ = Describe("Session runtime pods and passivation", func() {
 		Eventually(phaseOf(s)).Should(Equal(agentlanev1alpha1.SessionActive))
 	})
 })
-

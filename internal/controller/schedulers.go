@@ -64,6 +64,11 @@ type Schedulers struct {
 	// events, for the Session API's event streams.
 	Observer SessionObserver
 
+	// Budgets keeps what each session consumed; the Session API checks and
+	// records through it and the AgentSession controller writes it into
+	// status. Setup creates it when nil.
+	Budgets *BudgetLedger
+
 	// taskEvents wakes the ExternalTask controller for the tasks whose
 	// scheduler state changed: granted a slot, timed out, retried, finished.
 	taskEvents requestSink

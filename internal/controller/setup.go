@@ -46,6 +46,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, schedulers *Schedulers, option
 	if schedulers.Recorder == nil {
 		schedulers.Recorder = mgr.GetEventRecorder("agentlane-scheduler")
 	}
+	if schedulers.Budgets == nil {
+		schedulers.Budgets = &BudgetLedger{Publish: schedulers.Publish, Recorder: mgr.GetEventRecorder("agentlane-budget")}
+	}
 	if err := mgr.Add(schedulers); err != nil {
 		return fmt.Errorf("add the schedulers: %w", err)
 	}

@@ -41,6 +41,9 @@ type call struct {
 	ticket  *lanequeue.Ticket
 	// task is the ExternalTask of an External command.
 	task string
+	// admit, when set, runs before each attempt is offered to the runtime
+	// (the budget check); its error fails the attempt.
+	admit func(context.Context, lanequeue.Attempt) error
 
 	mu    sync.Mutex
 	grant *grant
@@ -60,6 +63,11 @@ type grant struct {
 // Run implements lanequeue.Handler: it offers the attempt to the runtime
 // and waits for its report.
 func (c *call) Run(ctx context.Context, a lanequeue.Attempt) (lanequeue.Result, error) {
+	if c.admit != nil {
+		if err := c.admit(ctx, a); err != nil {
+			return lanequeue.Result{Error: err.Error()}, err
+		}
+	}
 	g := &grant{attempt: a.Number, deadline: a.Deadline, report: make(chan lanequeue.Result, 1)}
 	c.setGrant(g)
 	defer c.clearGrant(g)

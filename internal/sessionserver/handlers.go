@@ -91,12 +91,16 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 		if p := bytes.TrimSpace(req.Payload); len(p) > 0 && p[0] != '{' {
 			return apiError(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "the payload of an External command must be a JSON object")
 		}
+		if err := s.checkExternalBudget(r.Context(), sc, lane, req.Type); err != nil {
+			return err
+		}
 		c.task, done = id, final
 		c.ticket, err = s.Schedulers.SubmitTask(sc.queueKey, cmd, func(lane string) error {
 			return s.Client.Create(r.Context(), newTask(sc, cmd, lane))
 		})
 	} else {
 		cmd.Handler = c
+		c.admit = s.admitBudget(sc, req.Type)
 		c.ticket, err = sc.queue.Submit(cmd)
 	}
 	if err != nil {
@@ -263,8 +267,21 @@ func (s *Server) reportResult(w http.ResponseWriter, r *http.Request, sc *sessio
 	if c.task != "" {
 		return apiErrorf(http.StatusConflict, sessionapi.CodeNotRunning, "command %s is External: its worker reports the result", id)
 	}
+	var used *usage
+	if req.Usage != nil {
+		u, err := parseUsage(req.Usage)
+		if err != nil {
+			return err
+		}
+		used = &u
+	}
 	if err := c.report(req.Attempt, lanequeue.Result{Success: req.Success, Output: req.Output, Error: req.Error, ExitCode: req.ExitCode}); err != nil {
 		return err
+	}
+	if used != nil {
+		if _, err := s.record(sc, *used); err != nil {
+			return err
+		}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), reportSettle)
 	defer cancel()

@@ -40,6 +40,7 @@ import (
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/controller"
 	"github.com/agentlane/agentlane/internal/lanequeue"
+	"github.com/agentlane/agentlane/internal/sessionstore"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
@@ -83,6 +84,9 @@ type Server struct {
 	// RetainedEvents is how many events each session keeps for
 	// reconnecting streams; DefaultRetainedEvents when zero.
 	RetainedEvents int
+	// Store keeps the sessions' checkpoints; nil means the manager runs
+	// without a session store and the checkpoint routes answer NoStore.
+	Store sessionstore.Store
 
 	hub   *eventHub
 	calls calls
@@ -105,6 +109,9 @@ func (s *Server) init() {
 		return
 	}
 	s.hub = newEventHub(s.RetainedEvents)
+	if s.Schedulers != nil && s.Schedulers.Budgets == nil {
+		s.Schedulers.Budgets = &controller.BudgetLedger{Publish: s.Schedulers.Publish}
+	}
 	if s.Clock == nil {
 		s.Clock = clock.RealClock{}
 	}
@@ -213,6 +220,12 @@ func (s *Server) Handler() http.Handler {
 		{http.MethodGet, "/stats", VerbRead, s.stats},
 		{http.MethodGet, "/external", VerbRead, s.pendingExternal},
 		{http.MethodGet, "/deadletters", VerbRead, s.deadLetters},
+		{http.MethodGet, "/budget", VerbRead, s.getBudget},
+		{http.MethodPost, "/budget/check", VerbWrite, s.checkBudget},
+		{http.MethodPost, "/budget/record", VerbWrite, s.recordUsage},
+		{http.MethodPut, "/checkpoints", VerbWrite, s.saveCheckpoint},
+		{http.MethodGet, "/checkpoints/latest", VerbRead, s.loadCheckpoint},
+		{http.MethodGet, "/checkpoints/{run}", VerbRead, s.loadCheckpoint},
 	}
 	mux := http.NewServeMux()
 	prefix := "/" + sessionapi.Version + "/namespaces/{namespace}/sessions/{session}"

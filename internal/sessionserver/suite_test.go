@@ -93,7 +93,7 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	schedulers := &controller.Schedulers{StatusInterval: 100 * time.Millisecond}
 	Expect(controller.Setup(ctx, mgr, schedulers)).To(Succeed())
-	server := &Server{Addr: "127.0.0.1:0", Schedulers: schedulers, RetainedEvents: retainedEvents}
+	server := withStore(mgr, &Server{Addr: "127.0.0.1:0", Schedulers: schedulers, RetainedEvents: retainedEvents})
 	Expect(server.SetupWithManager(mgr)).To(Succeed())
 	go func() {
 		defer GinkgoRecover()

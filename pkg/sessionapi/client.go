@@ -339,6 +339,13 @@ func (s *SessionClient) poll(ctx context.Context, id string, done func(*Command)
 // awaited. Run returns the final Command; on an error it returns the last
 // Command seen, if any, so that the caller knows its ID.
 func (s *SessionClient) Run(ctx context.Context, req SubmitRequest, fn func(ctx context.Context, cmd *Command) Result) (*Command, error) {
+	return s.RunWithUsage(ctx, req, func(ctx context.Context, cmd *Command) (Result, *Usage) { return fn(ctx, cmd), nil })
+}
+
+// RunWithUsage is Run for commands that consume budget, such as LLM calls:
+// fn also returns what the attempt consumed, if known, and it is reported
+// with the attempt's result (ReportRequest.Usage).
+func (s *SessionClient) RunWithUsage(ctx context.Context, req SubmitRequest, fn func(ctx context.Context, cmd *Command) (Result, *Usage)) (*Command, error) {
 	cmd, err := s.Submit(ctx, req)
 	if err != nil {
 		return nil, err
@@ -352,9 +359,9 @@ func (s *SessionClient) Run(ctx context.Context, req SubmitRequest, fn func(ctx 
 			grant := *cmd.Grant
 			handled = grant.Attempt
 			attemptCtx, cancel := context.WithDeadline(ctx, grant.Deadline)
-			res := fn(attemptCtx, cmd)
+			res, usage := fn(attemptCtx, cmd)
 			cancel()
-			next, err := s.Report(ctx, cmd.ID, ReportRequest{Attempt: grant.Attempt, Result: res})
+			next, err := s.Report(ctx, cmd.ID, ReportRequest{Attempt: grant.Attempt, Result: res, Usage: usage})
 			switch {
 			case err == nil:
 				cmd = next

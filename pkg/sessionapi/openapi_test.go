@@ -92,6 +92,12 @@ func TestOpenAPIRoutes(t *testing.T) {
 		"GET " + s + "/stats",
 		"GET " + s + "/external",
 		"GET " + s + "/deadletters",
+		"GET " + s + "/budget",
+		"POST " + s + "/budget/check",
+		"POST " + s + "/budget/record",
+		"PUT " + s + "/checkpoints",
+		"GET " + s + "/checkpoints/latest",
+		"GET " + s + "/checkpoints/{runId}",
 	}
 	var got []string
 	for path, item := range doc.Paths {
@@ -121,7 +127,8 @@ func TestOpenAPISchemasMirrorTypes(t *testing.T) {
 		Identity{}, SubmitRequest{}, Grant{}, Result{}, Command{}, ReportRequest{}, Message{},
 		QueueOptions{}, PostResult{}, CancelRequest{}, CancelResult{}, Percentiles{}, LaneStats{},
 		SessionCounts{}, Stats{}, ExternalTask{}, ExternalTaskList{}, DeadLetter{}, DeadLetterList{},
-		Event{}, Error{},
+		Usage{}, Consumed{}, BudgetCheckRequest{}, BudgetCheck{}, TokenLimits{}, CostLimits{}, BudgetStatus{},
+		Event{}, Error{}, Checkpoint{}, CheckpointSaved{},
 	} {
 		typ := reflect.TypeOf(v)
 		t.Run(typ.Name(), func(t *testing.T) {
@@ -146,8 +153,8 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 	want := []string{
 		CodeUnauthenticated, CodeForbidden, CodeSessionNotFound, CodeCommandNotFound, CodeNotFound,
 		CodeMethodNotAllowed, CodeInvalidRequest, CodeUnknownLane, CodeInvalidDirective,
-		CodeDuplicateCommand, CodeStaleAttempt, CodeNotRunning, CodeTooLarge, CodeSessionNotReady,
-		CodeInternal,
+		CodeDuplicateCommand, CodeStaleAttempt, CodeNotRunning, CodeBudgetExhausted, CodeTooLarge, CodeSessionNotReady,
+		CodeInternal, CodeNoStore, CodeCheckpointNotFound, CodeSchemaTooNew,
 	}
 	got := doc.Components.Schemas["Error"].Properties["code"].Enum
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -144,6 +144,10 @@ type ReportRequest struct {
 	// refused with StaleAttempt.
 	Attempt int `json:"attempt"`
 	Result
+	// Usage is what the attempt consumed (an LLM call's tokens and cost); it
+	// is recorded against the session's budget when the report is taken,
+	// whether the attempt succeeded or failed.
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // Message is an inbound message (a user turn) for the session:
@@ -330,7 +334,7 @@ const (
 
 // BudgetThreshold is the body of a BudgetThresholdHit event.
 type BudgetThreshold struct {
-	// Resource is tokens or cost.
+	// Resource is tokens, cost or guard (the budget guard's answer).
 	Resource string `json:"resource"`
 	// Kind is soft or hard.
 	Kind     string `json:"kind"`
@@ -368,6 +372,7 @@ const (
 	CodeDuplicateCommand = "DuplicateCommand" // 409: a live command has that ID
 	CodeStaleAttempt     = "StaleAttempt"     // 409: the report is for an attempt that no longer holds the slot
 	CodeNotRunning       = "NotRunning"       // 409: the command has no attempt waiting for a report
+	CodeBudgetExhausted  = "BudgetExhausted"  // 409: the session's budget denied an External command
 	CodeTooLarge         = "TooLarge"         // 413: the body is over the limit
 	CodeSessionNotReady  = "SessionNotReady"  // 503: the session's queue has no running scheduler
 	CodeInternal         = "Internal"         // 500
@@ -397,4 +402,129 @@ type ExternalTaskList struct {
 // DeadLetterList is the reply of GET .../deadletters, oldest first.
 type DeadLetterList struct {
 	Items []DeadLetter `json:"items"`
+}
+
+// Usage is what an LLM call (or any metered command) consumed:
+// POST .../budget/record, or ReportRequest.Usage.
+type Usage struct {
+	InputTokens  int64 `json:"inputTokens,omitempty"`
+	OutputTokens int64 `json:"outputTokens,omitempty"`
+	// Cost is the money spent, a decimal such as "0.0125", in the currency
+	// of the session's budget.
+	Cost string `json:"cost,omitempty"`
+}
+
+// Budget decisions (BudgetCheck.Decision).
+const (
+	// BudgetAllow: the command may run.
+	BudgetAllow = "allow"
+	// BudgetSoft: a soft limit is reached; the command may run.
+	BudgetSoft = "soft"
+	// BudgetDeny: the command must not run; it fails as BudgetExhausted.
+	BudgetDeny = "deny"
+)
+
+// Consumed is what a session has consumed so far.
+type Consumed struct {
+	Tokens int64 `json:"tokens"`
+	// Cost is a decimal such as "1.25"; "0" before anything was spent.
+	Cost string `json:"cost"`
+}
+
+// BudgetCheckRequest asks whether the session may run a command:
+// POST .../budget/check. The lane is the one named, else the route of
+// CommandType.
+type BudgetCheckRequest struct {
+	Lane        string `json:"lane,omitempty"`
+	CommandType string `json:"commandType,omitempty"`
+}
+
+// BudgetCheck is the answer to a budget check.
+type BudgetCheck struct {
+	// Decision is allow, soft or deny.
+	Decision string `json:"decision"`
+	// Checked is false when the budget does not cover the command (no
+	// budget, or a tool command without checkEveryTool): Decision is then
+	// allow.
+	Checked bool `json:"checked"`
+	// Reason is the reason of the session's BudgetExhausted condition after
+	// the check: WithinBudget, SoftLimitReached, HardLimitReached or
+	// GuardDenied.
+	Reason   string   `json:"reason"`
+	Message  string   `json:"message,omitempty"`
+	Consumed Consumed `json:"consumed"`
+}
+
+// TokenLimits are the token limits of a session's budget.
+type TokenLimits struct {
+	Soft *int64 `json:"soft,omitempty"`
+	Hard *int64 `json:"hard,omitempty"`
+}
+
+// CostLimits are the cost limits of a session's budget, as decimals.
+type CostLimits struct {
+	Currency string `json:"currency"`
+	Soft     string `json:"soft,omitempty"`
+	Hard     string `json:"hard,omitempty"`
+}
+
+// BudgetStatus is the session's budget and what it consumed: GET .../budget.
+type BudgetStatus struct {
+	Consumed Consumed     `json:"consumed"`
+	Tokens   *TokenLimits `json:"tokens,omitempty"`
+	Cost     *CostLimits  `json:"cost,omitempty"`
+	// Guard is set when an HTTP budget guard is consulted on every check.
+	Guard          bool `json:"guard,omitempty"`
+	CheckEveryTool bool `json:"checkEveryTool,omitempty"`
+	// Exhausted is true while covered commands are denied; Reason says why
+	// (HardLimitReached or GuardDenied), or WithinBudget or
+	// SoftLimitReached while they run.
+	Exhausted bool   `json:"exhausted"`
+	Reason    string `json:"reason"`
+	Message   string `json:"message,omitempty"`
+}
+
+// Error codes of the checkpoint routes.
+const (
+	CodeNoStore            = "NoStore"            // 503: the manager runs without a session store
+	CodeCheckpointNotFound = "CheckpointNotFound" // 404: nothing saved for the session, or for the run named
+	CodeSchemaTooNew       = "SchemaTooNew"       // 400 on save, 409 on load: the checkpoint's schema is newer than the server's
+)
+
+// Checkpoint is a state the session's runtime saved after a completed tool
+// round, never while a tool runs: PUT .../checkpoints saves one,
+// GET .../checkpoints/latest and GET .../checkpoints/{runId} read one. A
+// resumed runtime continues from it under a new run ID.
+type Checkpoint struct {
+	// SchemaVersion is the version of the checkpoint's format; 0 on save
+	// means the server's. A newer one than the server's is refused.
+	SchemaVersion int `json:"schemaVersion,omitempty"`
+	// RunID is the run the checkpoint belongs to: letters, digits, '-',
+	// '_' and '.', at most 128, not "latest".
+	RunID string `json:"runId"`
+	// Turn is the runtime's turn the checkpoint was saved in.
+	Turn int `json:"turn,omitempty"`
+	// Round counts the turn's completed tool rounds.
+	Round int `json:"round,omitempty"`
+	// Time is when it was saved; set by the server when left out.
+	Time time.Time `json:"time,omitzero"`
+	// Identity is the session's identity labels. On save, the fields left
+	// empty are the session's spec.identity; the caller's values win.
+	Identity Identity `json:"identity,omitzero"`
+	// State is the runtime's own state, any JSON value; the server does not
+	// read it.
+	State json.RawMessage `json:"state,omitempty"`
+}
+
+// CheckpointSaved is the reply of PUT .../checkpoints: the checkpoint as
+// stored and where.
+type CheckpointSaved struct {
+	Checkpoint Checkpoint `json:"checkpoint"`
+	// Location names the stored checkpoint, such as
+	// configmap/agentlane-checkpoint-s1#<runId>; the session's
+	// status.lastCheckpoint shows it.
+	Location string `json:"location"`
+	// Evicted are the runs whose checkpoints were dropped to make room,
+	// least recently saved first.
+	Evicted []string `json:"evicted,omitempty"`
 }

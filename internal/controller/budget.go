@@ -1,0 +1,664 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/pkg/sessionapi"
+)
+
+// What a session's budget covers, and how its guard is called.
+const (
+	// BudgetLane is the lane whose commands a budget always covers: the
+	// Generate lane of the A3S lane set.
+	BudgetLane = "generate"
+	// BudgetCommandType is the command type a budget always covers, in
+	// whatever lane the queue routes it to.
+	BudgetCommandType = "llm"
+	// DefaultGuardTimeout bounds a guard call whose spec sets no timeout.
+	DefaultGuardTimeout = 2 * time.Second
+	// BudgetThresholdHitReason is the reason of the Kubernetes Events the
+	// ledger records on an AgentSession.
+	BudgetThresholdHitReason = sessionapi.EventBudgetThresholdHit
+	// maxGuardReply bounds how much of a guard's answer is read.
+	maxGuardReply = 64 << 10
+)
+
+// Resources and kinds of a BudgetThresholdHit.
+const (
+	budgetTokens = "tokens"
+	budgetCost   = "cost"
+	budgetGuard  = "guard"
+	kindSoft     = "soft"
+	kindHard     = "hard"
+)
+
+// BudgetCovers reports whether budget b checks a command of commandType in
+// lane: every command when b.checkEveryTool is set, otherwise the commands
+// of the generate lane and the llm commands, wherever they are routed. A
+// nil budget covers nothing.
+func BudgetCovers(b *agentlanev1alpha1.Budget, lane, commandType string) bool {
+	return b != nil && (b.CheckEveryTool || lane == BudgetLane || commandType == BudgetCommandType)
+}
+
+// BudgetDecision is the outcome of a budget check.
+type BudgetDecision struct {
+	// Decision is sessionapi.BudgetAllow, BudgetSoft or BudgetDeny.
+	Decision string
+	// Checked is false when the budget does not cover the command;
+	// Decision is then allow.
+	Checked bool
+	// Reason is the reason of the session's BudgetExhausted condition after
+	// the check (agentlanev1alpha1.AgentSession*Reason).
+	Reason string
+	// Message explains Reason.
+	Message string
+	// Consumed is what the session had consumed when it was checked.
+	Consumed agentlanev1alpha1.BudgetUsage
+}
+
+// Denied reports whether the command must not run.
+func (d BudgetDecision) Denied() bool { return d.Decision == sessionapi.BudgetDeny }
+
+// BudgetGuardRequest is the body the ledger posts to a session's budget
+// guard (spec.budget.guard.url) before each covered command.
+type BudgetGuardRequest struct {
+	Namespace   string              `json:"namespace"`
+	Session     string              `json:"session"`
+	Identity    sessionapi.Identity `json:"identity"`
+	Lane        string              `json:"lane,omitempty"`
+	CommandType string              `json:"commandType,omitempty"`
+	Consumed    sessionapi.Consumed `json:"consumed"`
+}
+
+// BudgetGuardResponse is a guard's answer: decision allow, soft or deny,
+// with a message that the denied command's error and the events carry.
+type BudgetGuardResponse struct {
+	Decision string `json:"decision"`
+	Message  string `json:"message,omitempty"`
+}
+
+// BudgetLedger keeps what each AgentSession consumed and decides whether
+// its commands may spend more. The Session API checks it before each
+// covered attempt and records the usage runtimes report; the AgentSession
+// controller copies it into status with ApplyStatus. It is safe for
+// concurrent use.
+//
+// A session's account starts from its status.budget, so consumption
+// survives a manager restart. Each threshold (a soft or hard limit of
+// tokens or cost, or a soft or deny answer of the guard) emits one
+// BudgetThresholdHit when it is crossed, that is when the session goes from
+// below it to at or above it; staying above it, however many more commands
+// run or usages are recorded, emits nothing more. Crossings that happened
+// before a restart are not emitted again.
+type BudgetLedger struct {
+	// Publish, when set, puts BudgetThresholdHit events on the session's
+	// event stream (Schedulers.Publish).
+	Publish func(session types.NamespacedName, ev sessionapi.Event)
+	// Recorder, when set, records BudgetThresholdHit as a Warning
+	// Kubernetes Event on the AgentSession.
+	Recorder events.EventRecorder
+	// HTTPClient calls the guards; a client without a timeout when nil (each
+	// call is bounded by the guard's timeout).
+	HTTPClient *http.Client
+	// Clock stamps the events; the real clock when nil.
+	Clock clock.PassiveClock
+
+	mu       sync.Mutex
+	accounts map[types.NamespacedName]*budgetAccount
+	// changed announces the sessions whose status.budget or
+	// BudgetExhausted condition must be rewritten; created by Changes.
+	changed chan event.GenericEvent
+}
+
+// budgetAccount is one session's consumption and the state of its
+// thresholds.
+type budgetAccount struct {
+	uid    types.UID
+	ref    *corev1.ObjectReference
+	labels sessionapi.Identity
+	spec   *agentlanev1alpha1.Budget
+	tokens int64
+	cost   resource.Quantity
+	// guard is the guard's last answer (allow, soft or deny; deny also for
+	// a failure under failurePolicy Fail), empty before the first or after
+	// a failure ignored by failurePolicy Ignore.
+	guard, guardMessage string
+	// notified holds the thresholds consumption stands at or above and
+	// whose crossing was emitted.
+	notified map[threshold]bool
+}
+
+type threshold struct{ resource, kind string }
+
+// crossing is a BudgetThresholdHit to emit.
+type crossing struct {
+	key    types.NamespacedName
+	ref    *corev1.ObjectReference
+	labels sessionapi.Identity
+	body   sessionapi.BudgetThreshold
+}
+
+// Changes returns the channel on which the sessions whose budget status
+// changed are announced, for the AgentSession controller to watch (a
+// source.Channel). It is created on first use; when it is full an
+// announcement is dropped, and the session's next reconcile writes the
+// latest status anyway.
+func (l *BudgetLedger) Changes() <-chan event.GenericEvent {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.changesLocked()
+}
+
+func (l *BudgetLedger) changesLocked() chan event.GenericEvent {
+	if l.changed == nil {
+		l.changed = make(chan event.GenericEvent, 1024)
+	}
+	return l.changed
+}
+
+// Check decides whether the session s may run a command of commandType in
+// lane, and emits the BudgetThresholdHit events of the thresholds the
+// session crossed. A command the budget does not cover (see BudgetCovers)
+// is allowed unchecked. Otherwise the limits of spec.budget decide first: a
+// hard limit reached denies (HardLimitReached) without asking the guard.
+// Then the guard, if any, is asked; a guard that cannot be reached, times
+// out or answers badly allows the command under failurePolicy Ignore and
+// denies it under Fail. Deny wins over soft, soft over allow.
+func (l *BudgetLedger) Check(ctx context.Context, s *agentlanev1alpha1.AgentSession, lane, commandType string) BudgetDecision {
+	key := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
+	l.mu.Lock()
+	a := l.accountLocked(s)
+	before := a.state()
+	crossings := a.syncLimits(key)
+	covered := BudgetCovers(a.spec, lane, commandType)
+	var guard *agentlanev1alpha1.BudgetGuard
+	if covered && a.spec.Guard != nil && !a.hardLimitReached() {
+		guard = a.spec.Guard.DeepCopy()
+	}
+	req := BudgetGuardRequest{Namespace: key.Namespace, Session: key.Name, Identity: a.labels,
+		Lane: lane, CommandType: commandType, Consumed: ConsumedOf(a.usage())}
+	if guard == nil {
+		d := a.decision(covered)
+		l.finishLocked(key, a, before)
+		l.mu.Unlock()
+		l.emit(crossings)
+		return d
+	}
+	l.mu.Unlock()
+	l.emit(crossings)
+
+	ans, err := l.askGuard(ctx, guard, req)
+	if err != nil {
+		log := logf.FromContext(ctx).WithValues("agentSession", key, "url", guard.URL)
+		if guard.FailurePolicy == agentlanev1alpha1.GuardFailureFail {
+			log.Info("The budget guard failed; failurePolicy Fail denies the command", "error", err.Error())
+			ans = BudgetGuardResponse{Decision: sessionapi.BudgetDeny,
+				Message: fmt.Sprintf("the budget guard failed and failurePolicy is Fail: %v", err)}
+		} else {
+			log.Info("The budget guard failed; failurePolicy Ignore allows the command", "error", err.Error())
+			ans = BudgetGuardResponse{Message: fmt.Sprintf("the budget guard failed and failurePolicy is Ignore: %v", err)}
+		}
+	}
+	l.mu.Lock()
+	before = a.state()
+	crossings = a.applyGuard(key, ans)
+	d := a.decision(true)
+	l.finishLocked(key, a, before)
+	l.mu.Unlock()
+	l.emit(crossings)
+	return d
+}
+
+// Record adds what a command of the session s consumed and emits the
+// BudgetThresholdHit events of the limits it crossed. It returns what the
+// session consumed in all.
+func (l *BudgetLedger) Record(s *agentlanev1alpha1.AgentSession, tokens int64, cost resource.Quantity) (agentlanev1alpha1.BudgetUsage, error) {
+	if tokens < 0 {
+		return agentlanev1alpha1.BudgetUsage{}, fmt.Errorf("tokens must not be negative, got %d", tokens)
+	}
+	if cost.Sign() < 0 {
+		return agentlanev1alpha1.BudgetUsage{}, fmt.Errorf("cost must not be negative, got %s", decimal(cost))
+	}
+	key := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
+	l.mu.Lock()
+	a := l.accountLocked(s)
+	before := a.state()
+	a.tokens += tokens
+	a.cost.Add(cost)
+	crossings := a.syncLimits(key)
+	u := a.usage()
+	l.finishLocked(key, a, before)
+	l.mu.Unlock()
+	l.emit(crossings)
+	return u, nil
+}
+
+// Usage returns what the session key consumed, as far as the ledger knows
+// (nothing before it first saw the session).
+func (l *BudgetLedger) Usage(key types.NamespacedName) agentlanev1alpha1.BudgetUsage {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if a := l.accounts[key]; a != nil {
+		return a.usage()
+	}
+	return agentlanev1alpha1.BudgetUsage{}
+}
+
+// State returns the session's budget as the last check and the usage
+// recorded leave it, without asking the guard and without emitting events:
+// Checked is false and Decision says whether a covered command would be
+// denied by what is known now.
+func (l *BudgetLedger) State(s *agentlanev1alpha1.AgentSession) BudgetDecision {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d := l.accountLocked(s).decision(true)
+	d.Checked = false
+	return d
+}
+
+// ApplyStatus writes what the session consumed into s.status.budget and
+// sets its BudgetExhausted condition: True with reason HardLimitReached or
+// GuardDenied while covered commands are denied, False with reason
+// SoftLimitReached or WithinBudget otherwise. A session without a budget has
+// no BudgetExhausted condition. The first call for a session starts its
+// account from s.status.budget.
+func (l *BudgetLedger) ApplyStatus(s *agentlanev1alpha1.AgentSession) {
+	l.mu.Lock()
+	a := l.accountLocked(s)
+	d := a.decision(true)
+	s.Status.Budget = a.usage()
+	l.mu.Unlock()
+	if s.Spec.Budget == nil {
+		meta.RemoveStatusCondition(&s.Status.Conditions, agentlanev1alpha1.AgentSessionBudgetExhaustedCondition)
+		return
+	}
+	status := metav1.ConditionFalse
+	if d.Denied() {
+		status = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
+		Type:               agentlanev1alpha1.AgentSessionBudgetExhaustedCondition,
+		Status:             status,
+		Reason:             d.Reason,
+		Message:            d.Message,
+		ObservedGeneration: s.Generation,
+	})
+}
+
+// Forget drops the account of the deleted session key.
+func (l *BudgetLedger) Forget(key types.NamespacedName) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.accounts, key)
+}
+
+// accountLocked returns the session's account, brought up to date with s's
+// spec and identity. A new account, or one whose session was deleted and
+// created again, starts from s.status.budget; the thresholds consumption
+// already stands at or above count as emitted.
+func (l *BudgetLedger) accountLocked(s *agentlanev1alpha1.AgentSession) *budgetAccount {
+	key := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
+	a := l.accounts[key]
+	if a == nil || (a.uid != "" && s.UID != "" && a.uid != s.UID) {
+		a = &budgetAccount{tokens: s.Status.Budget.TokensConsumed, notified: map[threshold]bool{}}
+		a.cost = *resource.NewQuantity(0, resource.DecimalSI)
+		if c := s.Status.Budget.CostConsumed; c != nil {
+			a.cost = c.DeepCopy()
+		}
+		if l.accounts == nil {
+			l.accounts = map[types.NamespacedName]*budgetAccount{}
+		}
+		l.accounts[key] = a
+		a.observe(s)
+		a.syncLimits(key) // crossings before a restart were emitted then
+		return a
+	}
+	a.observe(s)
+	return a
+}
+
+// finishLocked announces the session if its budget status changed.
+func (l *BudgetLedger) finishLocked(key types.NamespacedName, a *budgetAccount, before string) {
+	if a.state() == before {
+		return
+	}
+	obj := &agentlanev1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	select {
+	case l.changesLocked() <- event.GenericEvent{Object: obj}:
+	default:
+	}
+}
+
+// emit publishes the crossings on the sessions' streams and as Kubernetes
+// Events.
+func (l *BudgetLedger) emit(crossings []crossing) {
+	if len(crossings) == 0 {
+		return
+	}
+	now := time.Now()
+	if l.Clock != nil {
+		now = l.Clock.Now()
+	}
+	for _, c := range crossings {
+		if l.Publish != nil {
+			body := c.body
+			l.Publish(c.key, sessionapi.Event{Type: sessionapi.EventBudgetThresholdHit, Time: now.UTC(),
+				Labels: c.labels, Budget: &body})
+		}
+		if l.Recorder != nil && c.ref != nil {
+			l.Recorder.Eventf(c.ref, nil, corev1.EventTypeWarning, BudgetThresholdHitReason, "CheckBudget",
+				"%s (%s %s)", c.body.Message, c.body.Kind, c.body.Resource)
+		}
+	}
+}
+
+// askGuard posts req to the guard and returns its answer; an error means
+// the guard could not be reached, timed out or answered badly.
+func (l *BudgetLedger) askGuard(ctx context.Context, g *agentlanev1alpha1.BudgetGuard, req BudgetGuardRequest) (BudgetGuardResponse, error) {
+	timeout := DefaultGuardTimeout
+	if g.Timeout != nil && g.Timeout.Duration > 0 {
+		timeout = g.Timeout.Duration
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	body, err := json.Marshal(req)
+	if err != nil {
+		return BudgetGuardResponse{}, err
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, g.URL, bytes.NewReader(body))
+	if err != nil {
+		return BudgetGuardResponse{}, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "application/json")
+	hc := l.HTTPClient
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(hreq)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return BudgetGuardResponse{}, fmt.Errorf("no answer within %s", timeout)
+		}
+		return BudgetGuardResponse{}, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxGuardReply))
+	if err != nil {
+		return BudgetGuardResponse{}, fmt.Errorf("reading the answer: %w", err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return BudgetGuardResponse{}, fmt.Errorf("it answered %s: %s", resp.Status, shortText(string(data), 200))
+	}
+	var ans BudgetGuardResponse
+	if err := json.Unmarshal(data, &ans); err != nil {
+		return BudgetGuardResponse{}, fmt.Errorf("its answer is not JSON: %w", err)
+	}
+	switch ans.Decision {
+	case sessionapi.BudgetAllow, sessionapi.BudgetSoft, sessionapi.BudgetDeny:
+		return ans, nil
+	}
+	return BudgetGuardResponse{}, fmt.Errorf("its answer has decision %q, not allow, soft or deny", ans.Decision)
+}
+
+// observe takes the session's current spec, identity and reference.
+func (a *budgetAccount) observe(s *agentlanev1alpha1.AgentSession) {
+	if s.UID != "" {
+		a.uid = s.UID
+	}
+	a.spec = s.Spec.Budget.DeepCopy()
+	a.labels = sessionapi.Identity{}
+	if id := s.Spec.Identity; id != nil {
+		a.labels = sessionapi.Identity{TenantID: id.TenantID, Principal: id.Principal,
+			AgentTemplateID: id.AgentTemplateID, CorrelationID: id.CorrelationID}
+	}
+	a.ref = &corev1.ObjectReference{
+		APIVersion: agentlanev1alpha1.GroupVersion.String(),
+		Kind:       "AgentSession",
+		Namespace:  s.Namespace,
+		Name:       s.Name,
+		UID:        s.UID,
+	}
+}
+
+// limitState is one limit of the budget and whether consumption reached it.
+type limitState struct {
+	threshold
+	consumed, limit string
+	reached         bool
+}
+
+// limits lists the limits of the budget, hard ones first.
+func (a *budgetAccount) limits() []limitState {
+	if a.spec == nil {
+		return nil
+	}
+	var out []limitState
+	for _, kind := range []string{kindHard, kindSoft} {
+		if t := a.spec.Tokens; t != nil {
+			limit := t.Hard
+			if kind == kindSoft {
+				limit = t.Soft
+			}
+			if limit != nil {
+				out = append(out, limitState{threshold: threshold{budgetTokens, kind},
+					consumed: fmt.Sprint(a.tokens), limit: fmt.Sprint(*limit), reached: a.tokens >= *limit})
+			}
+		}
+		if c := a.spec.Cost; c != nil {
+			limit := c.Hard
+			if kind == kindSoft {
+				limit = c.Soft
+			}
+			if limit != nil {
+				out = append(out, limitState{threshold: threshold{budgetCost, kind},
+					consumed: decimal(a.cost), limit: decimal(*limit), reached: a.cost.Cmp(*limit) >= 0})
+			}
+		}
+	}
+	return out
+}
+
+// message explains a reached limit.
+func (a *budgetAccount) message(ls limitState) string {
+	unit := ""
+	if ls.resource == budgetCost && a.spec.Cost.Currency != "" {
+		unit = " " + a.spec.Cost.Currency
+	}
+	return fmt.Sprintf("%s consumed %s%s reached the %s limit %s%s", ls.resource, ls.consumed, unit, ls.kind, ls.limit, unit)
+}
+
+// syncLimits brings the limit thresholds up to date and returns the
+// crossings to emit.
+func (a *budgetAccount) syncLimits(key types.NamespacedName) []crossing {
+	var out []crossing
+	present := map[threshold]bool{}
+	for _, ls := range a.limits() {
+		present[ls.threshold] = true
+		switch {
+		case !ls.reached:
+			delete(a.notified, ls.threshold)
+		case !a.notified[ls.threshold]:
+			a.notified[ls.threshold] = true
+			out = append(out, a.crossing(key, ls.threshold, ls.consumed, ls.limit, a.message(ls)))
+		}
+	}
+	for t := range a.notified {
+		if t.resource != budgetGuard && !present[t] {
+			delete(a.notified, t) // the limit was removed from the spec
+		}
+	}
+	return out
+}
+
+// applyGuard records the guard's answer (empty Decision: a failure that
+// failurePolicy Ignore allows) and returns the crossings to emit.
+func (a *budgetAccount) applyGuard(key types.NamespacedName, ans BudgetGuardResponse) []crossing {
+	a.guard, a.guardMessage = ans.Decision, ans.Message
+	if ans.Decision == "" {
+		return nil
+	}
+	var out []crossing
+	for decision, kind := range map[string]string{sessionapi.BudgetSoft: kindSoft, sessionapi.BudgetDeny: kindHard} {
+		t := threshold{budgetGuard, kind}
+		switch {
+		case ans.Decision != decision:
+			delete(a.notified, t)
+		case !a.notified[t]:
+			a.notified[t] = true
+			consumed := fmt.Sprintf("%d tokens, %s cost", a.tokens, decimal(a.cost))
+			out = append(out, a.crossing(key, t, consumed, "", a.guardText()))
+		}
+	}
+	return out
+}
+
+func (a *budgetAccount) guardText() string {
+	verb := map[string]string{sessionapi.BudgetSoft: "answered soft", sessionapi.BudgetDeny: "denied"}[a.guard]
+	if strings.HasPrefix(a.guardMessage, "the budget guard failed") {
+		return a.guardMessage
+	}
+	if a.guardMessage == "" {
+		return "the budget guard " + verb
+	}
+	return "the budget guard " + verb + ": " + a.guardMessage
+}
+
+func (a *budgetAccount) crossing(key types.NamespacedName, t threshold, consumed, limit, msg string) crossing {
+	return crossing{key: key, ref: a.ref, labels: a.labels, body: sessionapi.BudgetThreshold{
+		Resource: t.resource, Kind: t.kind, Consumed: consumed, Limit: limit, Message: msg}}
+}
+
+func (a *budgetAccount) hardLimitReached() bool {
+	for _, ls := range a.limits() {
+		if ls.kind == kindHard && ls.reached {
+			return true
+		}
+	}
+	return false
+}
+
+// decision is what the account says now of a command it covers (or, with
+// covered false, of one it does not).
+func (a *budgetAccount) decision(covered bool) BudgetDecision {
+	d := BudgetDecision{Decision: sessionapi.BudgetAllow, Checked: covered, Consumed: a.usage(),
+		Reason: agentlanev1alpha1.AgentSessionWithinBudgetReason, Message: "consumption is below every limit"}
+	if a.spec == nil {
+		d.Message = "the session has no budget"
+	}
+	var soft []string
+	for _, ls := range a.limits() {
+		if !ls.reached {
+			continue
+		}
+		if ls.kind == kindHard {
+			d.Decision, d.Reason, d.Message = sessionapi.BudgetDeny, agentlanev1alpha1.AgentSessionHardLimitReason, a.message(ls)
+			return a.uncovered(d, covered)
+		}
+		soft = append(soft, a.message(ls))
+	}
+	if a.spec != nil && a.spec.Guard != nil && a.guard == sessionapi.BudgetDeny {
+		d.Decision, d.Reason, d.Message = sessionapi.BudgetDeny, agentlanev1alpha1.AgentSessionGuardDeniedReason, a.guardText()
+		return a.uncovered(d, covered)
+	}
+	if a.spec != nil && a.spec.Guard != nil && a.guard == sessionapi.BudgetSoft {
+		soft = append(soft, a.guardText())
+	}
+	if len(soft) > 0 {
+		d.Decision, d.Reason, d.Message = sessionapi.BudgetSoft, agentlanev1alpha1.AgentSessionSoftLimitReason, strings.Join(soft, "; ")
+	}
+	return a.uncovered(d, covered)
+}
+
+// uncovered allows a command the budget does not cover, keeping the reason
+// and message of the session's state.
+func (a *budgetAccount) uncovered(d BudgetDecision, covered bool) BudgetDecision {
+	if !covered {
+		d.Decision = sessionapi.BudgetAllow
+	}
+	return d
+}
+
+// state sums up what the session's status shows, to tell when it changed.
+func (a *budgetAccount) state() string {
+	d := a.decision(true)
+	return fmt.Sprintf("%d|%s|%s|%s", a.tokens, decimal(a.cost), d.Reason, d.Message)
+}
+
+func (a *budgetAccount) usage() agentlanev1alpha1.BudgetUsage {
+	u := agentlanev1alpha1.BudgetUsage{TokensConsumed: a.tokens}
+	if !a.cost.IsZero() {
+		c := a.cost.DeepCopy()
+		u.CostConsumed = &c
+	}
+	return u
+}
+
+// ConsumedOf shows what a session consumed as the Session API does.
+func ConsumedOf(u agentlanev1alpha1.BudgetUsage) sessionapi.Consumed {
+	out := sessionapi.Consumed{Tokens: u.TokensConsumed, Cost: "0"}
+	if u.CostConsumed != nil {
+		out.Cost = decimal(*u.CostConsumed)
+	}
+	return out
+}
+
+// FormatCost writes an amount as a plain decimal, such as 0.0125, rather
+// than in the canonical form of quantities (12500u).
+func FormatCost(q resource.Quantity) string { return decimal(q) }
+
+func decimal(q resource.Quantity) string {
+	s := q.AsDec().String()
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	if s == "" || s == "-" {
+		return "0"
+	}
+	return s
+}
+
+// shortText cuts s to at most n bytes.
+func shortText(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

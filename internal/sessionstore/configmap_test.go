@@ -1,0 +1,346 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sessionstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+)
+
+// checkpoint is a prepared checkpoint of run with state.
+func checkpoint(run, state string) Checkpoint {
+	cp := Checkpoint{SchemaVersion: CurrentSchemaVersion, RunID: run, Time: t0}
+	if state != "" {
+		cp.State = json.RawMessage(state)
+	}
+	return cp
+}
+
+// runsOf lists the runs kept in data, least recently saved first.
+func runsOf(data map[string]string) []string {
+	var out []string
+	for _, r := range runs(data) {
+		out = append(out, r.runID)
+	}
+	return out
+}
+
+func TestPut(t *testing.T) {
+	big := `"` + strings.Repeat("x", 300) + `"`
+	cases := map[string]struct {
+		// before are the data keys present, and the saves made, in order.
+		before map[string]string
+		saves  []Checkpoint
+		// next is the save under test.
+		next               Checkpoint
+		maxRuns, maxBytes  int
+		wantRuns           []string
+		wantEvicted        []string
+		wantErr            error
+		wantMsg            string
+		wantForeignKeyKept bool
+	}{
+		"the first save": {
+			next:     checkpoint("r1", `{"step":1}`),
+			wantRuns: []string{"r1"},
+		},
+		"runs beyond maxRuns are evicted, least recently saved first": {
+			saves:       []Checkpoint{checkpoint("r1", ""), checkpoint("r2", ""), checkpoint("r3", "")},
+			next:        checkpoint("r4", ""),
+			maxRuns:     2,
+			wantRuns:    []string{"r3", "r4"},
+			wantEvicted: []string{"r1", "r2"},
+		},
+		"saving a run again replaces its checkpoint and makes it the latest": {
+			saves:    []Checkpoint{checkpoint("r1", ""), checkpoint("r2", ""), checkpoint("r1", `{"step":2}`)},
+			next:     checkpoint("r3", ""),
+			maxRuns:  2,
+			wantRuns: []string{"r1", "r3"},
+			// r2 was saved before r1's second save.
+			wantEvicted: []string{"r2"},
+		},
+		"runs are evicted to stay under maxBytes": {
+			saves:       []Checkpoint{checkpoint("r1", big), checkpoint("r2", big)},
+			next:        checkpoint("r3", big),
+			maxBytes:    1000,
+			wantRuns:    []string{"r2", "r3"},
+			wantEvicted: []string{"r1"},
+		},
+		"a checkpoint that cannot fit on its own is refused": {
+			saves:    []Checkpoint{checkpoint("r1", "")},
+			next:     checkpoint("r2", big),
+			maxBytes: 300,
+			wantRuns: []string{"r1"},
+			wantErr:  ErrTooLarge,
+			wantMsg:  "the checkpoint of run r2 takes",
+		},
+		"keys that are not checkpoints count, and stay": {
+			before:             map[string]string{"note": strings.Repeat("n", 600)},
+			saves:              []Checkpoint{checkpoint("r1", "")},
+			next:               checkpoint("r2", big),
+			maxBytes:           1000,
+			wantRuns:           []string{"r1"},
+			wantErr:            ErrTooLarge,
+			wantMsg:            "other data of the ConfigMap",
+			wantForeignKeyKept: true,
+		},
+		"a value that does not decode is evicted first": {
+			before:      map[string]string{"run.junk": "{"},
+			saves:       []Checkpoint{checkpoint("r1", "")},
+			next:        checkpoint("r2", ""),
+			maxRuns:     2,
+			wantRuns:    []string{"r1", "r2"},
+			wantEvicted: []string{"junk"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			maxRuns, maxBytes := tc.maxRuns, tc.maxBytes
+			if maxRuns == 0 {
+				maxRuns = DefaultMaxRuns
+			}
+			if maxBytes == 0 {
+				maxBytes = DefaultMaxBytes
+			}
+			data := map[string]string{}
+			for k, v := range tc.before {
+				data[k] = v
+			}
+			for _, cp := range tc.saves {
+				if _, err := put(data, cp, DefaultMaxRuns, DefaultMaxBytes); err != nil {
+					t.Fatalf("save %s: %v", cp.RunID, err)
+				}
+			}
+			before := dataSize(data)
+			evicted, err := put(data, tc.next, maxRuns, maxBytes)
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.wantMsg) {
+					t.Fatalf("error = %v, want %v containing %q", err, tc.wantErr, tc.wantMsg)
+				}
+				if dataSize(data) != before {
+					t.Errorf("a refused save changed the data")
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantRuns, runsOf(data)); diff != "" {
+				t.Errorf("runs kept (-want,+got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantEvicted, evicted); diff != "" {
+				t.Errorf("evicted (-want,+got):\n%s", diff)
+			}
+			if err == nil && dataSize(data) > maxBytes {
+				t.Errorf("data holds %d bytes, more than %d", dataSize(data), maxBytes)
+			}
+			if _, ok := data["note"]; ok != tc.wantForeignKeyKept {
+				t.Errorf("foreign key kept = %v, want %v", ok, tc.wantForeignKeyKept)
+			}
+		})
+	}
+}
+
+func TestGet(t *testing.T) {
+	data := map[string]string{}
+	for _, cp := range []Checkpoint{checkpoint("r1", `{"n":1}`), checkpoint("r2", `{"n":2}`), checkpoint("r1", `{"n":3}`)} {
+		if _, err := put(data, cp, DefaultMaxRuns, DefaultMaxBytes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newer := map[string]string{"run.r9": fmt.Sprintf(`{"seq":1,"checkpoint":{"schemaVersion":%d,"runId":"r9","future":true}}`, CurrentSchemaVersion+1)}
+	cases := map[string]struct {
+		data      map[string]string
+		run       string
+		wantState string
+		wantErr   error
+		wantMsg   string
+	}{
+		"the latest is the run saved last":    {data: data, run: "", wantState: `{"n":3}`},
+		"a run's own checkpoint":              {data: data, run: "r2", wantState: `{"n":2}`},
+		"a run without a checkpoint":          {data: data, run: "r7", wantErr: ErrNoCheckpoint, wantMsg: "no checkpoint for run r7"},
+		"a session without any checkpoint":    {data: map[string]string{"note": "x"}, run: "", wantErr: ErrNoCheckpoint, wantMsg: "no checkpoint for session tenant-a/s1"},
+		"a newer schema is refused by run":    {data: newer, run: "r9", wantErr: ErrSchemaTooNew, wantMsg: "schema version 2"},
+		"a newer schema is refused as latest": {data: newer, run: "", wantErr: ErrSchemaTooNew},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			cp, err := get(tc.data, session, tc.run)
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.wantMsg) {
+					t.Fatalf("error = %v, want %v containing %q", err, tc.wantErr, tc.wantMsg)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(cp.State) != tc.wantState {
+				t.Errorf("state = %s, want %s", cp.State, tc.wantState)
+			}
+		})
+	}
+}
+
+// fakeStore is a ConfigMaps store over a fake API server holding the
+// AgentSession tenant-a/s1.
+func fakeStore(t *testing.T, objs ...client.Object) (*ConfigMaps, *agentlanev1alpha1.AgentSession, client.Client) {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(agentlanev1alpha1.AddToScheme(scheme))
+	sess := &agentlanev1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: session.Namespace, Name: session.Name, UID: "uid-1"}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(objs, sess)...).Build()
+	s := NewConfigMaps(c, c)
+	s.Clock = clocktesting.NewFakePassiveClock(t0)
+	return s, sess, c
+}
+
+func TestConfigMapsRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	s, sess, c := fakeStore(t)
+	if _, err := s.Load(ctx, session, ""); !errors.Is(err, ErrNoCheckpoint) {
+		t.Fatalf("Load before any save: %v, want ErrNoCheckpoint", err)
+	}
+	in := Checkpoint{RunID: "01jrun", Turn: 1, Round: 2,
+		Identity: agentlanev1alpha1.Identity{TenantID: "acme"}, State: json.RawMessage(`{"nextStep":2}`)}
+	saved, err := s.Save(ctx, session, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if saved.Location != "configmap/agentlane-checkpoint-s1#01jrun" {
+		t.Errorf("location = %q", saved.Location)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: session.Namespace, Name: "agentlane-checkpoint-s1"}, cm); err != nil {
+		t.Fatal(err)
+	}
+	if !metav1.IsControlledBy(cm, sess) || cm.Labels[agentlanev1alpha1.SessionLabel] != "s1" {
+		t.Errorf("ConfigMap owners %v, labels %v: want controlled by the session and labelled", cm.OwnerReferences, cm.Labels)
+	}
+	want := in
+	want.SchemaVersion, want.Time = CurrentSchemaVersion, t0
+	for _, run := range []string{"", "01jrun"} {
+		got, err := s.Load(ctx, session, run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("Load(%q) (-want,+got):\n%s", run, diff)
+		}
+	}
+}
+
+// A ConfigMap left by an earlier session of the same name is taken over;
+// one that is not a session's is left alone.
+func TestConfigMapsOwnership(t *testing.T) {
+	ctx := context.Background()
+	earlier := &agentlanev1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: session.Namespace, Name: session.Name, UID: "uid-0"}}
+	stale := newConfigMap(types.NamespacedName{Namespace: session.Namespace, Name: ConfigMapName(session.Name)}, earlier)
+	if _, err := put(stale.Data, checkpoint("old", ""), DefaultMaxRuns, DefaultMaxBytes); err != nil {
+		t.Fatal(err)
+	}
+	s, _, _ := fakeStore(t, stale)
+	if _, err := s.Load(ctx, session, "old"); !errors.Is(err, ErrNoCheckpoint) {
+		t.Errorf("Load of the earlier session's run: %v, want ErrNoCheckpoint", err)
+	}
+	if _, err := s.Save(ctx, session, checkpoint("new", "")); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := s.Load(ctx, session, "")
+	if err != nil || cp.RunID != "new" {
+		t.Fatalf("Load latest = %+v, %v; want run new", cp, err)
+	}
+	if _, err := s.Load(ctx, session, "old"); !errors.Is(err, ErrNoCheckpoint) {
+		t.Errorf("the earlier session's run survived the takeover: %v", err)
+	}
+
+	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: session.Namespace, Name: ConfigMapName(session.Name)},
+		Data: map[string]string{"app.conf": "x"}}
+	s, _, c := fakeStore(t, foreign)
+	if _, err := s.Save(ctx, session, checkpoint("r1", "")); err == nil || !strings.Contains(err.Error(), "is not controlled by AgentSession s1") {
+		t.Errorf("Save over a foreign ConfigMap: %v, want a refusal", err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(foreign), foreign); err != nil || foreign.Data["app.conf"] != "x" || len(foreign.Data) != 1 {
+		t.Errorf("the foreign ConfigMap changed: %v, %v", foreign.Data, err)
+	}
+}
+
+// Savers that race on the same session's ConfigMap keep every checkpoint.
+func TestConfigMapsConcurrentSaves(t *testing.T) {
+	ctx := context.Background()
+	s, _, _ := fakeStore(t)
+	s.MaxRuns = 100
+	const savers, each = 4, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, savers*each)
+	for i := range savers {
+		wg.Go(func() {
+			for j := range each {
+				if _, err := s.Save(ctx, session, checkpoint(fmt.Sprintf("r%d-%d", i, j), "")); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	var got []string
+	for i := range savers {
+		for j := range each {
+			run := fmt.Sprintf("r%d-%d", i, j)
+			if _, err := s.Load(ctx, session, run); err == nil {
+				got = append(got, run)
+			}
+		}
+	}
+	if len(got) != savers*each {
+		t.Errorf("%d of %d checkpoints kept; lost: %v", len(got), savers*each, slices.DeleteFunc(allRuns(savers, each), func(r string) bool {
+			return slices.Contains(got, r)
+		}))
+	}
+}
+
+func allRuns(savers, each int) []string {
+	var out []string
+	for i := range savers {
+		for j := range each {
+			out = append(out, fmt.Sprintf("r%d-%d", i, j))
+		}
+	}
+	return out
+}
