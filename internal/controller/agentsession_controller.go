@@ -40,6 +40,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/lanequeue"
@@ -87,6 +88,7 @@ func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&policyv1.PodDisruptionBudget{}).
 		Watches(&agentlanev1alpha1.LaneQueue{}, handler.EnqueueRequestsFromMapFunc(r.queueSessions)).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.nodeSessions)).
+		WatchesRawSource(source.Channel(r.Schedulers.Budgets.Changes(), &handler.EnqueueRequestForObject{})).
 		Named("agentsession").
 		Complete(r)
 }
@@ -140,6 +142,9 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 
 	old := s.Status.DeepCopy()
 	result, reconcileErr := r.reconcile(ctx, s)
+	if r.Schedulers.Budgets != nil {
+		r.Schedulers.Budgets.ApplyStatus(s)
+	}
 	if reconcileErr == nil {
 		s.Status.ObservedGeneration = s.Generation
 	}
@@ -273,6 +278,9 @@ func (r *AgentSessionReconciler) reconcileDelete(ctx context.Context, s *agentla
 		// A command still running (a task being cancelled as it is
 		// deleted); try again shortly.
 		return fmt.Errorf("release the session's scheduler state: %w", err)
+	}
+	if r.Schedulers.Budgets != nil {
+		r.Schedulers.Budgets.Forget(client.ObjectKeyFromObject(s))
 	}
 	logf.FromContext(ctx).Info("session deleted; its work was cancelled", "cancelled", n)
 	controllerutil.RemoveFinalizer(s, SessionCleanupFinalizer)

@@ -217,7 +217,7 @@ var _ = Describe("Budgets", func() {
 
 	// Enable once AgentSessionReconciler calls Schedulers.Budgets.ApplyStatus
 	// (and watches Schedulers.Budgets.Changes()).
-	PIt("hard limit: status.budget shows the total and BudgetExhausted is True", func() {
+	It("hard limit: status.budget shows the total and BudgetExhausted is True", func() {
 		budgetSession("s1", tokens(0, 1000))
 		s := a.session("s1")
 		llm(s, "llm-1", &sessionapi.Usage{InputTokens: 700, OutputTokens: 400})
