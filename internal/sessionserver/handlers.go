@@ -25,6 +25,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -301,6 +302,11 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, sc *session
 	if m.ID == "" {
 		m.ID = s.ids.NewID()
 	}
+	if m.From != nil {
+		if err := s.announcePeer(r.Context(), sc, m.From); err != nil {
+			return err
+		}
+	}
 	s.configureInbox(sc)
 	res, err := sc.inbox.Post(sc.key.Name, lanequeue.Message{ID: m.ID, Text: m.Text, Channel: m.Channel, Thread: m.Thread})
 	if err != nil {
@@ -535,4 +541,32 @@ func schedulerIdentity(id *agentlanev1alpha1.Identity) lanequeue.Identity {
 	}
 	return lanequeue.Identity{TenantID: id.TenantID, Principal: id.Principal,
 		AgentTemplateID: id.AgentTemplateID, CorrelationID: id.CorrelationID}
+}
+
+// announcePeer checks that the caller may act for the sending session and
+// tells the receiving session who invokes it.
+func (s *Server) announcePeer(ctx context.Context, sc *sessionCall, from *sessionapi.SessionRef) error {
+	if from.Namespace == "" || from.Name == "" {
+		return apiError(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "from needs the namespace and name of the sending session")
+	}
+	if err := s.Auth.Authorize(ctx, sc.caller, from.Namespace, from.Name, VerbWrite); err != nil {
+		return err
+	}
+	sender := &agentlanev1alpha1.AgentSession{}
+	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: from.Namespace, Name: from.Name}, sender); err != nil {
+		if apierrors.IsNotFound(err) {
+			return apiErrorf(http.StatusNotFound, sessionapi.CodeSessionNotFound, "sending AgentSession %q does not exist in namespace %q", from.Name, from.Namespace)
+		}
+		return err
+	}
+	peer := &sessionapi.PeerInvocation{FromNamespace: from.Namespace, FromSession: from.Name}
+	if id := sender.Spec.Identity; id != nil {
+		peer.FromTenant, peer.CorrelationID = id.TenantID, id.CorrelationID
+	}
+	s.hub.ClusterEvent(sc.key, sessionapi.Event{Type: sessionapi.EventPeerInvocation, Time: s.Clock.Now().UTC(), Peer: peer})
+	if s.Recorder != nil {
+		s.Recorder.Eventf(sc.session, sender, corev1.EventTypeNormal, sessionapi.EventPeerInvocation, "Invoke",
+			"session %s/%s (tenant %q, correlation %q) sent a message", from.Namespace, from.Name, peer.FromTenant, peer.CorrelationID)
+	}
+	return nil
 }

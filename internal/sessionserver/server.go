@@ -31,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -77,6 +78,9 @@ type Server struct {
 	Schedulers *controller.Schedulers
 	// Auth authenticates and authorizes every session call.
 	Auth Authorizer
+	// Recorder, when set, records cluster events (peer invocations) as
+	// Kubernetes Events on the AgentSession.
+	Recorder events.EventRecorder
 	// Clock is the server's clock; the real clock when nil.
 	Clock clock.WithTicker
 	// MaxWait caps how long a call waits; DefaultMaxWait when zero.
@@ -401,6 +405,9 @@ func (s *Server) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if s.Auth == nil {
 		s.Auth = &KubeAuthorizer{Client: mgr.GetClient()}
+	}
+	if s.Recorder == nil {
+		s.Recorder = mgr.GetEventRecorder("agentlane-session-api")
 	}
 	s.Schedulers.Observer = s.Observer()
 	if err := mgr.Add(s); err != nil {

@@ -160,6 +160,16 @@ type Message struct {
 	Thread  string `json:"thread,omitempty"`
 	// ReceivedAt is set by the server.
 	ReceivedAt time.Time `json:"receivedAt,omitzero"`
+	// From, when set, names the session on whose behalf the message is
+	// sent (a peer invocation). The caller must be allowed to use that
+	// session too; the receiving session sees a PeerInvocation event.
+	From *SessionRef `json:"from,omitempty"`
+}
+
+// SessionRef names an AgentSession.
+type SessionRef struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
 }
 
 // QueueOptions are a session's queue-mode options in force.
