@@ -33,6 +33,7 @@ import (
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/controller"
+	"github.com/agentlane/agentlane/internal/lanequeue"
 	"github.com/agentlane/agentlane/internal/sessionserver"
 	"github.com/agentlane/agentlane/internal/sessionstore"
 )
@@ -53,6 +54,7 @@ func main() {
 		api              sessionserver.Server
 		sessionAPIURL    string
 		sessionStore     string
+		idGenerator      string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; \"0\" disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the liveness and readiness probes bind to; \"0\" disables them.")
@@ -64,12 +66,24 @@ func main() {
 	flag.IntVar(&api.RetainedEvents, "session-api-retained-events", sessionserver.DefaultRetainedEvents, "Events each session keeps for event streams that reconnect.")
 	flag.StringVar(&sessionAPIURL, "session-api-url", "", "Session API address as session runtime pods reach it, such as http://session-api.agentlane-system.svc:8443; set in their environment as "+controller.EnvSessionAPIURL+".")
 	flag.StringVar(&sessionStore, "session-store", "configmap", "Where runtimes' checkpoints are kept: configmap (one ConfigMap per session, deleted with it) or none (checkpoint calls answer NoStore).")
+	flag.StringVar(&idGenerator, "id-generator", "ulid", "How the schedulers and the Session API name commands, runs and messages: ulid, or sequential (cmd-0000000001, ...) to make replays of the same inputs name things identically.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("setup")
+
+	var schedulerIDs lanequeue.IDGenerator
+	switch idGenerator {
+	case "ulid":
+	case "sequential":
+		schedulerIDs = &lanequeue.SequentialIDs{}
+		api.IDs = &lanequeue.SequentialIDs{Prefix: "api"}
+	default:
+		log.Error(nil, "--id-generator must be ulid or sequential", "value", idGenerator)
+		os.Exit(2)
+	}
 	if sessionStore != "configmap" && sessionStore != "none" {
 		log.Error(nil, "--session-store must be configmap or none", "sessionStore", sessionStore)
 		os.Exit(1)
@@ -95,6 +109,7 @@ func main() {
 	}
 	ctx := ctrl.SetupSignalHandler()
 	schedulers := &controller.Schedulers{}
+	schedulers.Options.IDs = schedulerIDs
 	if err := controller.Setup(ctx, mgr, schedulers, controller.WithSessionAPIURL(sessionAPIURL)); err != nil {
 		log.Error(err, "unable to set up the controllers")
 		os.Exit(1)

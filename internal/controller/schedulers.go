@@ -258,7 +258,7 @@ func (s *Schedulers) Ensure(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Confi
 	if err != nil {
 		return false, fmt.Errorf("start the scheduler: %w", err)
 	}
-	inboxOpts := lanequeue.InboxOptions{Queue: q}
+	inboxOpts := lanequeue.InboxOptions{Queue: q, IDs: opts.IDs}
 	if c, ok := opts.Clock.(clock.WithDelayedExecution); ok {
 		inboxOpts.Clock = c
 	}

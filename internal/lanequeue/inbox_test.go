@@ -384,3 +384,55 @@ func TestMessageOptionsValidate(t *testing.T) {
 		}
 	}
 }
+
+// A session's messages and commands replayed under the same fake clock and
+// sequential ids give the same turns, run ids, timestamps and command
+// events, bit for bit.
+func TestInboxAndQueueReplayIsDeterministic(t *testing.T) {
+	type record struct {
+		Inbox []InboxEvent
+		Queue []Event
+	}
+	script := func() record {
+		h := newHarness(t, DefaultConfig(), func(o *Options) { o.IDs = &SequentialIDs{} })
+		in := newInboxHarness(t, h.q)
+		fc := h.clk
+		in.in = NewInbox(InboxOptions{Clock: fc, IDs: &SequentialIDs{Prefix: "run"}, Queue: h.q,
+			OnEvent: func(ev InboxEvent) { in.evs <- ev }})
+		in.configure(MessageOptions{Mode: ModeCollect, Debounce: 100 * time.Millisecond, Cap: 2, Drop: DropSummarize}, true)
+		var rec record
+		for _, text := range []string{"fix the test", "and the lint"} {
+			in.post(text)
+			h.step(10 * time.Millisecond)
+		}
+		h.step(100 * time.Millisecond)
+		turn := in.next()
+		rec.Inbox = append(rec.Inbox, turn)
+		for _, typ := range []string{"read", "read", "bash"} {
+			h.submit(Command{SessionKey: "s", Type: typ, RunID: turn.RunID})
+			h.step(5 * time.Millisecond)
+		}
+		for len(h.grants) > 0 {
+			h.step(time.Millisecond)
+			h.succeed(h.grants[0].t.id)
+		}
+		for _, text := range []string{"one", "two", "three"} {
+			in.post(text)
+		}
+		in.in.RunFinished("s", turn.RunID)
+		h.step(200 * time.Millisecond)
+		rec.Inbox = append(rec.Inbox, in.next())
+		rec.Queue = h.events()
+		return rec
+	}
+	first, second := script(), script()
+	if first.Inbox[0].RunID != "run-0000000001" || !first.Inbox[1].Summary {
+		t.Fatalf("unexpected turns: %+v", first.Inbox)
+	}
+	if len(first.Queue) < 9 {
+		t.Fatalf("only %d command events", len(first.Queue))
+	}
+	if diff := cmp.Diff(first, second); diff != "" {
+		t.Errorf("replay differs (-first,+second):\n%s", diff)
+	}
+}

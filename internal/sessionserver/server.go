@@ -83,6 +83,10 @@ type Server struct {
 	Recorder events.EventRecorder
 	// Clock is the server's clock; the real clock when nil.
 	Clock clock.WithTicker
+	// IDs names the commands and messages submitted without an id;
+	// lowercase ULIDs when nil. Sequential ids with a fake clock make a run
+	// replay to the same ids.
+	IDs lanequeue.IDGenerator
 	// MaxWait caps how long a call waits; DefaultMaxWait when zero.
 	MaxWait time.Duration
 	// RetainedEvents is how many events each session keeps for
@@ -122,7 +126,10 @@ func (s *Server) init() {
 	if s.MaxWait <= 0 {
 		s.MaxWait = DefaultMaxWait
 	}
-	s.ids = lanequeue.NewULIDGenerator(s.Clock, nil)
+	s.ids = s.IDs
+	if s.ids == nil {
+		s.ids = lanequeue.NewULIDGenerator(s.Clock, nil)
+	}
 	s.ready = make(chan struct{})
 	s.log = logf.Log.WithName("session-api")
 }
