@@ -95,23 +95,20 @@ func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // queueSessions maps a LaneQueue to the sessions that use it.
 func (r *AgentSessionReconciler) queueSessions(ctx context.Context, o client.Object) []reconcile.Request {
-	list := &agentlanev1alpha1.AgentSessionList{}
-	if err := r.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{QueueRefNameField: o.GetName()}); err != nil {
-		logf.FromContext(ctx).Error(err, "list the sessions of a LaneQueue", "laneQueue", klog.KObj(o))
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for _, s := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&s)})
-	}
-	return reqs
+	return r.sessionRequests(ctx, o, client.InNamespace(o.GetNamespace()), client.MatchingFields{QueueRefNameField: o.GetName()})
 }
 
 // nodeSessions maps a Node to the sessions whose runtime pod runs on it.
 func (r *AgentSessionReconciler) nodeSessions(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.sessionRequests(ctx, o, client.MatchingFields{NodeNameField: o.GetName()})
+}
+
+// sessionRequests lists the sessions that match opts, as reconcile
+// requests; o, which they depend on, is named if listing fails.
+func (r *AgentSessionReconciler) sessionRequests(ctx context.Context, o client.Object, opts ...client.ListOption) []reconcile.Request {
 	list := &agentlanev1alpha1.AgentSessionList{}
-	if err := r.List(ctx, list, client.MatchingFields{NodeNameField: o.GetName()}); err != nil {
-		logf.FromContext(ctx).Error(err, "list the sessions on a node", "node", o.GetName())
+	if err := r.List(ctx, list, opts...); err != nil {
+		logf.FromContext(ctx).Error(err, "list the sessions that depend on an object", "object", klog.KObj(o))
 		return nil
 	}
 	reqs := make([]reconcile.Request, 0, len(list.Items))
@@ -220,11 +217,7 @@ func (r *AgentSessionReconciler) setUnbound(s *agentlanev1alpha1.AgentSession, m
 	if s.Status.Phase == "" || s.Status.Phase == agentlanev1alpha1.SessionActive {
 		s.Status.Phase = agentlanev1alpha1.SessionPending
 	}
-	meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
-		Type: agentlanev1alpha1.AgentSessionReadyCondition, Status: metav1.ConditionFalse,
-		Reason: agentlanev1alpha1.AgentSessionQueueNotFoundReason, Message: msg,
-		ObservedGeneration: s.Generation,
-	})
+	setReady(s, metav1.ConditionFalse, agentlanev1alpha1.AgentSessionQueueNotFoundReason, msg)
 }
 
 // applyLaneOverrides makes the scheduler's per-session handler modes, now

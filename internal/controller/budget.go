@@ -443,11 +443,7 @@ func (a *budgetAccount) observe(s *agentlanev1alpha1.AgentSession) {
 		a.uid = s.UID
 	}
 	a.spec = s.Spec.Budget.DeepCopy()
-	a.labels = sessionapi.Identity{}
-	if id := s.Spec.Identity; id != nil {
-		a.labels = sessionapi.Identity{TenantID: id.TenantID, Principal: id.Principal,
-			AgentTemplateID: id.AgentTemplateID, CorrelationID: id.CorrelationID}
-	}
+	a.labels = WireIdentity(s.Spec.Identity)
 	a.ref = &corev1.ObjectReference{
 		APIVersion: agentlanev1alpha1.GroupVersion.String(),
 		Kind:       "AgentSession",

@@ -438,10 +438,7 @@ func (r *ExternalTaskReconciler) admit(b binding, task *agentlanev1alpha1.Extern
 	if id == nil && b.session != nil {
 		id = b.session.Spec.Identity
 	}
-	if id != nil {
-		cmd.Labels = lanequeue.Identity{TenantID: id.TenantID, Principal: id.Principal,
-			AgentTemplateID: id.AgentTemplateID, CorrelationID: id.CorrelationID}
-	}
+	cmd.Labels = SchedulerIdentity(id)
 
 	var tk *lanequeue.Ticket
 	var err error
@@ -460,7 +457,7 @@ func (r *ExternalTaskReconciler) admit(b binding, task *agentlanev1alpha1.Extern
 	if err != nil {
 		return nil, err
 	}
-	b.tasks.put(task.Name, tk)
+	b.tasks.put(task.Name, tk, false)
 	return tk, nil
 }
 

@@ -121,6 +121,14 @@ type scheduler struct {
 	tasks *taskSet
 }
 
+// now reads the schedulers' clock.
+func (s *Schedulers) now() time.Time {
+	if s.Options.Clock != nil {
+		return s.Options.Clock.Now()
+	}
+	return time.Now()
+}
+
 // Changes returns the channel on which the LaneQueues whose scheduler state
 // changed are announced. It is created on first use.
 func (s *Schedulers) Changes() <-chan event.GenericEvent {
@@ -145,13 +153,19 @@ func (s *Schedulers) Get(key types.NamespacedName) (*lanequeue.Queue, bool) {
 // Session returns the scheduler and the inbox of the LaneQueue key, if it
 // runs.
 func (s *Schedulers) Session(key types.NamespacedName) (*lanequeue.Queue, *lanequeue.Inbox, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sc, ok := s.queues[key]
+	sc, ok := s.lookup(key)
 	if !ok {
 		return nil, nil, false
 	}
 	return sc.queue, sc.inbox, true
+}
+
+// lookup returns the scheduler of the LaneQueue key, if it runs.
+func (s *Schedulers) lookup(key types.NamespacedName) (*scheduler, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sc, ok := s.queues[key]
+	return sc, ok
 }
 
 // SubmitTask submits cmd to the scheduler of the LaneQueue key as the
@@ -171,7 +185,7 @@ func (s *Schedulers) SubmitTask(key types.NamespacedName, cmd lanequeue.Command,
 	if err != nil {
 		return nil, err
 	}
-	ts.putCreating(cmd.ID, tk)
+	ts.put(cmd.ID, tk, true)
 	if err := create(tk.Lane()); err != nil {
 		_ = q.Cancel(cmd.ID)
 		ts.forget(cmd.ID)
@@ -205,9 +219,7 @@ func (s *Schedulers) ReleaseSession(key types.NamespacedName, name string) (int,
 // tasksOf returns the scheduler of the LaneQueue key and the ExternalTasks
 // it holds, if it runs.
 func (s *Schedulers) tasksOf(key types.NamespacedName) (*lanequeue.Queue, *taskSet, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sc, ok := s.queues[key]
+	sc, ok := s.lookup(key)
 	if !ok {
 		return nil, nil, false
 	}
@@ -263,7 +275,7 @@ func (s *Schedulers) Ensure(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Confi
 		inboxOpts.Clock = c
 	}
 	inboxOpts.OnEvent = func(ev lanequeue.InboxEvent) {
-		s.activity.touch(types.NamespacedName{Namespace: key.Namespace, Name: ev.Session}, time.Now())
+		s.activity.touch(types.NamespacedName{Namespace: key.Namespace, Name: ev.Session}, s.now())
 		if s.Observer != nil {
 			s.Observer.InboxEvent(key, ev)
 		}

@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -153,7 +154,7 @@ func (r *AgentSessionReconciler) reconcileLifecycle(ctx context.Context, s *agen
 		fallthrough
 	case agentlanev1alpha1.SessionResuming:
 		if s.Spec.DesiredState == agentlanev1alpha1.DesiredStatePassivated {
-			return r.requestPassivation(ctx, s, lc, agentlanev1alpha1.PassivationManual)
+			return r.requestPassivation(ctx, s, lc, agentlanev1alpha1.PassivationManual, pod)
 		}
 		if s.Spec.Runtime != nil {
 			if pod, err = r.ensureRuntime(ctx, s, pod); err != nil {
@@ -177,7 +178,7 @@ func (r *AgentSessionReconciler) reconcileLifecycle(ctx context.Context, s *agen
 	// Active.
 	if reason, why := r.passivationTrigger(ctx, s, lc, pod); reason != "" {
 		logf.FromContext(ctx).Info("Passivating the session", "reason", reason, "why", why)
-		return r.requestPassivation(ctx, s, lc, reason)
+		return r.requestPassivation(ctx, s, lc, reason, pod)
 	}
 	if s.Spec.Runtime == nil {
 		return r.idleCheck(s, lc), nil
@@ -230,7 +231,7 @@ func (r *AgentSessionReconciler) idleCheck(s *agentlanev1alpha1.AgentSession, lc
 // requestPassivation starts passivating the session: no new commands start,
 // and the runtime is told on its event stream to checkpoint before the
 // deadline.
-func (r *AgentSessionReconciler) requestPassivation(ctx context.Context, s *agentlanev1alpha1.AgentSession, lc *lifecycle, reason agentlanev1alpha1.PassivationReason) (time.Duration, error) {
+func (r *AgentSessionReconciler) requestPassivation(ctx context.Context, s *agentlanev1alpha1.AgentSession, lc *lifecycle, reason agentlanev1alpha1.PassivationReason, pod *corev1.Pod) (time.Duration, error) {
 	deadline := defaultPassivationDeadline
 	if rt := s.Spec.Runtime; rt != nil && rt.PassivationDeadline != nil {
 		deadline = rt.PassivationDeadline.Duration
@@ -246,7 +247,7 @@ func (r *AgentSessionReconciler) requestPassivation(ctx context.Context, s *agen
 		"reason %s; checkpoint before %s", reason, at.UTC().Format(time.RFC3339))
 	r.Schedulers.Publish(lc.key, sessionapi.Event{Type: sessionapi.EventPassivationRequested, Time: lc.now,
 		Passivation: &sessionapi.PassivationRequest{Reason: string(reason), Deadline: at.Time}})
-	return r.continuePassivation(ctx, s, lc, nil)
+	return r.continuePassivation(ctx, s, lc, pod)
 }
 
 // continuePassivation evicts the session's pod once its commands in flight
@@ -257,7 +258,7 @@ func (r *AgentSessionReconciler) continuePassivation(ctx context.Context, s *age
 	p := s.Status.Passivation
 	if p == nil || p.Deadline == nil {
 		// Status from an older manager: start over.
-		return r.requestPassivation(ctx, s, lc, agentlanev1alpha1.PassivationManual)
+		return r.requestPassivation(ctx, s, lc, agentlanev1alpha1.PassivationManual, pod)
 	}
 	cp := s.Status.LastCheckpoint
 	checkpointed := cp != nil && !cp.Time.Before(&p.RequestedAt)
@@ -270,19 +271,11 @@ func (r *AgentSessionReconciler) continuePassivation(ctx context.Context, s *age
 		r.event(s, corev1.EventTypeWarning, "PassivationDeadlineExceeded", "Passivate",
 			"passivating at the deadline with %d commands running; the last checkpoint%s is older than the request", lc.stats.Active, checkpointNote(s))
 	}
-	if s.Spec.Runtime != nil {
-		if pod == nil {
-			var err error
-			if pod, err = r.runtimePod(ctx, s); err != nil {
-				return 0, err
-			}
+	if pod != nil && s.Spec.Runtime != nil {
+		if err := r.evict(ctx, s, pod); err != nil {
+			return 0, err
 		}
-		if pod != nil {
-			if err := r.evict(ctx, s, pod); err != nil {
-				return 0, err
-			}
-			r.event(s, corev1.EventTypeNormal, "Evicted", "Passivate", "runtime pod %s evicted%s", pod.Name, podNote(pod))
-		}
+		r.event(s, corev1.EventTypeNormal, "Evicted", "Passivate", "runtime pod %s evicted%s", pod.Name, podNote(pod))
 	}
 	s.Status.Phase = agentlanev1alpha1.SessionPassivated
 	s.Status.PodName = ""
@@ -441,21 +434,12 @@ func (r *AgentSessionReconciler) newRuntimePod(s *agentlanev1alpha1.AgentSession
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
 		for _, e := range env {
-			if !hasEnv(c.Env, e.Name) {
+			if !slices.ContainsFunc(c.Env, func(have corev1.EnvVar) bool { return have.Name == e.Name }) {
 				c.Env = append(c.Env, e)
 			}
 		}
 	}
 	return pod
-}
-
-func hasEnv(env []corev1.EnvVar, name string) bool {
-	for _, e := range env {
-		if e.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // runtimeBudgetName names the disruption budget of a session's pod.

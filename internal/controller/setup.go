@@ -47,7 +47,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, schedulers *Schedulers, option
 		schedulers.Recorder = mgr.GetEventRecorder("agentlane-scheduler")
 	}
 	if schedulers.Budgets == nil {
-		schedulers.Budgets = &BudgetLedger{Publish: schedulers.Publish, Recorder: mgr.GetEventRecorder("agentlane-budget")}
+		schedulers.Budgets = &BudgetLedger{Publish: schedulers.Publish, Clock: schedulers.Options.Clock, Recorder: mgr.GetEventRecorder("agentlane-budget")}
 	}
 	if err := mgr.Add(schedulers); err != nil {
 		return fmt.Errorf("add the schedulers: %w", err)
@@ -56,7 +56,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, schedulers *Schedulers, option
 		return fmt.Errorf("set up the LaneQueue controller: %w", err)
 	}
 	sessions := &AgentSessionReconciler{Client: mgr.GetClient(), Schedulers: schedulers,
-		Recorder: mgr.GetEventRecorder("agentlane-session"), SessionAPIURL: opts.SessionAPIURL}
+		Recorder: mgr.GetEventRecorder("agentlane-session"), SessionAPIURL: opts.SessionAPIURL, Clock: schedulers.Options.Clock}
 	if err := sessions.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the AgentSession controller: %w", err)
 	}

@@ -76,23 +76,15 @@ func (ts *taskSet) has(name string) bool {
 	return ok
 }
 
-func (ts *taskSet) put(name string, tk *lanequeue.Ticket) {
+// put tracks the command of task name; creating says that its object is
+// still being created.
+func (ts *taskSet) put(name string, tk *lanequeue.Ticket, creating bool) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if ts.tasks == nil {
 		ts.tasks = make(map[string]*trackedTask)
 	}
-	ts.tasks[name] = &trackedTask{ticket: tk}
-}
-
-// putCreating tracks the command of a task whose object is being created.
-func (ts *taskSet) putCreating(name string, tk *lanequeue.Ticket) {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	if ts.tasks == nil {
-		ts.tasks = make(map[string]*trackedTask)
-	}
-	ts.tasks[name] = &trackedTask{ticket: tk, creating: true}
+	ts.tasks[name] = &trackedTask{ticket: tk, creating: creating}
 }
 
 // created marks the object of task name as created.

@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/controller"
 	"github.com/agentlane/agentlane/internal/sessionstore"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
@@ -172,9 +173,8 @@ func apiCheckpoint(cp sessionstore.Checkpoint) sessionapi.Checkpoint {
 		Turn:          cp.Turn,
 		Round:         cp.Round,
 		Time:          cp.Time,
-		Identity: sessionapi.Identity{TenantID: cp.Identity.TenantID, Principal: cp.Identity.Principal,
-			AgentTemplateID: cp.Identity.AgentTemplateID, CorrelationID: cp.Identity.CorrelationID},
-		State: cp.State,
+		Identity:      controller.WireIdentity(&cp.Identity),
+		State:         cp.State,
 	}
 }
 

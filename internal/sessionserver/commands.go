@@ -170,6 +170,15 @@ func (c *call) wait(ctx context.Context, done func(*sessionapi.Command) bool) (s
 	}
 }
 
+// answered tells when a call's command is ready for the reply: an External
+// command once it ended, an Internal or Hybrid one once it holds a slot.
+func (c *call) answered() func(*sessionapi.Command) bool {
+	if c.task != "" {
+		return final
+	}
+	return granted
+}
+
 // granted: an Internal or Hybrid command holds a slot, or the command ended.
 func granted(c *sessionapi.Command) bool { return c.Grant != nil || c.Final() }
 

@@ -18,10 +18,10 @@ package sessionserver
 
 import (
 	"sync"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/agentlane/agentlane/internal/lanequeue"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
@@ -35,6 +35,7 @@ const DefaultRetainedEvents = 1024
 // streams that follow it. It implements controller.SessionObserver.
 type eventHub struct {
 	retain int
+	clock  clock.PassiveClock
 
 	mu       sync.Mutex
 	sessions map[types.NamespacedName]*sessionLog
@@ -52,11 +53,11 @@ type sessionLog struct {
 	runtimes int
 }
 
-func newEventHub(retain int) *eventHub {
+func newEventHub(retain int, c clock.PassiveClock) *eventHub {
 	if retain <= 0 {
 		retain = DefaultRetainedEvents
 	}
-	return &eventHub{retain: retain, sessions: map[types.NamespacedName]*sessionLog{}}
+	return &eventHub{retain: retain, clock: c, sessions: map[types.NamespacedName]*sessionLog{}}
 }
 
 // log returns the session's log, creating it.
@@ -94,7 +95,7 @@ func (h *eventHub) CommandEvent(queue types.NamespacedName, ev lanequeue.Event) 
 // InboxEvent implements controller.SessionObserver.
 func (h *eventHub) InboxEvent(queue types.NamespacedName, ev lanequeue.InboxEvent) {
 	out := sessionapi.Event{
-		Time:    time.Now().UTC(),
+		Time:    h.clock.Now().UTC(),
 		RunID:   ev.RunID,
 		Text:    ev.Text,
 		Summary: ev.Summary,
@@ -123,7 +124,7 @@ func (h *eventHub) InboxEvent(queue types.NamespacedName, ev lanequeue.InboxEven
 // ClusterEvent implements controller.SessionObserver.
 func (h *eventHub) ClusterEvent(session types.NamespacedName, ev sessionapi.Event) {
 	if ev.Time.IsZero() {
-		ev.Time = time.Now().UTC()
+		ev.Time = h.clock.Now().UTC()
 	}
 	h.append(session, ev)
 }

@@ -34,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/controller"
 	"github.com/agentlane/agentlane/internal/lanequeue"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
@@ -67,7 +68,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 		Payload:    req.Payload,
 		Priority:   req.Priority,
 		RunID:      req.RunID,
-		Labels:     schedulerIdentity(sc.session.Spec.Identity),
+		Labels:     controller.SchedulerIdentity(sc.session.Spec.Identity),
 	}
 	if req.Timeout != nil {
 		if req.Timeout.Duration <= 0 {
@@ -87,7 +88,6 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 
 	c := &call{session: sc.key, typ: req.Type, runID: req.RunID, mode: string(mode),
 		labels: identityOf(cmd.Labels), changed: make(chan struct{})}
-	done := granted
 	if mode == lanequeue.External {
 		if p := bytes.TrimSpace(req.Payload); len(p) > 0 && p[0] != '{' {
 			return apiError(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "the payload of an External command must be a JSON object")
@@ -95,7 +95,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 		if err := s.checkExternalBudget(r.Context(), sc, lane, req.Type); err != nil {
 			return err
 		}
-		c.task, done = id, final
+		c.task = id
 		c.ticket, err = s.Schedulers.SubmitTask(sc.queueKey, cmd, func(lane string) error {
 			return s.Client.Create(r.Context(), newTask(sc, cmd, lane))
 		})
@@ -111,7 +111,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 
 	ctx, cancel := context.WithTimeout(r.Context(), wait)
 	defer cancel()
-	v, ok := c.wait(ctx, done)
+	v, ok := c.wait(ctx, c.answered())
 	status := http.StatusOK
 	if !ok {
 		status = http.StatusAccepted
@@ -177,13 +177,9 @@ func (s *Server) getCommand(w http.ResponseWriter, r *http.Request, sc *sessionC
 		return err
 	}
 	if c := s.calls.get(sc.key.Namespace, id); c != nil && c.session == sc.key {
-		done := granted
-		if c.task != "" {
-			done = final
-		}
 		ctx, cancel := context.WithTimeout(r.Context(), wait)
 		defer cancel()
-		v, _ := c.wait(ctx, done)
+		v, _ := c.wait(ctx, c.answered())
 		writeJSON(w, http.StatusOK, v)
 		return nil
 	}
@@ -224,10 +220,7 @@ func commandOfTask(task *agentlanev1alpha1.ExternalTask) sessionapi.Command {
 	if cmd.Lane == "" {
 		cmd.Lane = string(task.Spec.Lane)
 	}
-	if id := task.Spec.Identity; id != nil {
-		cmd.Labels = sessionapi.Identity{TenantID: id.TenantID, Principal: id.Principal,
-			AgentTemplateID: id.AgentTemplateID, CorrelationID: id.CorrelationID}
-	}
+	cmd.Labels = controller.WireIdentity(task.Spec.Identity)
 	switch st.Phase {
 	case agentlanev1alpha1.ExternalTaskDispatched, agentlanev1alpha1.ExternalTaskRunning:
 		cmd.State = sessionapi.StateRunning
@@ -533,14 +526,6 @@ func messageOptions(q *agentlanev1alpha1.QueueModeOptions) lanequeue.MessageOpti
 		o.Drop = lanequeue.DropPolicy(q.Drop)
 	}
 	return o
-}
-
-func schedulerIdentity(id *agentlanev1alpha1.Identity) lanequeue.Identity {
-	if id == nil {
-		return lanequeue.Identity{}
-	}
-	return lanequeue.Identity{TenantID: id.TenantID, Principal: id.Principal,
-		AgentTemplateID: id.AgentTemplateID, CorrelationID: id.CorrelationID}
 }
 
 // announcePeer checks that the caller may act for the sending session and

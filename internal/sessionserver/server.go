@@ -116,12 +116,12 @@ func (s *Server) init() {
 	if s.hub != nil {
 		return
 	}
-	s.hub = newEventHub(s.RetainedEvents)
-	if s.Schedulers != nil && s.Schedulers.Budgets == nil {
-		s.Schedulers.Budgets = &controller.BudgetLedger{Publish: s.Schedulers.Publish}
-	}
 	if s.Clock == nil {
 		s.Clock = clock.RealClock{}
+	}
+	s.hub = newEventHub(s.RetainedEvents, s.Clock)
+	if s.Schedulers != nil && s.Schedulers.Budgets == nil {
+		s.Schedulers.Budgets = &controller.BudgetLedger{Publish: s.Schedulers.Publish, Clock: s.Clock}
 	}
 	if s.MaxWait <= 0 {
 		s.MaxWait = DefaultMaxWait
