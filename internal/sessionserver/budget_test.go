@@ -202,10 +202,14 @@ var _ = Describe("Budgets", func() {
 		Expect(st.Consumed.Tokens).To(Equal(int64(1100)))
 
 		// Raising the limit lets the next llm command run.
-		sess := &agentlanev1alpha1.AgentSession{}
-		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: a.ns, Name: "s1"}, sess)).To(Succeed())
-		sess.Spec.Budget.Tokens.Hard = ptr.To[int64](5000)
-		Expect(k8sClient.Update(ctx, sess)).To(Succeed())
+		// The controller writes the session too: update it from a fresh read
+		// until no write slips in between.
+		Eventually(func(g Gomega) {
+			sess := &agentlanev1alpha1.AgentSession{}
+			g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: a.ns, Name: "s1"}, sess)).To(Succeed())
+			sess.Spec.Budget.Tokens.Hard = ptr.To[int64](5000)
+			g.Expect(k8sClient.Update(ctx, sess)).To(Succeed())
+		}).Should(Succeed())
 		n := 0
 		Eventually(func(g Gomega) {
 			n++

@@ -50,6 +50,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/testenv"
 )
 
 // The identities the processes run as. Neither is an administrator: each
@@ -103,14 +104,8 @@ var _ = BeforeSuite(func() {
 	workerBin = goBuild("./cmd/worker", "worker")
 
 	By("starting the control plane")
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
 	var err error
-	cfg, err = testEnv.Start()
-	Expect(err).NotTo(HaveOccurred())
-	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
+	testEnv, cfg, k8sClient, err = testenv.Start(scheme)
 	Expect(err).NotTo(HaveOccurred())
 
 	managerKubeconfig = userKubeconfig(managerUser, filepath.Join("..", "..", "config", "rbac", "role.yaml"))
