@@ -14,10 +14,16 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Command demo runs agentlane on an embedded control plane: it starts
-// kube-apiserver and etcd, installs the CRDs, starts the manager and several
-// workers as separate processes (each standing in for a pod on its own node),
-// applies the samples and shows what the cluster holds.
+
+// Command demo runs agentlane's main job on an embedded control plane. It
+// starts kube-apiserver and etcd, installs the CRDs, starts the manager and
+// several workers as separate processes (each standing in for a pod on its
+// own node), applies the samples, and runs scripted agent sessions against
+// the Session API: parallel reads, ordered bash commands on the workers, a
+// failing command that ends in the dead-letter queue and a collect-mode
+// burst of messages. It shows the queues live while they work, checks what
+// happened, prints a summary per lane and per worker, passivates a session
+// and resumes it, and exits 0 when everything behaved.
 package main
 
 import (
@@ -26,31 +32,41 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/agentlane/agentlane/internal/manifest"
+	"github.com/agentlane/agentlane/internal/testenv"
 )
 
-func main() {
-	var (
-		workers int
-		keep    bool
-		binDir  string
-	)
-	flag.IntVar(&workers, "workers", 3, "Worker processes to start, each on its own simulated node.")
-	flag.BoolVar(&keep, "keep", false, "Keep everything running after the demo and print the KUBECONFIG path; Ctrl-C stops it.")
-	flag.StringVar(&binDir, "bin", "bin", "Directory holding the manager and worker binaries.")
-	flag.Parse()
+// options are the demo's command-line settings.
+type options struct {
+	workers int
+	keep    bool
+	binDir  string
+	timeout time.Duration
+}
 
-	if err := run(workers, keep, binDir); err != nil {
+func main() {
+	var o options
+	flag.IntVar(&o.workers, "workers", 3, "Worker processes to start, each on its own simulated node.")
+	flag.BoolVar(&o.keep, "keep", false, "Keep everything running after the demo and print the KUBECONFIG path; Ctrl-C stops it.")
+	flag.StringVar(&o.binDir, "bin", "bin", "Directory holding the manager, worker and agent binaries.")
+	flag.DurationVar(&o.timeout, "timeout", 3*time.Minute, "How long the scripted sessions may take before the demo gives up.")
+	flag.Parse()
+	if o.workers < 1 || o.workers > 26 {
+		fmt.Fprintln(os.Stderr, "demo: --workers must be between 1 and 26")
+		os.Exit(2)
+	}
+
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
@@ -60,32 +76,99 @@ func step(format string, args ...any) {
 	fmt.Printf("==> "+format+"\n", args...)
 }
 
-func run(workers int, keep bool, binDir string) error {
+// demo is what the demo started and talks to.
+type demo struct {
+	options
+	dir        string
+	cfg        *rest.Config
+	client     client.Client
+	kubeconfig string
+	procs      *processes
+	apiURL     string
+	pool       []*workerProc
+}
+
+// workerProc is a worker process and the address of its metrics.
+type workerProc struct {
+	*process
+	node, metrics string
+}
+
+func run(o options) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		return errors.New("KUBEBUILDER_ASSETS is not set; run the demo with `make demo`")
-	}
-	workDir, err := os.MkdirTemp("", "agentlane-demo-")
+	dir, err := os.MkdirTemp("", "agentlane-demo-")
 	if err != nil {
 		return err
 	}
+	d := &demo{options: o, dir: dir}
 
-	step("starting the control plane (kube-apiserver and etcd)")
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
+	step("starting the control plane (kube-apiserver and etcd) and installing the CRDs")
+	started := time.Now()
+	env, cfg, c, err := testenv.Start(testenv.Scheme())
 	if err != nil {
-		_ = env.Stop()
-		return fmt.Errorf("start control plane: %w", err)
+		return err
 	}
 	defer func() {
 		step("stopping the control plane")
 		_ = env.Stop()
 	}()
+	d.cfg, d.client = cfg, c
+	if err := d.writeKubeconfig(env); err != nil {
+		return err
+	}
+	fmt.Printf("    up in %s; kubeconfig %s\n", time.Since(started).Round(100*time.Millisecond), d.kubeconfig)
+
+	d.procs = &processes{dir: dir, kubeconfig: d.kubeconfig}
+	defer func() {
+		step("stopping the processes")
+		d.procs.stopAll()
+	}()
+	if err := d.startProcesses(); err != nil {
+		return err
+	}
+	if err := d.applySamples(ctx); err != nil {
+		return err
+	}
+	if err := d.waitReady(ctx); err != nil {
+		return err
+	}
+
+	results, err := d.runSessions(ctx)
+	if err != nil {
+		return err
+	}
+	failed := results.check(d)
+	if err := d.summarize(ctx, results); err != nil {
+		return err
+	}
+	if err := d.kubectlGet(ctx); err != nil {
+		return err
+	}
+	if err := d.procs.alive(); err != nil {
+		return err
+	}
+
+	if o.keep {
+		step("running; explore with:")
+		fmt.Printf("    export KUBECONFIG=%s\n", d.kubeconfig)
+		fmt.Printf("    %s get lq,asn,xt\n", d.kubectl())
+		fmt.Printf("    %s --kubeconfig=%s --view=dashboard\n", filepath.Join(o.binDir, "lanetop"), d.kubeconfig)
+		fmt.Printf("    Session API %s, process logs in %s; press Ctrl-C to stop\n", d.apiURL, dir)
+		<-ctx.Done()
+	} else {
+		step("process logs are in %s", dir)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of the demo's checks failed; see above and the logs in %s", failed, dir)
+	}
+	return nil
+}
+
+// writeKubeconfig writes a kubeconfig of a cluster administrator for the
+// processes and for people exploring with kubectl.
+func (d *demo) writeKubeconfig(env *envtest.Environment) error {
 	user, err := env.ControlPlane.AddUser(envtest.User{Name: "demo-admin", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
 		return err
@@ -94,33 +177,50 @@ func run(workers int, keep bool, binDir string) error {
 	if err != nil {
 		return err
 	}
-	kubeconfigPath := filepath.Join(workDir, "kubeconfig")
-	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
-		return err
-	}
-	step("CRDs installed; kubeconfig at %s", kubeconfigPath)
+	d.kubeconfig = filepath.Join(d.dir, "kubeconfig")
+	return os.WriteFile(d.kubeconfig, kubeconfig, 0o600)
+}
 
-	procs := &processes{dir: workDir, kubeconfig: kubeconfigPath}
-	defer procs.stopAll()
-	if err := procs.start("manager", filepath.Join(binDir, "manager"),
-		"--metrics-bind-address=0", "--health-probe-bind-address=0"); err != nil {
-		return err
-	}
-	for i := 0; i < workers; i++ {
-		node := fmt.Sprintf("node-%c", 'a'+i)
-		name := "worker-" + node
-		if err := procs.start(name, filepath.Join(binDir, "worker"),
-			"--name="+name, "--node-name="+node, "--namespace=default", "--grace-period=5s"); err != nil {
-			return err
-		}
-	}
-
-	c, err := client.New(cfg, client.Options{})
+// startProcesses starts the manager with its Session API and the workers,
+// each with a metrics endpoint.
+func (d *demo) startProcesses() error {
+	apiAddr, err := freeAddress()
 	if err != nil {
 		return err
 	}
-	step("applying config/samples")
+	d.apiURL = "http://" + apiAddr
+	step("starting the manager (Session API %s) and %d workers", d.apiURL, d.workers)
+	m, err := d.procs.start("manager", filepath.Join(d.binDir, "manager"),
+		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--session-api-bind-address="+apiAddr)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("    manager          pid %-7d log %s\n", m.cmd.Process.Pid, m.log)
+	for i := range d.workers {
+		node := fmt.Sprintf("node-%c", 'a'+i)
+		addr, err := freeAddress()
+		if err != nil {
+			return err
+		}
+		name := "worker-" + node
+		p, err := d.procs.start(name, filepath.Join(d.binDir, "worker"),
+			"--name="+name, "--node-name="+node, "--namespace=default", "--grace-period=5s",
+			"--heartbeat-interval=1s", "--metrics-bind-address="+addr)
+		if err != nil {
+			return err
+		}
+		d.pool = append(d.pool, &workerProc{process: p, node: node, metrics: addr})
+		fmt.Printf("    %-16s pid %-7d node %s, metrics http://%s/metrics\n", name, p.cmd.Process.Pid, node, addr)
+	}
+	return nil
+}
+
+// applySamples creates the samples of config/samples and the demo's own
+// sessions in the default namespace.
+func (d *demo) applySamples(ctx context.Context) error {
+	step("applying config/samples and the demo's sessions")
 	files, _ := filepath.Glob(filepath.Join("config", "samples", "agentlane_*.yaml"))
+	files = append(files, filepath.Join("hack", "demo", "assets", "sessions.yaml"))
 	for _, f := range files {
 		objs, err := manifest.ReadFile(f)
 		if err != nil {
@@ -128,114 +228,50 @@ func run(workers int, keep bool, binDir string) error {
 		}
 		for _, o := range objs {
 			o.SetNamespace("default")
-			if err := c.Create(ctx, o); err != nil {
+			if err := d.client.Create(ctx, o); err != nil {
 				return fmt.Errorf("apply %s: %w", f, err)
 			}
 			fmt.Printf("    %s/%s created\n", strings.ToLower(o.GetKind()), o.GetName())
 		}
 	}
-
-	// Give the processes a moment to come up, then show what is there.
-	select {
-	case <-time.After(2 * time.Second):
-	case <-ctx.Done():
-	}
-	if err := procs.alive(); err != nil {
-		return err
-	}
-	kubectl := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
-	out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", kubeconfigPath,
-		"get", "lanequeues,agentsessions,externaltasks", "-o", "wide").CombinedOutput()
-	step("kubectl get lanequeues,agentsessions,externaltasks -o wide")
-	fmt.Print(string(out))
-	if err != nil {
-		return fmt.Errorf("kubectl: %w", err)
-	}
-	out, err = exec.CommandContext(ctx, kubectl, "--kubeconfig", kubeconfigPath,
-		"get", "leases", "-l", "agentlane.io/worker=true", "-L", "agentlane.io/node").CombinedOutput()
-	step("worker heartbeats: kubectl get leases -l agentlane.io/worker=true -L agentlane.io/node")
-	fmt.Print(string(out))
-	if err != nil {
-		return fmt.Errorf("kubectl: %w", err)
-	}
-
-	if keep {
-		step("running; explore with: KUBECONFIG=%s %s get agentlane", kubeconfigPath, kubectl)
-		step("process logs are in %s; press Ctrl-C to stop", workDir)
-		<-ctx.Done()
-		return nil
-	}
-	step("done; process logs are in %s", workDir)
 	return nil
 }
 
-// processes are the manager and worker processes the demo started.
-type processes struct {
-	dir        string
-	kubeconfig string
-	running    []*process
-}
-
-type process struct {
-	name string
-	cmd  *exec.Cmd
-	done chan error
-}
-
-func (p *processes) start(name, bin string, args ...string) error {
-	logPath := filepath.Join(p.dir, name+".log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+p.kubeconfig)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", name, err)
-	}
-	proc := &process{name: name, cmd: cmd, done: make(chan error, 1)}
-	go func() {
-		proc.done <- cmd.Wait()
-		logFile.Close()
-	}()
-	p.running = append(p.running, proc)
-	step("started %s (pid %d, log %s)", name, cmd.Process.Pid, logPath)
-	return nil
-}
-
-// alive returns an error naming the first process that has already exited.
-func (p *processes) alive() error {
-	for _, proc := range p.running {
+// waitReady waits for the Session API to answer, every worker to hold its
+// heartbeat Lease and the sessions to be Active.
+func (d *demo) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		err := d.ready(ctx)
+		if err == nil {
+			return nil
+		}
+		if perr := d.procs.alive(); perr != nil {
+			return perr
+		}
 		select {
-		case err := <-proc.done:
-			return fmt.Errorf("%s exited early (%v); see %s", proc.name, err, filepath.Join(p.dir, proc.name+".log"))
-		default:
+		case <-ctx.Done():
+			return fmt.Errorf("not ready after a minute: %w", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// kubectlGet shows what the cluster holds, as an operator would look at it.
+func (d *demo) kubectlGet(ctx context.Context) error {
+	for _, args := range [][]string{
+		{"get", "lanequeues,agentsessions", "-o", "wide"},
+		{"get", "leases", "-l", "agentlane.io/worker=true", "-L", "agentlane.io/node"},
+	} {
+		step("kubectl %s", strings.Join(args, " "))
+		out, err := d.kubectlOutput(ctx, args...)
+		fmt.Print(out)
+		if err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// stopAll sends SIGTERM to every process and waits for it to exit, killing
-// those that do not stop within ten seconds.
-func (p *processes) stopAll() {
-	for _, proc := range p.running {
-		_ = proc.cmd.Process.Signal(syscall.SIGTERM)
-	}
-	for _, proc := range p.running {
-		select {
-		case err := <-proc.done:
-			fmt.Printf("    %s stopped (%v)\n", proc.name, exitText(err))
-		case <-time.After(10 * time.Second):
-			_ = proc.cmd.Process.Kill()
-			fmt.Printf("    %s killed after 10s\n", proc.name)
-		}
-	}
-}
-
-func exitText(err error) string {
-	if err == nil {
-		return "exit 0"
-	}
-	return err.Error()
-}
+var errNotReady = errors.New("not ready")
