@@ -14,7 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-
 // Command demo runs agentlane's main job on an embedded control plane. It
 // starts kube-apiserver and etcd, installs the CRDs, starts the manager and
 // several workers as separate processes (each standing in for a pod on its
