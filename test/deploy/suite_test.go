@@ -14,7 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-
 // Package deploy holds the suite that renders config/default with kustomize
 // and applies every object it deploys to a real kube-apiserver (server-side
 // apply, dry run), and checks the manifests against the binaries they run:
