@@ -84,14 +84,17 @@ bench: ## Run the lane scheduler benchmarks (lanebench workloads and Go benchmar
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager, worker and agent binaries into bin/.
+build: ## Build the manager and worker binaries into bin/.
 	$(GO) build -o $(LOCALBIN)/manager ./cmd/manager
 	$(GO) build -o $(LOCALBIN)/worker ./cmd/worker
-	$(GO) build -o $(LOCALBIN)/agent ./cmd/agent
 
 .PHONY: docker-build
 docker-build: ## Build the image that runs the manager and the workers (IMG=agentlane:dev).
 	$(CONTAINER_TOOL) build -t $(IMG) .
+
+.PHONY: demo
+demo: build ## Run the main job on an embedded control plane.
+	@hack/demo.sh $(DEMO_FLAGS)
 
 ##@ Deployment
 
