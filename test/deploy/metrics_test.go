@@ -18,6 +18,7 @@ package deploy
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -177,8 +178,7 @@ func TestDashboardQueriesRegisteredMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	var d dashboard
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	if err := dec.Decode(&d); err != nil {
+	if err := json.Unmarshal(data, &d); err != nil {
 		t.Fatalf("the dashboard is not valid JSON: %v", err)
 	}
 	if d.SchemaVersion < 36 || d.UID == "" {
@@ -219,7 +219,7 @@ func TestDashboardQueriesRegisteredMetrics(t *testing.T) {
 			t.Errorf("panel %q has no queries", p.Title)
 		}
 		for i, target := range p.Targets {
-			exprs[p.Title+" #"+string(rune('A'+i))] = target.Expr
+			exprs[fmt.Sprintf("panel %q query %d", p.Title, i+1)] = target.Expr
 		}
 	}
 
