@@ -2,10 +2,18 @@
 
 # Tool versions, pinned. Tools are built from the Go module proxy into ./bin.
 CONTROLLER_TOOLS_VERSION ?= v0.21.0
+KUSTOMIZE_VERSION ?= v5.8.2
 KUBE_VERSION ?= 1.36.3
 
 LOCALBIN ?= $(CURDIR)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
+KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
+
+# The image that serves both the manager and the workers, and the tools that
+# build and deploy it.
+IMG ?= agentlane:dev
+CONTAINER_TOOL ?= docker
+KUBECTL ?= kubectl
 
 # Ginkgo and envtest suites need the control plane; hack/envtest-assets.sh builds it
 # once from Go modules and prints where it lives.
@@ -64,9 +72,9 @@ envtest: ## Build (first time) and cache the envtest control plane; prints its p
 	@hack/envtest-assets.sh
 
 .PHONY: test
-test: generate manifests vet ## Run go vet, unit tests and the envtest suites (race detector on).
+test: generate manifests vet kustomize ## Run go vet, unit tests and the envtest suites (race detector on).
 	@echo "envtest control plane: $(ENVTEST_ASSETS)"
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test -race $(GOTEST_FLAGS) ./...
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" KUSTOMIZE="$(KUSTOMIZE)" $(GO) test -race $(GOTEST_FLAGS) ./...
 
 .PHONY: bench
 bench: ## Run the lane scheduler benchmarks (lanebench workloads and Go benchmarks).
@@ -81,9 +89,27 @@ build: ## Build the manager, worker and agent binaries into bin/.
 	$(GO) build -o $(LOCALBIN)/worker ./cmd/worker
 	$(GO) build -o $(LOCALBIN)/agent ./cmd/agent
 
+.PHONY: docker-build
+docker-build: ## Build the image that runs the manager and the workers (IMG=agentlane:dev).
+	$(CONTAINER_TOOL) build -t $(IMG) .
+
 .PHONY: demo
 demo: build ## Run the main job on an embedded control plane.
 	@hack/demo.sh $(DEMO_FLAGS)
+
+##@ Deployment
+
+.PHONY: deploy
+# deploy sets IMG in a throwaway overlay under bin/, so config/default stays as committed.
+deploy: kustomize ## Deploy agentlane (config/default) with image IMG to the cluster of the current kubeconfig.
+	@mkdir -p bin && overlay=$$(mktemp -d bin/deploy.XXXXXX) && trap 'rm -rf "$$overlay"' EXIT && \
+	printf 'resources:\n- ../../config/default\n' >"$$overlay/kustomization.yaml" && \
+	(cd "$$overlay" && $(KUSTOMIZE) edit set image agentlane=$(IMG)) && \
+	$(KUSTOMIZE) build "$$overlay" | $(KUBECTL) apply --server-side -f -
+
+.PHONY: undeploy
+undeploy: kustomize ## Delete what deploy created, the CRDs (and so every LaneQueue, AgentSession and ExternalTask) included.
+	$(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found=true -f -
 
 ##@ Tools
 
@@ -93,3 +119,10 @@ $(CONTROLLER_GEN):
 	@mkdir -p $(LOCALBIN)
 	GOBIN=$(LOCALBIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
 	@mv $(LOCALBIN)/controller-gen $(CONTROLLER_GEN)
+
+.PHONY: kustomize
+kustomize: $(KUSTOMIZE) ## Build kustomize into bin/ from the Go module proxy.
+$(KUSTOMIZE):
+	@mkdir -p $(LOCALBIN)
+	GOBIN=$(LOCALBIN) $(GO) install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+	@mv $(LOCALBIN)/kustomize $(KUSTOMIZE)

@@ -14,8 +14,8 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package manifest reads Kubernetes objects from YAML files, such as the
-// samples in config/samples.
+// Package manifest reads Kubernetes objects from YAML, such as the samples in
+// config/samples or the output of kustomize.
 package manifest
 
 import (
@@ -39,6 +39,12 @@ func ReadFile(path string) ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, err
 	}
+	return Decode(path, data)
+}
+
+// Decode is ReadFile for YAML already read, such as the output of
+// `kustomize build`; errors name the source.
+func Decode(source string, data []byte) ([]*unstructured.Unstructured, error) {
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	var objs []*unstructured.Unstructured
 	for {
@@ -47,11 +53,11 @@ func ReadFile(path string) ([]*unstructured.Unstructured, error) {
 			return objs, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return nil, fmt.Errorf("%s: %w", source, err)
 		}
 		o := &unstructured.Unstructured{}
 		if err := yaml.Unmarshal(doc, &o.Object); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return nil, fmt.Errorf("%s: %w", source, err)
 		}
 		if len(o.Object) > 0 {
 			objs = append(objs, o)

@@ -45,16 +45,31 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
+// Option changes how Start sets up the control plane.
+type Option func(*envtest.Environment)
+
+// WithoutCRDs starts the control plane with no CRDs installed, for a suite
+// that installs them itself (such as from the kustomize output).
+func WithoutCRDs() Option {
+	return func(env *envtest.Environment) {
+		env.CRDDirectoryPaths = nil
+		env.ErrorIfCRDPathMissing = false
+	}
+}
+
 // Start starts the control plane with agentlane's CRDs installed and returns
 // it with its config and an administrator's client using scheme. Stop the
 // environment when done.
-func Start(scheme *runtime.Scheme) (*envtest.Environment, *rest.Config, client.Client, error) {
+func Start(scheme *runtime.Scheme, opts ...Option) (*envtest.Environment, *rest.Config, client.Client, error) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		return nil, nil, nil, errors.New("KUBEBUILDER_ASSETS is not set: run the suite with `make test`, which builds the control plane")
 	}
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{crdDir()},
 		ErrorIfCRDPathMissing: true,
+	}
+	for _, opt := range opts {
+		opt(env)
 	}
 	cfg, err := env.Start()
 	if err != nil {

@@ -1,0 +1,414 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package deploy
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	// namespace is where config/default puts agentlane.
+	namespace = "agentlane-system"
+
+	managerDeployment = "agentlane-controller-manager"
+	workerDeployment  = "agentlane-worker"
+
+	fieldOwner = client.FieldOwner("agentlane-deploy-test")
+)
+
+// clusterScoped are the kinds config/default deploys without a namespace.
+var clusterScoped = []string{"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}
+
+// find returns the rendered object of kind and name, or nil.
+func find(kind, name string) *unstructured.Unstructured {
+	for _, o := range rendered {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	return nil
+}
+
+// all returns the rendered objects of kind as T.
+func all[T any](kind string) []T {
+	GinkgoHelper()
+	var out []T
+	for _, o := range rendered {
+		if o.GetKind() == kind {
+			out = append(out, as[T](o))
+		}
+	}
+	return out
+}
+
+// as converts a rendered object to its typed form.
+func as[T any](o *unstructured.Unstructured) T {
+	GinkgoHelper()
+	var t T
+	Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &t)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
+	return t
+}
+
+// deployment returns the rendered Deployment of name and its only container.
+func deployment(name string) (appsv1.Deployment, corev1.Container) {
+	GinkgoHelper()
+	o := find("Deployment", name)
+	Expect(o).NotTo(BeNil(), "Deployment %s is not rendered", name)
+	d := as[appsv1.Deployment](o)
+	Expect(d.Spec.Template.Spec.Containers).To(HaveLen(1), "containers of %s", name)
+	return d, d.Spec.Template.Spec.Containers[0]
+}
+
+// flagArg is one --name[=value] argument.
+var flagArg = regexp.MustCompile(`^--?([^=]+)(?:=(.*))?$`)
+
+// unknownFlags returns the arguments of c that are not flags among defined.
+func unknownFlags(c corev1.Container, defined map[string]bool) []string {
+	var unknown []string
+	for _, a := range c.Args {
+		m := flagArg.FindStringSubmatch(a)
+		if m == nil || !defined[m[1]] {
+			unknown = append(unknown, a)
+		}
+	}
+	return unknown
+}
+
+// argValue returns the value of --name in c's arguments.
+func argValue(c corev1.Container, name string) (string, bool) {
+	for _, a := range c.Args {
+		if m := flagArg.FindStringSubmatch(a); m != nil && m[1] == name {
+			return m[2], true
+		}
+	}
+	return "", false
+}
+
+// arg returns the value of --name in c's arguments, which must be there.
+func arg(c corev1.Container, name string) string {
+	GinkgoHelper()
+	v, ok := argValue(c, name)
+	Expect(ok).To(BeTrue(), "%s has no --%s", c.Name, name)
+	return v
+}
+
+// bindPort returns the port of the address that c's flag binds to.
+func bindPort(c corev1.Container, flag string) int32 {
+	GinkgoHelper()
+	addr := arg(c, flag)
+	_, port, err := net.SplitHostPort(addr)
+	Expect(err).NotTo(HaveOccurred(), "--%s=%s", flag, addr)
+	n, err := strconv.ParseInt(port, 10, 32)
+	Expect(err).NotTo(HaveOccurred(), "--%s=%s", flag, addr)
+	return int32(n)
+}
+
+// containerPort returns c's port named name.
+func containerPort(c corev1.Container, name string) int32 {
+	GinkgoHelper()
+	for _, p := range c.Ports {
+		if p.Name == name {
+			return p.ContainerPort
+		}
+	}
+	Fail(fmt.Sprintf("container %s has no port named %q", c.Name, name))
+	return 0
+}
+
+// envReferences are the $(VAR) references Kubernetes expands in arguments.
+var envReferences = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
+
+// undefinedEnv returns the $(VAR) references in c's arguments to variables c
+// does not define; Kubernetes leaves those unexpanded.
+func undefinedEnv(c corev1.Container) []string {
+	var undefined []string
+	for _, a := range c.Args {
+		for _, m := range envReferences.FindAllStringSubmatch(a, -1) {
+			if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == m[1] }) {
+				undefined = append(undefined, m[0])
+			}
+		}
+	}
+	return undefined
+}
+
+// fieldRef returns the downward API field that c's variable name holds.
+func fieldRef(c corev1.Container, name string) string {
+	for _, e := range c.Env {
+		if e.Name == name && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			return e.ValueFrom.FieldRef.FieldPath
+		}
+	}
+	return ""
+}
+
+// kustomizeImage is the image config/default sets for the image named
+// agentlane, as newName:newTag.
+func kustomizeImage() string {
+	GinkgoHelper()
+	data, err := os.ReadFile(filepath.Join(repoRoot(), "config", "default", "kustomization.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	var k struct {
+		Images []struct {
+			Name    string `json:"name"`
+			NewName string `json:"newName"`
+			NewTag  string `json:"newTag"`
+		} `json:"images"`
+	}
+	Expect(yaml.Unmarshal(data, &k)).To(Succeed())
+	for _, img := range k.Images {
+		if img.Name == "agentlane" {
+			Expect(img.NewName).NotTo(BeEmpty(), "config/default sets no newName for agentlane")
+			Expect(img.NewTag).NotTo(BeEmpty(), "config/default sets no newTag for agentlane")
+			return img.NewName + ":" + img.NewTag
+		}
+	}
+	Fail("config/default/kustomization.yaml sets no image named agentlane")
+	return ""
+}
+
+var _ = Describe("config/default", func() {
+	It("renders what agentlane needs to run, namespaced objects in agentlane-system", func() {
+		want := map[string][]string{
+			"Namespace":                {namespace},
+			"CustomResourceDefinition": {"lanequeues.agentlane.io", "agentsessions.agentlane.io", "externaltasks.agentlane.io"},
+			"ServiceAccount":           {"agentlane-controller-manager", "agentlane-worker"},
+			"ClusterRole":              {"agentlane-manager-role", "agentlane-worker-role", "agentlane-session-user"},
+			"ClusterRoleBinding":       {"agentlane-manager-rolebinding", "agentlane-worker-rolebinding"},
+			"Role":                     {"agentlane-leader-election-role"},
+			"RoleBinding":              {"agentlane-leader-election-rolebinding"},
+			"Service":                  {"agentlane-controller-manager-metrics", "agentlane-session-api", "agentlane-worker-metrics"},
+			"Deployment":               {managerDeployment, workerDeployment},
+		}
+		for kind, names := range want {
+			for _, name := range names {
+				Expect(find(kind, name)).NotTo(BeNil(), "%s %s is not rendered", kind, name)
+			}
+		}
+		for _, o := range rendered {
+			if slices.Contains(clusterScoped, o.GetKind()) {
+				Expect(o.GetNamespace()).To(BeEmpty(), "%s %s", o.GetKind(), o.GetName())
+			} else {
+				Expect(o.GetNamespace()).To(Equal(namespace), "%s %s", o.GetKind(), o.GetName())
+			}
+		}
+	})
+
+	It("applies every object to the API server with server-side apply (dry run)", func() {
+		By("creating the Namespace and the CRDs, which the namespaced objects need")
+		var crds []string
+		for _, o := range rendered {
+			switch o.GetKind() {
+			case "CustomResourceDefinition":
+				crds = append(crds, o.GetName())
+			case "Namespace":
+			default:
+				continue
+			}
+			Expect(k8sClient.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), fieldOwner)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
+		}
+		Expect(crds).To(HaveLen(3))
+		for _, name := range crds {
+			Eventually(func(g Gomega) {
+				crd := &apiextensionsv1.CustomResourceDefinition{}
+				g.Expect(k8sClient.Get(ctx, client.ObjectKey{Name: name}, crd)).To(Succeed())
+				g.Expect(crd.Status.Conditions).To(ContainElement(And(
+					HaveField("Type", apiextensionsv1.Established),
+					HaveField("Status", apiextensionsv1.ConditionTrue),
+				)), name)
+			}).WithTimeout(30 * time.Second).Should(Succeed())
+		}
+
+		By("applying every rendered object as a dry run")
+		var errs []error
+		for _, o := range rendered {
+			err := k8sClient.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), fieldOwner, client.ForceOwnership, client.DryRunAll)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err))
+			}
+		}
+		Expect(errors.Join(errs...)).NotTo(HaveOccurred())
+		GinkgoWriter.Printf("applied %d objects (dry run)\n", len(rendered))
+
+		By("leaving nothing behind but what was created for real")
+		err := k8sClient.Get(ctx, client.ObjectKey{Namespace: namespace, Name: managerDeployment}, &appsv1.Deployment{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the dry run created the manager Deployment: %v", err)
+	})
+
+	It("runs the image config/default sets in every container", func() {
+		image := kustomizeImage()
+		deployments := all[appsv1.Deployment]("Deployment")
+		Expect(deployments).To(HaveLen(2))
+		for _, d := range deployments {
+			for _, c := range slices.Concat(d.Spec.Template.Spec.InitContainers, d.Spec.Template.Spec.Containers) {
+				Expect(c.Image).To(Equal(image), "image of %s in %s", c.Name, d.Name)
+			}
+		}
+	})
+
+	It("passes the manager only flags cmd/manager defines, and matches its ports and Session API address to them", func() {
+		d, c := deployment(managerDeployment)
+		Expect(c.Command).To(Or(BeEmpty(), Equal([]string{"/manager"})))
+		Expect(unknownFlags(c, managerFlags)).To(BeEmpty(), "arguments cmd/manager does not define")
+		Expect(undefinedEnv(c)).To(BeEmpty())
+		_, leaderElect := argValue(c, "leader-elect")
+		Expect(leaderElect).To(BeTrue(), "the manager elects a leader")
+
+		Expect(containerPort(c, "metrics")).To(Equal(bindPort(c, "metrics-bind-address")))
+		Expect(containerPort(c, "health")).To(Equal(bindPort(c, "health-probe-bind-address")))
+		Expect(containerPort(c, "session-api")).To(Equal(bindPort(c, "session-api-bind-address")))
+		for probe, path := range map[*corev1.Probe]string{c.LivenessProbe: "/healthz", c.ReadinessProbe: "/readyz"} {
+			Expect(probe).NotTo(BeNil())
+			Expect(probe.HTTPGet).NotTo(BeNil())
+			Expect(probe.HTTPGet.Path).To(Equal(path))
+			Expect(probe.HTTPGet.Port.String()).To(Equal("health"))
+		}
+
+		By("pointing session runtimes at the session-api Service")
+		svc := as[corev1.Service](find("Service", "agentlane-session-api"))
+		raw := arg(c, "session-api-url")
+		u, err := url.Parse(raw)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(u.Hostname()).To(Equal(svc.Name + "." + svc.Namespace + ".svc"))
+		Expect(svc.Spec.Ports).To(ContainElement(And(
+			HaveField("Port", BeEquivalentTo(mustAtoi(u.Port()))),
+			HaveField("TargetPort.StrVal", "session-api"),
+		)), "--session-api-url=%s", raw)
+		Expect(d.Spec.Template.Spec.ServiceAccountName).To(Equal("agentlane-controller-manager"))
+	})
+
+	It("runs 3 workers named after their pods and nodes, with only flags cmd/worker defines", func() {
+		d, c := deployment(workerDeployment)
+		Expect(d.Spec.Replicas).To(HaveValue(BeEquivalentTo(3)))
+		Expect(c.Command).To(Equal([]string{"/worker"}))
+		Expect(unknownFlags(c, workerFlags)).To(BeEmpty(), "arguments cmd/worker does not define")
+		Expect(undefinedEnv(c)).To(BeEmpty(), "arguments name variables the container does not set")
+
+		Expect(arg(c, "name")).To(Equal("$(POD_NAME)"))
+		Expect(fieldRef(c, "POD_NAME")).To(Equal("metadata.name"))
+		Expect(arg(c, "node-name")).To(Equal("$(NODE_NAME)"))
+		Expect(fieldRef(c, "NODE_NAME")).To(Equal("spec.nodeName"))
+		Expect(arg(c, "namespace")).NotTo(BeEmpty(), "the namespace the worker serves")
+
+		By("giving the worker's shutdown grace period room within the pod's")
+		raw := arg(c, "grace-period")
+		grace, err := time.ParseDuration(raw)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(d.Spec.Template.Spec.TerminationGracePeriodSeconds).NotTo(BeNil())
+		podGrace := time.Duration(*d.Spec.Template.Spec.TerminationGracePeriodSeconds) * time.Second
+		Expect(grace).To(BeNumerically("<", podGrace), "--grace-period=%s leaves no time to hand tasks back before the pod is killed", raw)
+
+		Expect(containerPort(c, "metrics")).To(Equal(bindPort(c, "metrics-bind-address")))
+		Expect(d.Spec.Template.Spec.ServiceAccountName).To(Equal("agentlane-worker"))
+	})
+
+	It("routes every Service to named ports of one Deployment's pods, metrics included", func() {
+		deployments := all[appsv1.Deployment]("Deployment")
+		for _, svc := range all[corev1.Service]("Service") {
+			selector := labels.SelectorFromSet(svc.Spec.Selector)
+			var selected []appsv1.Deployment
+			for _, d := range deployments {
+				if !selector.Empty() && selector.Matches(labels.Set(d.Spec.Template.Labels)) {
+					selected = append(selected, d)
+				}
+			}
+			Expect(selected).To(HaveLen(1), "Deployments Service %s selects", svc.Name)
+			c := selected[0].Spec.Template.Spec.Containers[0]
+			for _, p := range svc.Spec.Ports {
+				Expect(p.TargetPort.StrVal).NotTo(BeEmpty(), "Service %s port %s targets a port by number", svc.Name, p.Name)
+				containerPort(c, p.TargetPort.StrVal)
+			}
+		}
+		for svc, target := range map[string]string{
+			"agentlane-controller-manager-metrics": managerDeployment,
+			"agentlane-worker-metrics":             workerDeployment,
+		} {
+			s := as[corev1.Service](find("Service", svc))
+			Expect(s.Spec.Ports).To(ContainElement(HaveField("Name", "metrics")), svc)
+			d, _ := deployment(target)
+			Expect(labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(d.Spec.Template.Labels))).To(BeTrue(), "%s selects %s", svc, target)
+		}
+	})
+
+	It("binds every role to service accounts it creates and the Deployments run as", func() {
+		accounts := map[string]bool{}
+		for _, sa := range all[corev1.ServiceAccount]("ServiceAccount") {
+			accounts[sa.Namespace+"/"+sa.Name] = true
+		}
+		for _, d := range all[appsv1.Deployment]("Deployment") {
+			Expect(accounts).To(HaveKey(d.Namespace+"/"+d.Spec.Template.Spec.ServiceAccountName), "service account of %s", d.Name)
+		}
+		checkBinding := func(kind, name, bindingNamespace string, ref rbacv1.RoleRef, subjects []rbacv1.Subject) {
+			GinkgoHelper()
+			role := find(ref.Kind, ref.Name)
+			Expect(role).NotTo(BeNil(), "%s %s binds %s %s, which is not rendered", kind, name, ref.Kind, ref.Name)
+			Expect(role.GetNamespace()).To(Equal(bindingNamespace), "%s %s binds %s %s", kind, name, ref.Kind, ref.Name)
+			Expect(subjects).NotTo(BeEmpty())
+			for _, s := range subjects {
+				Expect(s.Kind).To(Equal(rbacv1.ServiceAccountKind), "%s %s", kind, name)
+				Expect(accounts).To(HaveKey(s.Namespace+"/"+s.Name), "%s %s binds a service account that is not rendered", kind, name)
+			}
+		}
+		bound := map[string][]string{} // service account -> roles
+		for _, b := range all[rbacv1.ClusterRoleBinding]("ClusterRoleBinding") {
+			checkBinding("ClusterRoleBinding", b.Name, "", b.RoleRef, b.Subjects)
+			for _, s := range b.Subjects {
+				bound[s.Name] = append(bound[s.Name], b.RoleRef.Name)
+			}
+		}
+		for _, b := range all[rbacv1.RoleBinding]("RoleBinding") {
+			checkBinding("RoleBinding", b.Name, b.Namespace, b.RoleRef, b.Subjects)
+			for _, s := range b.Subjects {
+				bound[s.Name] = append(bound[s.Name], b.RoleRef.Name)
+			}
+		}
+		Expect(bound).To(Equal(map[string][]string{
+			"agentlane-controller-manager": {"agentlane-manager-role", "agentlane-leader-election-role"},
+			"agentlane-worker":             {"agentlane-worker-role"},
+		}))
+	})
+})
+
+func mustAtoi(s string) int {
+	GinkgoHelper()
+	n, err := strconv.Atoi(s)
+	Expect(err).NotTo(HaveOccurred(), "port %q", s)
+	return n
+}
