@@ -1007,6 +1007,12 @@ func (r *ExternalTaskReconciler) reconcileFinished(ctx context.Context, task *ag
 			return ctrl.Result{}, err
 		}
 	}
+	if lq != nil {
+		// The queue's retention sweep (its session's maxFinishedTasks, the
+		// queue's maxFinished and dead-letter size) runs with its next
+		// status refresh, and now counts this task.
+		r.Schedulers.markDirty(client.ObjectKeyFromObject(lq))
+	}
 	if st.Phase == agentlanev1alpha1.ExternalTaskDeadLettered {
 		return ctrl.Result{}, nil
 	}

@@ -99,12 +99,23 @@ type SessionObserver interface {
 	// ClusterEvent reports a cluster event of the session (budget
 	// threshold, passivation request, peer invocation).
 	ClusterEvent(session types.NamespacedName, ev sessionapi.Event)
+	// SessionRetention reports the retention caps of an AgentSession, each
+	// time it is reconciled; what the observer keeps of the session follows
+	// them from then on.
+	SessionRetention(session types.NamespacedName, limits RetentionLimits)
 }
 
 // Publish reports a cluster event of a session to the observer, if any.
 func (s *Schedulers) Publish(session types.NamespacedName, ev sessionapi.Event) {
 	if s.Observer != nil {
 		s.Observer.ClusterEvent(session, ev)
+	}
+}
+
+// SetRetention reports a session's retention caps to the observer, if any.
+func (s *Schedulers) SetRetention(session types.NamespacedName, limits RetentionLimits) {
+	if s.Observer != nil {
+		s.Observer.SessionRetention(session, limits)
 	}
 }
 
