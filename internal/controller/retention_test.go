@@ -21,8 +21,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 )
@@ -149,3 +152,62 @@ func TestBeyondRetention(t *testing.T) {
 		})
 	}
 }
+
+var _ = Describe("Session retention", func() {
+	It("deletes a session's oldest finished tasks beyond maxFinishedTasks, never one in flight nor a dead letter", func() {
+		ns := taskNamespace()
+		taskQueue(ns, func(s *agentlanev1alpha1.LaneQueueSpec) {
+			s.Lanes = append(s.Lanes, agentlanev1alpha1.Lane{Name: "doomed", HandlerMode: agentlanev1alpha1.HandlerModeExternal,
+				Timeout:     &metav1.Duration{Duration: 300 * time.Millisecond},
+				RetryPolicy: &agentlanev1alpha1.RetryPolicy{Strategy: agentlanev1alpha1.RetryNone}})
+		})
+		Expect(k8sClient.Create(ctx, &agentlanev1alpha1.AgentSession{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s1"},
+			Spec: agentlanev1alpha1.AgentSessionSpec{QueueRef: agentlanev1alpha1.LaneQueueReference{Name: "q1"},
+				Retention: &agentlanev1alpha1.SessionRetention{MaxFinishedTasks: ptr.To[int32](2)}},
+		})).To(Succeed())
+		fakeWorker(ns, "w", 10)
+		sessionTask := func(name string, lane agentlanev1alpha1.LaneName) *agentlanev1alpha1.ExternalTask {
+			t := queueTask(ns, name)
+			t.Spec.QueueRef, t.Spec.SessionRef, t.Spec.Lane = nil, &agentlanev1alpha1.AgentSessionReference{Name: "s1"}, lane
+			Expect(k8sClient.Create(ctx, t)).To(Succeed())
+			return t
+		}
+		taskNames := func(g Gomega) []string {
+			list := &agentlanev1alpha1.ExternalTaskList{}
+			g.Expect(k8sClient.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+			var names []string
+			for _, t := range list.Items {
+				names = append(names, t.Name)
+			}
+			return names
+		}
+
+		By("a dead letter, finished first")
+		dead := sessionTask("dead", "doomed")
+		Eventually(taskPhase(dead), 10*time.Second).Should(Equal(agentlanev1alpha1.ExternalTaskDeadLettered))
+
+		By("a task that keeps running")
+		running := sessionTask("running", "execute")
+		Eventually(taskPhase(running)).Should(Equal(agentlanev1alpha1.ExternalTaskDispatched))
+		claim(running, "w", 1)
+
+		By("five tasks finishing one after another, in the reverse order of their names")
+		names := []string{"done-e", "done-d", "done-c", "done-b", "done-a"}
+		for i, name := range names {
+			t := sessionTask(name, "execute")
+			runToSuccess(t, "w")
+			Eventually(func(g Gomega) *metav1.Condition {
+				return cond(getTask(t)(g), agentlanev1alpha1.ExternalTaskFinishedCondition)
+			}).Should(HaveField("Status", metav1.ConditionTrue))
+			if i < len(names)-1 {
+				time.Sleep(1100 * time.Millisecond) // finish times are in whole seconds
+			}
+		}
+
+		kept := ConsistOf("dead", "running", "done-b", "done-a")
+		Eventually(taskNames).Should(kept, "the 3 tasks that finished first are deleted")
+		Consistently(taskNames, time.Second).Should(kept)
+		Expect(taskPhase(running)(Default)).To(Equal(agentlanev1alpha1.ExternalTaskRunning))
+	})
+})
