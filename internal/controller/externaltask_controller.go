@@ -1008,9 +1008,9 @@ func (r *ExternalTaskReconciler) reconcileFinished(ctx context.Context, task *ag
 		}
 	}
 	if lq != nil {
-		// The queue's retention sweep (its session's maxFinishedTasks, the
-		// queue's maxFinished and dead-letter size) runs with its next
-		// status refresh, and now counts this task.
+		// The queue's next status refresh runs its retention sweep (the
+		// session's maxFinishedTasks, the queue's maxFinished and
+		// dead-letter size), which now sees this task finished.
 		r.Schedulers.markDirty(client.ObjectKeyFromObject(lq))
 	}
 	if st.Phase == agentlanev1alpha1.ExternalTaskDeadLettered {

@@ -53,9 +53,10 @@ type eventLog struct {
 	// entries are the retained events in id order, among evicted ones not
 	// yet compacted away; entries[0], if any, is retained.
 	entries []*logEntry
-	// evicted counts the evicted entries still in entries; retained the
-	// others.
-	evicted, retained int
+	// evicted counts the evicted entries still in entries, evictedBytes
+	// their size; retained and bytes count the others.
+	evicted, retained   int
+	evictedBytes, bytes int64
 	// runs are the groups of events by run id; "" is the events of no run.
 	runs map[string]*runLog
 	// order lists the runs with an id, in the order they began.
@@ -100,12 +101,7 @@ func newEventLog(limits controller.RetentionLimits) *eventLog {
 func (l *eventLog) append(ev sessionapi.Event) {
 	l.lastID++
 	ev.ID = l.lastID
-	data, err := json.Marshal(ev)
-	if err != nil {
-		// Every field of Event encodes; should one ever fail, the stream
-		// still gets the event's id and type.
-		data, _ = json.Marshal(sessionapi.Event{ID: ev.ID, Type: ev.Type, Time: ev.Time, RunID: ev.RunID})
-	}
+	data, _ := json.Marshal(ev) // every field of Event encodes
 	r := l.run(ev.RunID)
 	switch {
 	case ev.Type == sessionapi.EventTurn:
@@ -113,7 +109,7 @@ func (l *eventLog) append(ev sessionapi.Event) {
 	case ev.Type == sessionapi.EventAbort && ev.RunID == l.active:
 		l.active = ""
 	}
-	if ev.CommandID != "" {
+	if ev.CommandID != "" && ev.RunID != "" {
 		switch {
 		case ev.Terminal:
 			delete(r.inFlight, ev.CommandID)
@@ -126,6 +122,7 @@ func (l *eventLog) append(ev sessionapi.Event) {
 	l.retained++
 	r.entries = append(r.entries, e)
 	r.bytes += int64(len(data))
+	l.bytes += int64(len(data))
 	l.trimRun(r)
 	l.trim()
 }
@@ -219,9 +216,11 @@ func (l *eventLog) trim() {
 		delete(l.runs, r.id)
 		return true
 	})
-	if l.evicted > 64 && l.evicted > len(l.entries)/2 {
+	// Evicted entries in the middle stay until they are as many, or as
+	// large, as the retained ones (a stream may still be writing them).
+	if (l.evicted > 64 && l.evicted > len(l.entries)/2) || l.evictedBytes > l.bytes {
 		l.entries = slices.DeleteFunc(l.entries, func(e *logEntry) bool { return e.evicted })
-		l.evicted = 0
+		l.evicted, l.evictedBytes = 0, 0
 	}
 }
 
@@ -240,8 +239,10 @@ func (l *eventLog) evictOldest(r *runLog) {
 	r.entries[0] = nil
 	r.entries = r.entries[1:]
 	r.bytes -= int64(len(e.data))
+	l.bytes -= int64(len(e.data))
 	e.evicted = true
 	l.evicted++
+	l.evictedBytes += int64(len(e.data))
 	l.retained--
 }
 
@@ -249,6 +250,7 @@ func (l *eventLog) evictOldest(r *runLog) {
 func (l *eventLog) dropEvictedHead() {
 	n := 0
 	for n < len(l.entries) && l.entries[n].evicted {
+		l.evictedBytes -= int64(len(l.entries[n].data))
 		l.entries[n] = nil
 		n++
 	}

@@ -151,6 +151,20 @@ func checkLog(t *testing.T, l *eventLog) {
 	if retained != l.retained || len(l.entries)-retained != l.evicted {
 		t.Fatalf("counts: %d retained and %d evicted, the log says %d and %d", retained, len(l.entries)-retained, l.retained, l.evicted)
 	}
+	var bytes, evictedBytes int64
+	for _, e := range l.entries {
+		if e.evicted {
+			evictedBytes += int64(len(e.data))
+		} else {
+			bytes += int64(len(e.data))
+		}
+	}
+	if bytes != l.bytes || evictedBytes != l.evictedBytes {
+		t.Fatalf("bytes: %d retained and %d evicted, the log says %d and %d", bytes, evictedBytes, l.bytes, l.evictedBytes)
+	}
+	if l.evictedBytes > l.bytes {
+		t.Fatalf("%d bytes of evicted entries kept beside %d retained", l.evictedBytes, l.bytes)
+	}
 	if len(l.entries) > 0 && l.entries[0].evicted {
 		t.Fatalf("the first entry is evicted")
 	}
