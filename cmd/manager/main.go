@@ -63,7 +63,7 @@ func main() {
 	flag.StringVar(&api.Addr, "session-api-bind-address", ":8443", "Address the Session API binds to; \"0\" disables it.")
 	flag.StringVar(&api.CertFile, "session-api-cert-file", "", "TLS certificate of the Session API; with --session-api-key-file it serves HTTPS.")
 	flag.StringVar(&api.KeyFile, "session-api-key-file", "", "TLS private key of the Session API.")
-	flag.IntVar(&api.RetainedEvents, "session-api-retained-events", sessionserver.DefaultRetainedEvents, "Events each session keeps for event streams that reconnect.")
+	flag.IntVar(&api.RetainedEvents, "session-api-retained-events", sessionserver.DefaultRetainedEvents, "The most events any session keeps for event streams that reconnect; a session's spec.retention.maxTraceEvents above it is lowered to it.")
 	flag.StringVar(&sessionAPIURL, "session-api-url", "", "Session API address as session runtime pods reach it, such as http://session-api.agentlane-system.svc:8443; set in their environment as "+controller.EnvSessionAPIURL+".")
 	flag.StringVar(&sessionStore, "session-store", "configmap", "Where runtimes' checkpoints are kept: configmap (one ConfigMap per session, deleted with it) or none (checkpoint calls answer NoStore).")
 	flag.StringVar(&idGenerator, "id-generator", "ulid", "How the schedulers and the Session API name commands, runs and messages: ulid, or sequential (cmd-0000000001, ...) to make replays of the same inputs name things identically.")

@@ -154,6 +154,7 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 }
 
 func (r *AgentSessionReconciler) reconcile(ctx context.Context, s *agentlanev1alpha1.AgentSession) (ctrl.Result, error) {
+	r.Schedulers.SetRetention(client.ObjectKeyFromObject(s), RetentionLimitsOf(s.Spec.Retention))
 	queueKey := types.NamespacedName{Namespace: s.Namespace, Name: s.Spec.QueueRef.Name}
 	lq := &agentlanev1alpha1.LaneQueue{}
 	if err := r.Get(ctx, queueKey, lq); err != nil {

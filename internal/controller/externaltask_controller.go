@@ -1007,6 +1007,12 @@ func (r *ExternalTaskReconciler) reconcileFinished(ctx context.Context, task *ag
 			return ctrl.Result{}, err
 		}
 	}
+	if lq != nil {
+		// The queue's next status refresh runs its retention sweep (the
+		// session's maxFinishedTasks, the queue's maxFinished and
+		// dead-letter size), which now sees this task finished.
+		r.Schedulers.markDirty(client.ObjectKeyFromObject(lq))
+	}
 	if st.Phase == agentlanev1alpha1.ExternalTaskDeadLettered {
 		return ctrl.Result{}, nil
 	}

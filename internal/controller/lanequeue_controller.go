@@ -153,7 +153,7 @@ func (r *LaneQueueReconciler) reconcile(ctx context.Context, lq *agentlanev1alph
 		return fmt.Errorf("list the queue's sessions: %w", err)
 	}
 	setQueueStatus(&lq.Status, lq.Generation, cfg, q.Stats(), len(sessions.Items))
-	if _, err := sweepFinished(ctx, r.Client, lq); err != nil {
+	if _, err := sweepFinished(ctx, r.Client, lq, sessions.Items); err != nil {
 		return err
 	}
 	return nil

@@ -36,6 +36,54 @@ const (
 	DefaultMaxFinished = 1000
 )
 
+// Defaults of an AgentSession's spec.retention, the same as the CRD's.
+const (
+	DefaultMaxRuns             = 100
+	DefaultMaxEventsPerRun     = 10000
+	DefaultMaxEventBytesPerRun = 16 << 20
+	DefaultMaxTraceEvents      = 10000
+	DefaultMaxFinishedTasks    = 100
+)
+
+// RetentionLimits are an AgentSession's retention caps with the defaults
+// filled in. What each bounds:
+//   - MaxRuns: the runs whose events the Session API keeps for the
+//     session's stream, and the runs whose checkpoints the session store
+//     keeps (within the store's own bound);
+//   - MaxEventsPerRun and MaxEventBytesPerRun: one run's events in that
+//     log, bytes counted on the events' JSON;
+//   - MaxTraceEvents: the session's events in that log across runs;
+//   - MaxFinishedTasks: the session's finished ExternalTasks, and the ended
+//     commands the Session API still answers GET /commands/{id} for.
+//
+// The oldest go first; work in flight is never dropped.
+type RetentionLimits struct {
+	MaxRuns             int
+	MaxEventsPerRun     int
+	MaxEventBytesPerRun int64
+	MaxTraceEvents      int
+	MaxFinishedTasks    int
+}
+
+// RetentionLimitsOf reads a session's spec.retention; nil, or a field left
+// out, gets the default.
+func RetentionLimitsOf(r *agentlanev1alpha1.SessionRetention) RetentionLimits {
+	out := RetentionLimits{MaxRuns: DefaultMaxRuns, MaxEventsPerRun: DefaultMaxEventsPerRun,
+		MaxEventBytesPerRun: DefaultMaxEventBytesPerRun, MaxTraceEvents: DefaultMaxTraceEvents,
+		MaxFinishedTasks: DefaultMaxFinishedTasks}
+	if r == nil {
+		return out
+	}
+	out.MaxRuns = int(int32Or(r.MaxRuns, int32(out.MaxRuns)))
+	out.MaxEventsPerRun = int(int32Or(r.MaxEventsPerRun, int32(out.MaxEventsPerRun)))
+	if r.MaxEventBytesPerRun != nil {
+		out.MaxEventBytesPerRun = *r.MaxEventBytesPerRun
+	}
+	out.MaxTraceEvents = int(int32Or(r.MaxTraceEvents, int32(out.MaxTraceEvents)))
+	out.MaxFinishedTasks = int(int32Or(r.MaxFinishedTasks, int32(out.MaxFinishedTasks)))
+	return out
+}
+
 // retention is how many finished ExternalTasks a queue keeps, and how long.
 type retention struct {
 	ttl         time.Duration
@@ -62,19 +110,46 @@ func retentionOf(lq *agentlanev1alpha1.LaneQueue) retention {
 	return r
 }
 
-// sweepFinished deletes the oldest finished ExternalTasks of lq beyond its
-// maxFinished, and the oldest DeadLettered ones beyond its dead-letter
-// size. Tasks that have not finished are never touched. It returns how many
+// sweepFinished deletes lq's finished ExternalTasks beyond what is kept
+// (see beyondRetention), given the sessions that use lq. It returns how many
 // it deleted.
-func sweepFinished(ctx context.Context, c client.Client, lq *agentlanev1alpha1.LaneQueue) (int, error) {
+func sweepFinished(ctx context.Context, c client.Client, lq *agentlanev1alpha1.LaneQueue, sessions []agentlanev1alpha1.AgentSession) (int, error) {
 	list := &agentlanev1alpha1.ExternalTaskList{}
 	if err := c.List(ctx, list, client.InNamespace(lq.Namespace),
 		client.MatchingLabels{agentlanev1alpha1.QueueLabel: lq.Name}); err != nil {
 		return 0, fmt.Errorf("list the queue's tasks: %w", err)
 	}
+	keep := make(map[string]int, len(sessions))
+	for i := range sessions {
+		keep[sessions[i].Name] = RetentionLimitsOf(sessions[i].Spec.Retention).MaxFinishedTasks
+	}
+	deleted := 0
+	for _, t := range beyondRetention(list.Items, retentionOf(lq), keep) {
+		if err := c.Delete(ctx, t, client.Preconditions{UID: &t.UID}); client.IgnoreNotFound(err) != nil {
+			return deleted, fmt.Errorf("delete finished task %s: %w", t.Name, err)
+		}
+		deleted++
+	}
+	if deleted > 0 {
+		logf.FromContext(ctx).V(1).Info("Deleted the oldest finished tasks beyond the retention of their sessions and queue", "deleted", deleted)
+	}
+	return deleted, nil
+}
+
+// beyondRetention returns the finished tasks of one queue that are not
+// kept, oldest finished first within each cap:
+//   - of each session in sessionKeep, the oldest beyond the number it keeps
+//     (its maxFinishedTasks);
+//   - of what is left, the oldest beyond the queue's maxFinished;
+//   - the oldest DeadLettered ones beyond the queue's dead-letter size. Dead
+//     letters are the queue's record of work that failed for good: only that
+//     size bounds them, not the sessions' caps nor maxFinished.
+//
+// Tasks that have not finished, or are being deleted, are never returned.
+func beyondRetention(tasks []agentlanev1alpha1.ExternalTask, r retention, sessionKeep map[string]int) []*agentlanev1alpha1.ExternalTask {
 	var finished, dead []*agentlanev1alpha1.ExternalTask
-	for i := range list.Items {
-		t := &list.Items[i]
+	for i := range tasks {
+		t := &tasks[i]
 		switch {
 		case !t.DeletionTimestamp.IsZero() || !t.Status.Phase.IsTerminal():
 		case t.Status.Phase == agentlanev1alpha1.ExternalTaskDeadLettered:
@@ -83,28 +158,45 @@ func sweepFinished(ctx context.Context, c client.Client, lq *agentlanev1alpha1.L
 			finished = append(finished, t)
 		}
 	}
-	r := retentionOf(lq)
-	deleted := 0
-	for _, group := range []struct {
-		tasks []*agentlanev1alpha1.ExternalTask
-		keep  int
-	}{{finished, r.maxFinished}, {dead, r.deadLetters}} {
-		extra := len(group.tasks) - group.keep
-		if extra <= 0 {
+	oldestFirst := func(a, b *agentlanev1alpha1.ExternalTask) int {
+		return cmp.Or(finishedAt(a).Compare(finishedAt(b)), cmp.Compare(a.Name, b.Name))
+	}
+	slices.SortFunc(finished, oldestFirst)
+	slices.SortFunc(dead, oldestFirst)
+
+	// extra counts, per session, the finished tasks beyond its cap.
+	extra := map[string]int{}
+	for _, t := range finished {
+		if s, ok := sessionOf(t, sessionKeep); ok {
+			extra[s]++
+		}
+	}
+	for s, n := range extra {
+		extra[s] = n - sessionKeep[s]
+	}
+	var out, kept []*agentlanev1alpha1.ExternalTask
+	for _, t := range finished {
+		if s, ok := sessionOf(t, sessionKeep); ok && extra[s] > 0 {
+			extra[s]--
+			out = append(out, t)
 			continue
 		}
-		slices.SortFunc(group.tasks, func(a, b *agentlanev1alpha1.ExternalTask) int {
-			return cmp.Or(finishedAt(a).Compare(finishedAt(b)), cmp.Compare(a.Name, b.Name))
-		})
-		for _, t := range group.tasks[:extra] {
-			if err := c.Delete(ctx, t, client.Preconditions{UID: &t.UID}); client.IgnoreNotFound(err) != nil {
-				return deleted, fmt.Errorf("delete finished task %s: %w", t.Name, err)
-			}
-			deleted++
-		}
+		kept = append(kept, t)
 	}
-	if deleted > 0 {
-		logf.FromContext(ctx).V(1).Info("Deleted the oldest finished tasks beyond the queue's retention", "deleted", deleted)
+	if n := len(kept) - r.maxFinished; n > 0 {
+		out = append(out, kept[:n]...)
 	}
-	return deleted, nil
+	if n := len(dead) - r.deadLetters; n > 0 {
+		out = append(out, dead[:n]...)
+	}
+	return out
+}
+
+// sessionOf returns the session of t, if it is one of sessions.
+func sessionOf(t *agentlanev1alpha1.ExternalTask, sessions map[string]int) (string, bool) {
+	if t.Spec.SessionRef == nil {
+		return "", false
+	}
+	_, ok := sessions[t.Spec.SessionRef.Name]
+	return t.Spec.SessionRef.Name, ok
 }

@@ -99,12 +99,23 @@ type SessionObserver interface {
 	// ClusterEvent reports a cluster event of the session (budget
 	// threshold, passivation request, peer invocation).
 	ClusterEvent(session types.NamespacedName, ev sessionapi.Event)
+	// SessionRetention reports the retention caps of an AgentSession, each
+	// time it is reconciled; what the observer keeps of the session follows
+	// them from then on.
+	SessionRetention(session types.NamespacedName, limits RetentionLimits)
 }
 
 // Publish reports a cluster event of a session to the observer, if any.
 func (s *Schedulers) Publish(session types.NamespacedName, ev sessionapi.Event) {
 	if s.Observer != nil {
 		s.Observer.ClusterEvent(session, ev)
+	}
+}
+
+// SetRetention reports a session's retention caps to the observer, if any.
+func (s *Schedulers) SetRetention(session types.NamespacedName, limits RetentionLimits) {
+	if s.Observer != nil {
+		s.Observer.SessionRetention(session, limits)
 	}
 }
 
@@ -196,19 +207,18 @@ func (s *Schedulers) SubmitTask(key types.NamespacedName, cmd lanequeue.Command,
 }
 
 // ReleaseSession cancels the commands of the deleted AgentSession name in
-// the scheduler of the LaneQueue key and drops its scheduler and inbox
-// state. It returns how many commands were cancelled; it fails while a
-// cancelled command still runs.
+// the scheduler of the LaneQueue key, if it runs, and drops its scheduler,
+// inbox and observer state. It returns how many commands were cancelled; it
+// fails while a cancelled command still runs.
 func (s *Schedulers) ReleaseSession(key types.NamespacedName, name string) (int, error) {
-	q, in, ok := s.Session(key)
-	if !ok {
-		return 0, nil
+	n := 0
+	if q, in, ok := s.Session(key); ok {
+		n = q.CancelSession(name)
+		if err := q.ForgetSession(name); err != nil {
+			return n, err
+		}
+		in.ForgetSession(name)
 	}
-	n := q.CancelSession(name)
-	if err := q.ForgetSession(name); err != nil {
-		return n, err
-	}
-	in.ForgetSession(name)
 	s.activity.forget(types.NamespacedName{Namespace: key.Namespace, Name: name})
 	if s.Observer != nil {
 		s.Observer.SessionReleased(key.Namespace, name)

@@ -19,6 +19,7 @@ package sessionserver
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 	"time"
 
@@ -206,10 +207,15 @@ func resultOf(r lanequeue.Result) *sessionapi.Result {
 }
 
 // calls indexes the live and recently ended calls by namespace and command
-// ID.
+// ID. An ended call stays until DefaultKeepEnded has passed, or until more
+// calls of its session ended after it than the session's maxFinishedTasks,
+// whichever comes first.
 type calls struct {
 	mu sync.Mutex
 	m  map[types.NamespacedName]*call
+	// done are, per session, the calls in m known to have ended, in the
+	// order they ended.
+	done map[types.NamespacedName][]*call
 }
 
 func (cs *calls) get(namespace, id string) *call {
@@ -233,6 +239,52 @@ func (cs *calls) remove(namespace, id string) {
 	delete(cs.m, types.NamespacedName{Namespace: namespace, Name: id})
 }
 
+// ended records that the session's command id ended, then forgets the
+// session's ended calls beyond keep, those that ended first.
+func (cs *calls) ended(session types.NamespacedName, id string, keep int) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	c := cs.m[types.NamespacedName{Namespace: session.Namespace, Name: id}]
+	if c == nil || c.session != session {
+		return // not submitted through this server, or already forgotten
+	}
+	if cs.done == nil {
+		cs.done = make(map[types.NamespacedName][]*call)
+	}
+	cs.done[session] = append(cs.done[session], c)
+	cs.trimLocked(session, keep)
+}
+
+// trim forgets the session's ended calls beyond keep, those that ended
+// first.
+func (cs *calls) trim(session types.NamespacedName, keep int) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.trimLocked(session, keep)
+}
+
+func (cs *calls) trimLocked(session types.NamespacedName, keep int) {
+	ended := cs.done[session]
+	n := max(len(ended)-keep, 0)
+	for _, c := range ended[:n] {
+		cs.forgetLocked(c)
+	}
+	if n == len(ended) {
+		delete(cs.done, session)
+		return
+	}
+	cs.done[session] = slices.Delete(ended, 0, n)
+}
+
+// forgetLocked removes c from the index, unless a later call of the same
+// id replaced it.
+func (cs *calls) forgetLocked(c *call) {
+	k := types.NamespacedName{Namespace: c.session.Namespace, Name: c.ticket.ID()}
+	if cs.m[k] == c {
+		delete(cs.m, k)
+	}
+}
+
 // sweep forgets the calls that ended more than keep before now.
 func (cs *calls) sweep(now time.Time, keep time.Duration) {
 	cs.mu.Lock()
@@ -245,6 +297,16 @@ func (cs *calls) sweep(now time.Time, keep time.Duration) {
 			c.endedAt = now
 		} else if now.Sub(c.endedAt) > keep {
 			delete(cs.m, k)
+		}
+	}
+	for session, ended := range cs.done {
+		ended = slices.DeleteFunc(ended, func(c *call) bool {
+			return cs.m[types.NamespacedName{Namespace: session.Namespace, Name: c.ticket.ID()}] != c
+		})
+		if len(ended) == 0 {
+			delete(cs.done, session)
+		} else {
+			cs.done[session] = ended
 		}
 	}
 }

@@ -23,41 +23,53 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/agentlane/agentlane/internal/controller"
 	"github.com/agentlane/agentlane/internal/lanequeue"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
-// DefaultRetainedEvents is how many events each session's log keeps for
-// clients that reconnect.
-const DefaultRetainedEvents = 1024
+// DefaultRetainedEvents is the default ceiling on the events each session's
+// log keeps (Server.RetainedEvents): the AgentSession default of
+// spec.retention.maxTraceEvents, so that by default every session keeps
+// what its spec asks for.
+const DefaultRetainedEvents = controller.DefaultMaxTraceEvents
 
 // eventHub keeps a bounded log of every session's events and wakes the
 // streams that follow it. It implements controller.SessionObserver.
 type eventHub struct {
-	retain int
-	clock  clock.PassiveClock
+	// ceiling caps every session's maxTraceEvents.
+	ceiling int
+	clock   clock.PassiveClock
+	// calls learns of each command that ended, and forgets the ended
+	// commands beyond the session's maxFinishedTasks.
+	calls *calls
 
 	mu       sync.Mutex
 	sessions map[types.NamespacedName]*sessionLog
 }
 
-// sessionLog is one session's retained events, oldest first, numbered from 1.
+// sessionLog is one session's retained events, and its streams.
 type sessionLog struct {
 	mu     sync.Mutex
-	events []sessionapi.Event // ring of at most retain events
-	start  int                // index of the oldest event in events
-	lastID uint64
+	events *eventLog
 	// wake is closed, and replaced, when an event is appended.
 	wake chan struct{}
 	// runtimes counts the streams connected as the session's runtime.
 	runtimes int
 }
 
-func newEventHub(retain int, c clock.PassiveClock) *eventHub {
-	if retain <= 0 {
-		retain = DefaultRetainedEvents
+func newEventHub(ceiling int, c clock.PassiveClock, cs *calls) *eventHub {
+	if ceiling <= 0 {
+		ceiling = DefaultRetainedEvents
 	}
-	return &eventHub{retain: retain, clock: c, sessions: map[types.NamespacedName]*sessionLog{}}
+	return &eventHub{ceiling: ceiling, clock: c, calls: cs, sessions: map[types.NamespacedName]*sessionLog{}}
+}
+
+// limits are a session's retention caps, with maxTraceEvents within the
+// hub's ceiling.
+func (h *eventHub) limits(r controller.RetentionLimits) controller.RetentionLimits {
+	r.MaxTraceEvents = min(r.MaxTraceEvents, h.ceiling)
+	return r
 }
 
 // log returns the session's log, creating it.
@@ -66,7 +78,9 @@ func (h *eventHub) log(key types.NamespacedName) *sessionLog {
 	defer h.mu.Unlock()
 	l := h.sessions[key]
 	if l == nil {
-		l = &sessionLog{wake: make(chan struct{})}
+		// Until the AgentSession controller reports the session's caps,
+		// the defaults apply.
+		l = &sessionLog{wake: make(chan struct{}), events: newEventLog(h.limits(controller.RetentionLimitsOf(nil)))}
 		h.sessions[key] = l
 	}
 	return l
@@ -129,6 +143,16 @@ func (h *eventHub) ClusterEvent(session types.NamespacedName, ev sessionapi.Even
 	h.append(session, ev)
 }
 
+// SessionRetention implements controller.SessionObserver: the session's
+// log, and its ended commands, are trimmed to the caps at once.
+func (h *eventHub) SessionRetention(session types.NamespacedName, limits controller.RetentionLimits) {
+	l := h.log(session)
+	l.mu.Lock()
+	l.events.setLimits(h.limits(limits))
+	l.mu.Unlock()
+	h.calls.trim(session, limits.MaxFinishedTasks)
+}
+
 // SessionReleased implements controller.SessionObserver: the deleted
 // session's log goes, and its streams end.
 func (h *eventHub) SessionReleased(namespace, name string) {
@@ -148,43 +172,36 @@ func (h *eventHub) SessionReleased(namespace, name string) {
 func (h *eventHub) append(key types.NamespacedName, ev sessionapi.Event) {
 	l := h.log(key)
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.wake == nil {
+		l.mu.Unlock()
 		return // released
 	}
-	l.lastID++
-	ev.ID = l.lastID
-	if len(l.events) < h.retain {
-		l.events = append(l.events, ev)
-	} else {
-		l.events[l.start] = ev
-		l.start = (l.start + 1) % len(l.events)
-	}
+	l.events.append(ev)
+	keep := l.events.limits.MaxFinishedTasks
 	close(l.wake)
 	l.wake = make(chan struct{})
+	l.mu.Unlock()
+	if ev.Terminal && ev.CommandID != "" {
+		h.calls.ended(key, ev.CommandID, keep)
+	}
 }
 
-// after returns the retained events after id, how many events after id are
-// no longer retained, and a channel closed when the next event arrives (nil
-// once the session was released).
-func (l *sessionLog) after(id uint64) (evs []sessionapi.Event, lost uint64, wake <-chan struct{}) {
+// runFinished tells the session's log that the inbox's run ended.
+func (h *eventHub) runFinished(key types.NamespacedName, runID string) {
+	l := h.log(key)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := uint64(len(l.events))
-	if id >= l.lastID || n == 0 {
-		return nil, 0, l.wake
-	}
-	oldest := l.lastID - n + 1
-	if id+1 < oldest {
-		lost = oldest - id - 1
-		id = oldest - 1
-	}
-	skip := int(id + 1 - oldest)
-	evs = make([]sessionapi.Event, 0, int(n)-skip)
-	for i := skip; i < int(n); i++ {
-		evs = append(evs, l.events[(l.start+i)%int(n)])
-	}
-	return evs, lost, l.wake
+	l.events.runFinished(runID)
+}
+
+// after returns what a stream that has seen every event up to cursor has
+// not seen, the cursor after it, and a channel closed when the next event
+// arrives (nil once the session was released).
+func (l *sessionLog) after(cursor uint64) ([]logItem, uint64, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	items, next := l.events.after(cursor)
+	return items, next, l.wake
 }
 
 // attachRuntime counts a runtime stream in or out and returns how many are

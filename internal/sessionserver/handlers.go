@@ -329,6 +329,7 @@ func (s *Server) configureInbox(sc *sessionCall) {
 
 func (s *Server) finishRun(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
 	sc.inbox.RunFinished(sc.key.Name, r.PathValue("run"))
+	s.hub.runFinished(sc.key, r.PathValue("run"))
 	writeJSON(w, http.StatusOK, struct{}{})
 	return nil
 }
@@ -400,14 +401,16 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 	defer keepAlive.Stop()
 	var buf bytes.Buffer
 	for {
-		evs, lost, wake := log.after(cursor)
+		items, next, wake := log.after(cursor)
+		cursor = next
 		buf.Reset()
-		if lost > 0 {
-			writeEvent(&buf, sessionapi.Event{Type: sessionapi.EventEventsLost, Time: s.Clock.Now().UTC(), Lost: lost}, false)
-		}
-		for _, ev := range evs {
-			writeEvent(&buf, ev, true)
-			cursor = ev.ID
+		for _, it := range items {
+			if it.Lost > 0 {
+				writeEvent(&buf, sessionapi.Event{Type: sessionapi.EventEventsLost, Time: s.Clock.Now().UTC(), Lost: it.Lost})
+			}
+			if e := it.Entry; e != nil {
+				fmt.Fprintf(&buf, "id: %d\nevent: %s\ndata: %s\n\n", e.id, e.typ, e.data)
+			}
 		}
 		if buf.Len() > 0 {
 			if _, err := w.Write(buf.Bytes()); err != nil {
@@ -431,12 +434,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 	}
 }
 
-// writeEvent writes one Server-Sent Event.
-func writeEvent(buf *bytes.Buffer, ev sessionapi.Event, withID bool) {
+// writeEvent writes one Server-Sent Event that is not in the session's log,
+// so has no id.
+func writeEvent(buf *bytes.Buffer, ev sessionapi.Event) {
 	data, _ := json.Marshal(ev)
-	if withID {
-		fmt.Fprintf(buf, "id: %d\n", ev.ID)
-	}
 	fmt.Fprintf(buf, "event: %s\ndata: %s\n\n", ev.Type, data)
 }
 

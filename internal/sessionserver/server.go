@@ -89,8 +89,10 @@ type Server struct {
 	IDs lanequeue.IDGenerator
 	// MaxWait caps how long a call waits; DefaultMaxWait when zero.
 	MaxWait time.Duration
-	// RetainedEvents is how many events each session keeps for
-	// reconnecting streams; DefaultRetainedEvents when zero.
+	// RetainedEvents caps the events each session's log keeps for
+	// reconnecting streams, whatever the session's
+	// spec.retention.maxTraceEvents asks for; DefaultRetainedEvents when
+	// zero.
 	RetainedEvents int
 	// Store keeps the sessions' checkpoints; nil means the manager runs
 	// without a session store and the checkpoint routes answer NoStore.
@@ -119,7 +121,7 @@ func (s *Server) init() {
 	if s.Clock == nil {
 		s.Clock = clock.RealClock{}
 	}
-	s.hub = newEventHub(s.RetainedEvents, s.Clock)
+	s.hub = newEventHub(s.RetainedEvents, s.Clock, &s.calls)
 	if s.Schedulers != nil && s.Schedulers.Budgets == nil {
 		s.Schedulers.Budgets = &controller.BudgetLedger{Publish: s.Schedulers.Publish, Clock: s.Clock}
 	}

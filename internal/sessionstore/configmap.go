@@ -65,7 +65,8 @@ var conflictBackoff = wait.Backoff{Steps: 12, Duration: 10 * time.Millisecond, F
 // keeps its latest checkpoint under the data key run.<runId>, as JSON with
 // the save's sequence number; the highest number is the session's latest.
 //
-// At most MaxRuns runs keep a checkpoint and the data stays under MaxBytes:
+// At most MaxRuns runs keep a checkpoint (fewer if the session's
+// spec.retention.maxRuns is lower) and the data stays under MaxBytes:
 // a save evicts the runs saved least recently until both hold, and refuses
 // with ErrTooLarge a checkpoint that cannot fit on its own. Saves read the
 // ConfigMap and update it at that resourceVersion, retrying on conflict, so
@@ -141,6 +142,9 @@ func (s *ConfigMaps) Save(ctx context.Context, session types.NamespacedName, cp 
 		return Saved{}, err
 	}
 	maxRuns, maxBytes := s.limits()
+	if r := owner.Spec.Retention; r != nil && r.MaxRuns != nil {
+		maxRuns = min(maxRuns, int(*r.MaxRuns))
+	}
 	key := types.NamespacedName{Namespace: session.Namespace, Name: ConfigMapName(session.Name)}
 	var evicted []string
 	err = retry.OnError(conflictBackoff, retriable, func() error {

@@ -297,6 +297,48 @@ func TestConfigMapsOwnership(t *testing.T) {
 	}
 }
 
+// A session's spec.retention.maxRuns lowers the store's run bound, never
+// raises it.
+func TestConfigMapsSessionMaxRuns(t *testing.T) {
+	cases := map[string]struct {
+		storeMaxRuns, sessionMaxRuns int32
+		wantEvicted                  []string
+	}{
+		"the session's lower bound wins":     {storeMaxRuns: 16, sessionMaxRuns: 2, wantEvicted: []string{"r1", "r2"}},
+		"the store's lower bound wins":       {storeMaxRuns: 3, sessionMaxRuns: 50, wantEvicted: []string{"r1"}},
+		"without a session bound, the store": {storeMaxRuns: 3, wantEvicted: []string{"r1"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s, sess, c := fakeStore(t)
+			s.MaxRuns = int(tc.storeMaxRuns)
+			if tc.sessionMaxRuns > 0 {
+				sess.Spec.Retention = &agentlanev1alpha1.SessionRetention{MaxRuns: &tc.sessionMaxRuns}
+				if err := c.Update(ctx, sess); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var evicted []string
+			for _, run := range []string{"r1", "r2", "r3", "r4"} {
+				saved, err := s.Save(ctx, session, checkpoint(run, ""))
+				if err != nil {
+					t.Fatal(err)
+				}
+				evicted = append(evicted, saved.Evicted...)
+			}
+			if diff := cmp.Diff(tc.wantEvicted, evicted); diff != "" {
+				t.Errorf("evicted runs (-want,+got):\n%s", diff)
+			}
+			for _, run := range tc.wantEvicted {
+				if _, err := s.Load(ctx, session, run); !errors.Is(err, ErrNoCheckpoint) {
+					t.Errorf("Load(%s) = %v, want ErrNoCheckpoint", run, err)
+				}
+			}
+		})
+	}
+}
+
 // Savers that race on the same session's ConfigMap keep every checkpoint.
 func TestConfigMapsConcurrentSaves(t *testing.T) {
 	ctx := context.Background()

@@ -288,8 +288,8 @@ const (
 	EventAbort = "abort"
 	// EventMessageDropped: a message did not fit in the session's queue.
 	EventMessageDropped = "message_dropped"
-	// EventEventsLost: the stream resumed after events no longer retained;
-	// Lost counts them.
+	// EventEventsLost: events the session no longer retains come here, in
+	// a stream that resumed or fell behind; Lost counts them. It has no ID.
 	EventEventsLost = "events_lost"
 )
 
