@@ -78,6 +78,7 @@ func (b *queueBuilder) ready(sessions int32) *queueBuilder {
 	b.q.Status.Sessions = sessions
 	b.q.Status.Conditions = append(b.q.Status.Conditions, metav1.Condition{
 		Type: agentlanev1alpha1.LaneQueueReadyCondition, Status: metav1.ConditionTrue, Reason: agentlanev1alpha1.LaneQueueSchedulingReason,
+		LastTransitionTime: *at(-time.Hour),
 	})
 	return b
 }
@@ -85,6 +86,7 @@ func (b *queueBuilder) ready(sessions int32) *queueBuilder {
 func (b *queueBuilder) pressure(reason string) *queueBuilder {
 	b.q.Status.Conditions = append(b.q.Status.Conditions, metav1.Condition{
 		Type: agentlanev1alpha1.LaneQueueUnderPressureCondition, Status: metav1.ConditionTrue, Reason: reason,
+		LastTransitionTime: *at(-time.Minute),
 	})
 	return b
 }
