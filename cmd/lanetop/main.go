@@ -14,7 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-
 // Command lanetop shows the live state of agentlane's queues in a terminal:
 // a one-line strip or a dashboard of queues, lanes, sessions, tasks in
 // flight, waiting and finished, and the detail of one task. It reads the
