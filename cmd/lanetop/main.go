@@ -79,7 +79,7 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.StringVar(&o.view, "view", viewDashboard, "What to show: strip (one line) or dashboard.")
 	fs.DurationVar(&o.interval, "interval", time.Second, "How often to refresh.")
 	fs.BoolVar(&o.once, "once", false, "Print one frame and exit; exit status 1 when the cluster cannot be read.")
-	fs.BoolVar(&o.headless, "headless", false, "No ANSI escapes, no screen clearing: each refresh prints a new frame, dashboards separated by a blank line, strips one line each.")
+	fs.BoolVar(&o.headless, "headless", false, "No ANSI escapes, no screen clearing: each refresh prints a new dashboard after a blank line; the strip prints a line when it changed.")
 	fs.StringVar(&o.task, "task", "", "Task shown in the detail pane, as name or namespace/name; defaults to the latest in flight, else the most recently finished.")
 	fs.IntVar(&o.width, "width", 0, "Cut lines to this many columns; 0 uses the terminal's width, or no limit when stdout is not a terminal.")
 	if err := fs.Parse(args); err != nil {
@@ -312,8 +312,9 @@ type screen struct {
 	// live redraws in place with ANSI escapes; color writes colours.
 	live, color bool
 	// frames counts the dashboards written, to separate them when
-	// headless.
-	frames int
+	// headless; lastStrip is the last strip written.
+	frames    int
+	lastStrip string
 }
 
 func newScreen(f *os.File, o options) *screen {
@@ -346,11 +347,18 @@ func (s *screen) stop() {
 	}
 }
 
+// strip shows a strip line: over the previous one on a terminal; else on a
+// line of its own, and only when it changed, so that a log of strips reads
+// as a history of the queues.
 func (s *screen) strip(line string) {
 	if s.live {
 		io.WriteString(s.w, "\r"+line+"\x1b[K")
 		return
 	}
+	if line == s.lastStrip {
+		return
+	}
+	s.lastStrip = line
 	io.WriteString(s.w, line+"\n")
 }
 

@@ -37,9 +37,9 @@ type DashboardOptions struct {
 	// Selected names the task of the detail pane, as namespace/name or a
 	// bare name; empty selects Snapshot.DefaultTask.
 	Selected string
-	// MaxRows is how many rows the SESSIONS, IN-FLIGHT and QUEUED lists
-	// show at most; the list scrolls to keep the selected task in view.
-	// 0 means 10.
+	// MaxRows is how many rows each list (SESSIONS, IN-FLIGHT, QUEUED,
+	// RECENT) shows at most; a list scrolls to keep the selected task in
+	// view. 0 means 10.
 	MaxRows int
 }
 
@@ -375,8 +375,9 @@ func (d *dashboard) recent() {
 		d.none("no tasks finished")
 		return
 	}
+	start, end := window(len(list), d.index(list), d.opts.MaxRows)
 	t := table{}
-	for _, x := range list {
+	for _, x := range list[start:end] {
 		took := span{}
 		if !x.StartedAt.IsZero() && !x.Ended.IsZero() {
 			took.text = "ran " + age(x.Ended.Sub(x.StartedAt))
@@ -386,6 +387,7 @@ func (d *dashboard) recent() {
 			span{text: age(d.opts.Now.Sub(x.Ended)) + " ago", style: dim}, outcome(x))
 	}
 	d.add(t.lines()...)
+	d.more(len(list), start, end)
 }
 
 // index is the position of the selected task in list, or -1.

@@ -285,6 +285,36 @@ agentlane · namespace default · 2026-05-21T17:30:00Z
   attempt 2   WorkerLost · w2 on n2 · 2026-05-21T17:12:00Z · heartbeat expired
 `,
 		},
+		"RECENT scrolls to the selection too": {
+			snap: outputSnapshot(),
+			opts: DashboardOptions{Now: t0, MaxRows: 2, Selected: "cancelled", Width: 60},
+			want: `
+agentlane · namespace default · 2026-05-21T17:30:00Z
+── QUEUES (1) ──────────────────────────────────────────────
+  a3s                      ●0/1  ○0  ✓2  ✗0  ☠1  no status…
+    execute  P0  External  ●0/1  ○0  ✓2  ✗0  ☠1
+── SESSIONS (0) ────────────────────────────────────────────
+  no AgentSessions
+── IN-FLIGHT (0) ───────────────────────────────────────────
+  no tasks running
+── QUEUED (0) ──────────────────────────────────────────────
+  no tasks waiting
+── RECENT (4) ──────────────────────────────────────────────
+  ✓ shaped     fetch  execute  w1@n1  ran 30s  1m30s ago  {…
+▸ ⊘ cancelled  bash   execute  —               9m00s ago  c…
+  … 1 above, 1 below
+── TASK cancelled ──────────────────────────────────────────
+  state       Cancelled
+  queue       a3s · lane execute · bash
+  payload     —
+  created     2026-05-21T17:20:00Z (10m00s ago)
+  queued      2026-05-21T17:20:00Z (10m00s ago)
+  dispatched  —
+  started     —
+  finished    2026-05-21T17:21:00Z (9m00s ago)
+  result      —
+`,
+		},
 		"a selection that names no task": {
 			snap: a3sSnapshot(),
 			opts: DashboardOptions{Now: t0, Width: 60, Selected: "nope"},

@@ -272,14 +272,17 @@ func New(namespace string, queues []agentlanev1alpha1.LaneQueue, tasks []agentla
 	slices.SortFunc(s.Sessions, func(a, b Session) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
+	// API times have a resolution of a second, so ties are common; they go
+	// by name in the direction of the times, which for ULID names is the
+	// order of creation.
 	slices.SortFunc(s.InFlight, func(a, b *Task) int {
-		return cmp.Or(b.since().Compare(a.since()), cmp.Compare(a.Key(), b.Key()))
+		return cmp.Or(b.since().Compare(a.since()), cmp.Compare(b.Key(), a.Key()))
 	})
 	slices.SortFunc(s.Queued, func(a, b *Task) int {
 		return cmp.Or(a.since().Compare(b.since()), cmp.Compare(a.Key(), b.Key()))
 	})
 	slices.SortFunc(s.Finished, func(a, b *Task) int {
-		return cmp.Or(b.Ended.Compare(a.Ended), cmp.Compare(a.Key(), b.Key()))
+		return cmp.Or(b.Ended.Compare(a.Ended), cmp.Compare(b.Key(), a.Key()))
 	})
 	return s
 }

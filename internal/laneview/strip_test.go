@@ -66,6 +66,14 @@ func TestStrip(t *testing.T) {
 				}, nil),
 			want: "a3s ●3/4 ○0 ✓0 ✗0 last: aa-late (bash)",
 		},
+		"tasks started in the same second: the later ULID is the latest": {
+			snap: New("default", []agentlanev1alpha1.LaneQueue{queue("a3s").lane("execute", 0, ext, 4, 0, 0, 2).obj()},
+				[]agentlanev1alpha1.ExternalTask{
+					running("01jdq8m9k2v7f3w4x5y6z7a8c0", -3*time.Second),
+					running("01jdq8m9k2v7f3w4x5y6z7a8b9", -3*time.Second),
+				}, nil),
+			want: "a3s ●2/4 ○0 ✓0 ✗0 last: 01jdq8…7a8c0 (bash)",
+		},
 		"a task dispatched after the last start is the latest": {
 			snap: New("default", []agentlanev1alpha1.LaneQueue{queue("a3s").lane("execute", 0, ext, 4, 0, 0, 2).obj()},
 				[]agentlanev1alpha1.ExternalTask{
