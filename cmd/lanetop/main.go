@@ -229,6 +229,7 @@ func (v *viewer) key(k string) action {
 		v.step(-1)
 	case "v":
 		v.view = map[string]string{viewStrip: viewDashboard, viewDashboard: viewStrip}[v.view]
+		v.screen.clear()
 	default:
 		// Any other line selects the task of that name, if there is one.
 		if v.last == nil || v.last.Find(k) == nil {
@@ -265,11 +266,11 @@ func (v *viewer) frame(ctx context.Context) error {
 	}
 	v.last = snap
 	width, rows := v.screen.size()
-	var b bytes.Buffer
 	if v.view == viewStrip {
 		v.screen.strip(laneview.Strip(snap, laneview.StripOptions{Width: width, Color: v.screen.color}))
 		return nil
 	}
+	var b bytes.Buffer
 	_ = laneview.RenderDashboard(&b, snap, laneview.DashboardOptions{
 		Now: time.Now(), Width: width, Color: v.screen.color, Selected: v.selected, MaxRows: listRows(snap, rows),
 	})
@@ -338,6 +339,13 @@ func (s *screen) size() (width, rows int) {
 func (s *screen) start() {
 	if s.live {
 		io.WriteString(s.w, "\x1b[?25l") // hide the cursor
+	}
+}
+
+// clear blanks a live screen, when the view changes.
+func (s *screen) clear() {
+	if s.live {
+		io.WriteString(s.w, "\x1b[H\x1b[J")
 	}
 }
 

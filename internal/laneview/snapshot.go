@@ -27,10 +27,11 @@ limitations under the License.
 // and hand over snapshots or strip lines; cmd/lanetop is the terminal front
 // end.
 //
-// Commands of Internal lanes are not objects: the scheduler runs them inside
-// the manager. They appear only in the counts the LaneQueue status carries
-// (per lane pending, active, completed, failed, dead-lettered, cancelled);
-// the task lists show ExternalTasks.
+// Commands of Internal (and Hybrid) lanes are not objects: the manager's
+// scheduler grants them slots and their sessions run them. They appear only
+// in the counts the LaneQueue status carries (per lane pending, active,
+// completed, failed, dead-lettered, cancelled), and as "+ N internal" in the
+// IN-FLIGHT and QUEUED headings; the task lists show ExternalTasks.
 package laneview
 
 import (
