@@ -84,10 +84,11 @@ bench: ## Run the lane scheduler benchmarks (lanebench workloads and Go benchmar
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager, worker and agent binaries into bin/.
+build: ## Build the manager, worker, agent and lanetop binaries into bin/.
 	$(GO) build -o $(LOCALBIN)/manager ./cmd/manager
 	$(GO) build -o $(LOCALBIN)/worker ./cmd/worker
 	$(GO) build -o $(LOCALBIN)/agent ./cmd/agent
+	$(GO) build -o $(LOCALBIN)/lanetop ./cmd/lanetop
 
 .PHONY: docker-build
 docker-build: ## Build the image that runs the manager and the workers (IMG=agentlane:dev).

@@ -142,6 +142,9 @@ func run(o options) error {
 	if err := d.summarize(ctx, results); err != nil {
 		return err
 	}
+	if err := d.dashboard(ctx, results.deadLettered()); err != nil {
+		return err
+	}
 	if err := d.kubectlGet(ctx); err != nil {
 		return err
 	}

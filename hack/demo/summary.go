@@ -33,6 +33,7 @@ import (
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/agentscript"
+	"github.com/agentlane/agentlane/internal/laneview"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
@@ -270,25 +271,51 @@ func (m metricFamilies) value(name, label string) float64 {
 	return 0
 }
 
-// strip is one line of the queues' state: per LaneQueue its pending and
-// active commands and what ended how.
+// strip is the lanetop strip of the demo's queues that have sessions:
+// running over capacity, pending, succeeded, failed, dead letters and the
+// latest task in flight.
 func (d *demo) strip(ctx context.Context) (string, error) {
-	queues := &agentlanev1alpha1.LaneQueueList{}
-	if err := d.client.List(ctx, queues, client.InNamespace(namespace)); err != nil {
+	snap, err := laneview.Load(ctx, d.client, namespace)
+	if err != nil {
 		return "", err
 	}
-	var parts []string
-	for _, q := range queues.Items {
-		var pending, active int32
-		var ok, failed, dead int64
-		for _, l := range q.Status.Lanes {
-			pending += l.Pending
-			active += l.Active
-			ok += l.Completed
-			failed += l.Failed
-			dead += l.DeadLettered
-		}
-		parts = append(parts, fmt.Sprintf("%s ●%d ○%d ✓%d ✗%d ☠%d", q.Name, active, pending, ok, failed, dead))
+	snap.Queues = slices.DeleteFunc(snap.Queues, func(q laneview.Queue) bool { return q.Sessions == 0 })
+	return laneview.Strip(snap, laneview.StripOptions{}), nil
+}
+
+// dashboard prints one frame of the lanetop dashboard, its detail pane on
+// the task named selected.
+func (d *demo) dashboard(ctx context.Context, selected string) error {
+	snap, err := laneview.Load(ctx, d.client, namespace)
+	if err != nil {
+		return err
 	}
-	return strings.Join(parts, " · "), nil
+	step("lanetop --view=dashboard --once --task=%s", selected)
+	var b strings.Builder
+	if err := laneview.RenderDashboard(&b, snap, laneview.DashboardOptions{
+		Now: time.Now(), Width: 118, Selected: selected, MaxRows: 6,
+	}); err != nil {
+		return err
+	}
+	for _, line := range strings.SplitAfter(b.String(), "\n") {
+		if line != "" {
+			fmt.Print("    " + line)
+		}
+	}
+	return nil
+}
+
+// deadLettered returns the id of the first command of the reports that
+// ended in the dead-letter queue.
+func (r *sessionResults) deadLettered() string {
+	for _, s := range scriptedSessions {
+		for _, t := range r.reports[s.name].Turns {
+			for _, c := range t.Commands {
+				if c.State == sessionapi.StateDeadLettered {
+					return c.ID
+				}
+			}
+		}
+	}
+	return ""
 }
