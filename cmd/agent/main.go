@@ -27,9 +27,9 @@ limitations under the License.
 //
 // In the runtime pod the operator creates for a session, --server,
 // --namespace, --session and --pod default to the AGENTLANE_* variables the
-// operator sets, and a pod created after the session saved a checkpoint
-// (AGENTLANE_RESUME_RUN_ID) resumes from the session's latest one in both
-// modes (--resume).
+// operator sets, and the agent resumes from the session's latest checkpoint
+// in both modes (--resume): a pod created on resume continues the run the
+// previous pod left, and a restarted container continues its own.
 //
 // Both modes follow the session's events: on PassivationRequested the
 // agent finishes the tool round in progress, saves a checkpoint at that
@@ -145,7 +145,8 @@ func parseFlags(args []string, output io.Writer, getenv func(string) string) (op
 	fs.IntVar(&o.turns, "turns", 0, "Serve mode: stop after this many turns; 0 runs until SIGTERM or SIGINT.")
 	fs.StringVar(&o.report, "report", "-", `File the JSON report is written to; "-" is stdout.`)
 	fs.StringVar(&o.pod, "pod", getenv(sessionapi.EnvPodName), "Name of the runtime pod the agent runs in; a passivation request for another pod is ignored. Defaults to $"+sessionapi.EnvPodName+".")
-	fs.BoolVar(&o.resume, "resume", getenv(sessionapi.EnvResumeRunID) != "", "Script mode: start from the session's latest checkpoint (serve mode always does). Defaults to true when $"+sessionapi.EnvResumeRunID+" is set.")
+	inPod := getenv(sessionapi.EnvPodName) != "" || getenv(sessionapi.EnvResumeRunID) != ""
+	fs.BoolVar(&o.resume, "resume", inPod, "Script mode: start from the session's latest checkpoint (serve mode always does). Defaults to true in a runtime pod ($"+sessionapi.EnvPodName+" or $"+sessionapi.EnvResumeRunID+" set), so that a restarted container continues rather than starts over.")
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err

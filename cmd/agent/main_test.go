@@ -68,7 +68,7 @@ func TestParseFlags(t *testing.T) {
 			env:  pod,
 			want: func(o options) bool {
 				return o.server == "http://session-api:8443" && o.namespace == "team-a" && o.session == "s9" &&
-					o.pod == "s9-x7k2p" && !o.resume
+					o.pod == "s9-x7k2p" && o.resume
 			},
 		},
 		"flags win over the environment": {
