@@ -25,15 +25,28 @@ limitations under the License.
 // messages at tool boundaries and stops a run the session aborts, until
 // --turns turns ran or it gets SIGTERM or SIGINT.
 //
+// In the runtime pod the operator creates for a session, --server,
+// --namespace, --session and --pod default to the AGENTLANE_* variables the
+// operator sets, and the agent resumes from the session's latest checkpoint
+// in both modes (--resume): a pod created on resume continues the run the
+// previous pod left, and a restarted container continues its own.
+//
+// Both modes follow the session's events: on PassivationRequested the
+// agent finishes the tool round in progress, saves a checkpoint at that
+// boundary, leaves the commands that had not started queued for the agent
+// that resumes the session, and exits 0 with a line on stderr saying it
+// passivated.
+//
 // The JSON report of what every command did goes to --report (stdout by
 // default); logs go to stderr. The exit code is 0 once the script ran,
-// whatever state its commands ended in (the report says), 1 when the API
-// refused the agent (authentication, authorization, a missing session), the
-// server could not be reached or the run was stopped before it ended, and 2
-// for bad flags or an invalid script.
+// whatever state its commands ended in (the report says), or once the agent
+// passivated, 1 when the API refused the agent (authentication,
+// authorization, a missing session), the server could not be reached or the
+// run was stopped before it ended, and 2 for bad flags or an invalid script.
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -43,6 +56,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -75,6 +89,8 @@ type options struct {
 	mode      string
 	turns     int
 	report    string
+	pod       string
+	resume    bool
 	zap       zap.Options
 }
 
@@ -113,20 +129,24 @@ func (o *options) validate() error {
 	return errors.Join(errs...)
 }
 
-// parseFlags reads the command line.
-func parseFlags(args []string, output io.Writer) (options, error) {
+// parseFlags reads the command line; getenv reads the variables the
+// operator sets in a runtime pod, which some flags default to.
+func parseFlags(args []string, output io.Writer, getenv func(string) string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	fs.SetOutput(output)
-	fs.StringVar(&o.server, "server", "", "Base URL of the Session API, such as http://127.0.0.1:8443.")
+	fs.StringVar(&o.server, "server", getenv(sessionapi.EnvSessionAPIURL), "Base URL of the Session API, such as http://127.0.0.1:8443; defaults to $"+sessionapi.EnvSessionAPIURL+".")
 	fs.StringVar(&o.token, "token", "", "Bearer token (a Kubernetes token); prefer --token-file, which keeps it out of the process list.")
 	fs.StringVar(&o.tokenFile, "token-file", "", "File holding the bearer token, such as a projected service-account token; read again when it rotates.")
-	fs.StringVar(&o.namespace, "namespace", "default", "Namespace of the AgentSession.")
-	fs.StringVar(&o.session, "session", "", "Name of the AgentSession.")
+	fs.StringVar(&o.namespace, "namespace", cmp.Or(getenv(sessionapi.EnvNamespace), "default"), "Namespace of the AgentSession; defaults to $"+sessionapi.EnvNamespace+", else default.")
+	fs.StringVar(&o.session, "session", getenv(sessionapi.EnvSession), "Name of the AgentSession; defaults to $"+sessionapi.EnvSession+".")
 	fs.StringVar(&o.script, "script", "", "Script file (YAML or JSON) of the agent's turns.")
 	fs.StringVar(&o.mode, "mode", modeScript, "script: run each turn of the script once; serve: run a script turn for each turn the session sends.")
 	fs.IntVar(&o.turns, "turns", 0, "Serve mode: stop after this many turns; 0 runs until SIGTERM or SIGINT.")
 	fs.StringVar(&o.report, "report", "-", `File the JSON report is written to; "-" is stdout.`)
+	fs.StringVar(&o.pod, "pod", getenv(sessionapi.EnvPodName), "Name of the runtime pod the agent runs in; a passivation request for another pod is ignored. Defaults to $"+sessionapi.EnvPodName+".")
+	inPod := getenv(sessionapi.EnvPodName) != "" || getenv(sessionapi.EnvResumeRunID) != ""
+	fs.BoolVar(&o.resume, "resume", inPod, "Script mode: start from the session's latest checkpoint (serve mode always does). Defaults to true in a runtime pod ($"+sessionapi.EnvPodName+" or $"+sessionapi.EnvResumeRunID+" set), so that a restarted container continues rather than starts over.")
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -139,14 +159,14 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
 // run is the whole program; it returns the exit code.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	o, err := parseFlags(args, stderr)
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr, getenv)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
@@ -173,7 +193,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	o.zap.DestWriter = stderr
 	log := zap.New(zap.UseFlagOptions(&o.zap)).WithName("agent").WithValues("session", o.namespace+"/"+o.session)
-	rt := &agentscript.Runtime{Session: client.Session(o.namespace, o.session), Script: script, Log: log}
+	rt := &agentscript.Runtime{Session: client.Session(o.namespace, o.session), Script: script, Log: log,
+		Pod: o.pod, Resume: o.resume}
 
 	var rep agentscript.Report
 	switch o.mode {
@@ -181,6 +202,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		rep = rt.RunScript(ctx)
 		unfinished := rep.Unfinished()
 		switch {
+		case rep.Passivated != nil:
 		case rep.Refusal() != nil:
 			err = fmt.Errorf("the Session API refused the agent: %w", rep.Refusal())
 		case ctx.Err() != nil:
@@ -199,8 +221,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "agent:", err)
 		return exitFailed
 	}
+	if p := rep.Passivated; p != nil {
+		fmt.Fprintln(stderr, "agent:", passivationLine(p))
+	}
 	logSummary(log, rep)
 	return exitOK
+}
+
+// passivationLine says that the agent passivated and what it left for the
+// agent that resumes the session.
+func passivationLine(p *agentscript.Passivation) string {
+	at := fmt.Sprintf("checkpoint of run %s", p.RunID)
+	if p.Step > 0 {
+		at += fmt.Sprintf(" at step %d", p.Step)
+	}
+	if p.CheckpointError != "" {
+		at = "no checkpoint saved (" + p.CheckpointError + ")"
+	}
+	return fmt.Sprintf("passivated (%s, deadline %s): %s, %d queued commands left for the resumed runtime",
+		p.Reason, p.Deadline.UTC().Format(time.RFC3339), at, len(p.Held))
 }
 
 // writeReport writes rep as indented JSON to path, or to stdout for "-".

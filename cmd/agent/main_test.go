@@ -28,22 +28,65 @@ import (
 	"testing"
 
 	"github.com/agentlane/agentlane/internal/agentscript"
+	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
 const sample = "../../config/samples/scripts/agent-script.yaml"
 
+// envMap stands in for the process environment.
+type envMap map[string]string
+
+func (e envMap) get(name string) string { return e[name] }
+
+// noEnv is an empty environment.
+var noEnv = envMap(nil).get
+
 func TestParseFlags(t *testing.T) {
 	base := []string{"--server", "http://127.0.0.1:8443", "--session", "s1", "--script", "s.yaml"}
+	pod := envMap{
+		sessionapi.EnvSessionAPIURL: "http://session-api:8443",
+		sessionapi.EnvNamespace:     "team-a",
+		sessionapi.EnvSession:       "s9",
+		sessionapi.EnvPodName:       "s9-x7k2p",
+	}
+	resumed := envMap{sessionapi.EnvResumeRunID: "01jrun"}
 	cases := map[string]struct {
 		args    []string
+		env     envMap
 		want    func(o options) bool
 		wantErr string
 	}{
 		"defaults": {
 			args: base,
 			want: func(o options) bool {
-				return o.mode == modeScript && o.namespace == "default" && o.report == "-" && o.turns == 0
+				return o.mode == modeScript && o.namespace == "default" && o.report == "-" && o.turns == 0 &&
+					o.pod == "" && !o.resume
 			},
+		},
+		"defaults from a runtime pod's environment": {
+			args: []string{"--script", "s.yaml"},
+			env:  pod,
+			want: func(o options) bool {
+				return o.server == "http://session-api:8443" && o.namespace == "team-a" && o.session == "s9" &&
+					o.pod == "s9-x7k2p" && o.resume
+			},
+		},
+		"flags win over the environment": {
+			args: append([]string{"--namespace", "team-b", "--pod", "p"}, base...),
+			env:  pod,
+			want: func(o options) bool {
+				return o.server == "http://127.0.0.1:8443" && o.namespace == "team-b" && o.session == "s1" && o.pod == "p"
+			},
+		},
+		"a pod created after a checkpoint resumes": {
+			args: base,
+			env:  resumed,
+			want: func(o options) bool { return o.resume },
+		},
+		"resume turned off": {
+			args: append([]string{"--resume=false"}, base...),
+			env:  resumed,
+			want: func(o options) bool { return !o.resume },
 		},
 		"serve with turns": {
 			args: append([]string{"--mode", "serve", "--turns", "3", "--token-file", "/t"}, base...),
@@ -76,7 +119,7 @@ func TestParseFlags(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			o, err := parseFlags(tc.args, io.Discard)
+			o, err := parseFlags(tc.args, io.Discard, tc.env.get)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error = %v, want it to contain %q", err, tc.wantErr)
@@ -153,7 +196,7 @@ func TestRunExitCodes(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			code := run(context.Background(), tc.args, &stdout, &stderr)
+			code := run(context.Background(), tc.args, noEnv, &stdout, &stderr)
 			if code != tc.wantCode || !strings.Contains(stderr.String(), tc.wantStderr) {
 				t.Fatalf("exit code %d, stderr %q; want %d and a stderr containing %q", code, stderr.String(), tc.wantCode, tc.wantStderr)
 			}
@@ -167,7 +210,7 @@ func TestRunWritesTheReport(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "report.json")
 	args := []string{"--server", closedServer(t), "--session", "s", "--script", sample, "--report", path, "--zap-log-level", "error"}
 	var stdout, stderr bytes.Buffer
-	if code := run(context.Background(), args, &stdout, &stderr); code != exitFailed {
+	if code := run(context.Background(), args, noEnv, &stdout, &stderr); code != exitFailed {
 		t.Fatalf("exit code %d, want %d; stderr %q", code, exitFailed, stderr.String())
 	}
 	if stdout.Len() != 0 {

@@ -43,7 +43,34 @@ type checkpointState struct {
 	// Done is set once the turn ended: every step ran, or the session
 	// aborted it. Nothing is left to resume.
 	Done bool `json:"done,omitempty"`
+	// Idle is set when the runtime passivated between turns: Turn is the
+	// place of the next turn, and RunID names the checkpoint only.
+	Idle bool `json:"idle,omitempty"`
+	// ModelCalled is set when the turn's model call ended before step
+	// NextStep; a checkpoint of a later step implies it.
+	ModelCalled bool `json:"modelCalled,omitempty"`
+	// Held are the commands of the unfinished step (or model call) that the
+	// runtime had submitted when it passivated in the middle of it.
+	Held []heldCommand `json:"held,omitempty"`
 }
+
+// heldCommand is a command of a step left unfinished by a passivation.
+type heldCommand struct {
+	// Index is the command's place in its parallel group; 0 for a step of
+	// one command and for the model call.
+	Index int `json:"index"`
+	// ID is the command's ID.
+	ID string `json:"id"`
+	// State is Queued or Retrying for a command that had not started: it
+	// stays queued in the session and the resumed run follows it by ID
+	// instead of submitting it again. A final state is that of a command
+	// that had ended: the resumed run does not run it again.
+	State string `json:"state"`
+}
+
+// modelCalled tells whether the turn's model call ended before the state
+// was saved.
+func (st *checkpointState) modelCalled() bool { return st.NextStep > 0 || st.ModelCalled }
 
 // Resumption names the run a resumed turn continues.
 type Resumption struct {
@@ -64,6 +91,12 @@ type position struct {
 	from int
 	// resumed is set for a resumed turn.
 	resumed *Resumption
+	// modelCalled is set when the turn's model call ended before the
+	// runtime resumed.
+	modelCalled bool
+	// held are the commands of step from (or of the model call, until it
+	// was made) that an earlier runtime left when it passivated.
+	held []heldCommand
 }
 
 func (p *position) first() int {
@@ -72,6 +105,10 @@ func (p *position) first() int {
 	}
 	return p.from
 }
+
+// modelDone tells whether the turn's model call was made before the runtime
+// resumed.
+func (p *position) modelDone() bool { return p != nil && p.modelCalled }
 
 // checkpointer saves the checkpoints of one turn: one after each completed
 // step, never while a command of the step is in flight, and a last one
@@ -106,11 +143,33 @@ func (c *checkpointer) round(ctx context.Context, next int, crs []CommandReport)
 	c.r.saveCheckpoint(ctx, c.rep, checkpointState{Turn: c.at.turn, NextStep: next, RunID: c.rep.RunID, Done: c.done})
 }
 
+// passivate saves the checkpoint of a turn that stops because the runtime
+// was told to passivate: at a tool boundary, before step next (or before
+// its model call when modelCalled is false), with the commands of that step
+// it left held. It is saved even when the last round's checkpoint says the
+// same, since the operator waits for one newer than its request.
+func (c *checkpointer) passivate(ctx context.Context, next int, modelCalled bool, held []heldCommand) {
+	c.rep.Passivated = true
+	st := checkpointState{RunID: c.rep.RunID, NextStep: next, ModelCalled: modelCalled && next == 0, Held: held}
+	if c.at != nil {
+		st.Turn = c.at.turn
+		c.next = next
+		c.r.saveCheckpoint(ctx, c.rep, st)
+	}
+	var ids []string
+	for _, h := range held {
+		if !sessionapi.Final(h.State) {
+			ids = append(ids, h.ID)
+		}
+	}
+	c.r.passivated(st, ids, c.rep.CheckpointError)
+}
+
 // end is called once the turn is over. An aborted turn, and one that had no
 // step left to run, is saved as done; a turn that was stopped keeps its last
 // checkpoint, so that it resumes from there.
 func (c *checkpointer) end(ctx context.Context) {
-	if c.at == nil || c.done {
+	if c.at == nil || c.done || c.rep.Passivated {
 		return
 	}
 	if c.rep.Aborted || (c.rep.Error == "" && ctx.Err() == nil && c.next == c.steps) {
@@ -203,13 +262,19 @@ func (r *Runtime) resumePoint(ctx context.Context, rep *Report, turnOK func(chec
 	r.mu.Lock()
 	r.restored = cp.Identity
 	r.mu.Unlock()
-	r.Log.Info("Resuming", "runId", st.RunID, "turn", st.Turn, "nextStep", st.NextStep, "done", st.Done)
+	r.resumedFrom(cp.Time)
+	r.Log.Info("Resuming", "runId", st.RunID, "turn", st.Turn, "nextStep", st.NextStep, "done", st.Done, "idle", st.Idle, "held", len(st.Held))
 	return &st
 }
 
 // resumed is where a resumed turn continues from st.
 func resumed(st *checkpointState) *position {
-	return &position{turn: st.Turn, from: st.NextStep, resumed: &Resumption{RunID: st.RunID, Step: st.NextStep + 1}}
+	step := st.NextStep + 1
+	if !st.modelCalled() {
+		step = 0 // the model call, if the turn has one
+	}
+	return &position{turn: st.Turn, from: st.NextStep, resumed: &Resumption{RunID: st.RunID, Step: step},
+		modelCalled: st.modelCalled(), held: st.Held}
 }
 
 // scriptStart is where RunScript starts: the first turn, or with Resume the
@@ -221,13 +286,30 @@ func (r *Runtime) scriptStart(ctx context.Context, rep *Report) (first int, at *
 		return 0, &position{}
 	}
 	st := r.resumePoint(ctx, rep, func(st checkpointState) bool {
+		if st.Idle {
+			return st.Turn <= len(r.Script.Turns)
+		}
 		return st.Turn < len(r.Script.Turns) && st.NextStep <= len(r.Script.Turns[st.Turn].Steps)
 	})
 	switch {
 	case st == nil:
 		return 0, &position{}
+	case st.Idle:
+		return st.Turn, &position{turn: st.Turn}
 	case st.Done:
 		return st.Turn + 1, &position{turn: st.Turn + 1}
 	}
 	return st.Turn, resumed(st)
+}
+
+// passivateIdle saves the checkpoint of a runtime that passivates between
+// turns, turn being the place of the next one, and records it in rep.
+func (r *Runtime) passivateIdle(ctx context.Context, turn int) {
+	if r.passivation() != nil {
+		return // a turn stopped for it already
+	}
+	st := checkpointState{Turn: turn, RunID: NewID(), Idle: true}
+	var tr TurnReport
+	r.saveCheckpoint(ctx, &tr, st)
+	r.passivated(st, nil, tr.CheckpointError)
 }

@@ -169,6 +169,40 @@ func TestCheckpointRounds(t *testing.T) {
 			},
 			want: []checkpointState{{NextStep: 3, RunID: "run-1", Done: true}},
 		},
+		"a passivation saves the boundary it stops at, with the commands of the step it leaves, and the turn is not done": {
+			at: &position{turn: 1},
+			play: func(c *checkpointer, rep *TurnReport) {
+				c.round(live, 1, succeeded(1))
+				c.passivate(live, 1, true, []heldCommand{
+					{Index: 0, ID: "slow", State: sessionapi.StateSucceeded},
+					{Index: 1, ID: "queued", State: sessionapi.StateQueued},
+				})
+				c.end(live)
+			},
+			want: []checkpointState{
+				{Turn: 1, NextStep: 1, RunID: "run-1"},
+				{Turn: 1, NextStep: 1, RunID: "run-1", Held: []heldCommand{
+					{Index: 0, ID: "slow", State: sessionapi.StateSucceeded},
+					{Index: 1, ID: "queued", State: sessionapi.StateQueued},
+				}},
+			},
+		},
+		"a passivation after the model call and before the first step says the call was made": {
+			at: &position{},
+			play: func(c *checkpointer, rep *TurnReport) {
+				c.passivate(live, 0, true, nil)
+				c.end(live)
+			},
+			want: []checkpointState{{RunID: "run-1", ModelCalled: true}},
+		},
+		"a passivation with the model call queued keeps it": {
+			at: &position{},
+			play: func(c *checkpointer, rep *TurnReport) {
+				c.passivate(live, 0, false, []heldCommand{{ID: "llm", State: sessionapi.StateQueued}})
+				c.end(live)
+			},
+			want: []checkpointState{{RunID: "run-1", Held: []heldCommand{{ID: "llm", State: sessionapi.StateQueued}}}},
+		},
 		"a turn without a position saves nothing": {
 			play: func(c *checkpointer, rep *TurnReport) {
 				c.round(live, 1, succeeded(1))
@@ -232,6 +266,7 @@ func TestCheckpointScriptStart(t *testing.T) {
 		return &sessionapi.Checkpoint{RunID: st.RunID, Turn: st.Turn, Round: st.NextStep, State: b,
 			Identity: sessionapi.Identity{TenantID: "acme", CorrelationID: "req-1"}}
 	}
+	queued := []heldCommand{{Index: 0, ID: "a", State: sessionapi.StateSucceeded}, {Index: 1, ID: "b", State: sessionapi.StateQueued}}
 	cases := map[string]struct {
 		latest      *sessionapi.Checkpoint
 		wantFirst   int
@@ -242,8 +277,35 @@ func TestCheckpointScriptStart(t *testing.T) {
 		"nothing saved": {},
 		"an interrupted turn": {
 			latest:      state(checkpointState{Turn: 0, NextStep: 1, RunID: "old"}),
-			wantAt:      position{from: 1},
+			wantAt:      position{from: 1, modelCalled: true},
 			wantResumed: &Resumption{RunID: "old", Step: 2},
+		},
+		"a turn passivated in the middle of a step": {
+			latest:      state(checkpointState{Turn: 0, NextStep: 1, RunID: "old", Held: queued}),
+			wantAt:      position{from: 1, modelCalled: true, held: queued},
+			wantResumed: &Resumption{RunID: "old", Step: 2},
+		},
+		"a turn passivated with its model call queued": {
+			latest:      state(checkpointState{Turn: 1, RunID: "old", Held: queued[1:]}),
+			wantFirst:   1,
+			wantAt:      position{turn: 1, held: queued[1:]},
+			wantResumed: &Resumption{RunID: "old", Step: 0},
+		},
+		"a turn passivated after its model call": {
+			latest:      state(checkpointState{Turn: 1, RunID: "old", ModelCalled: true}),
+			wantFirst:   1,
+			wantAt:      position{turn: 1, modelCalled: true},
+			wantResumed: &Resumption{RunID: "old", Step: 1},
+		},
+		"a runtime passivated between turns": {
+			latest:    state(checkpointState{Turn: 1, RunID: "idle", Idle: true}),
+			wantFirst: 1,
+			wantAt:    position{turn: 1},
+		},
+		"a runtime passivated after the last turn": {
+			latest:    state(checkpointState{Turn: 2, RunID: "idle", Idle: true}),
+			wantFirst: 2,
+			wantAt:    position{turn: 2},
 		},
 		"a done turn": {
 			latest:    state(checkpointState{Turn: 0, NextStep: 2, RunID: "old", Done: true}),
@@ -266,8 +328,11 @@ func TestCheckpointScriptStart(t *testing.T) {
 			r.Identity = sessionapi.Identity{CorrelationID: "req-2"}
 			var rep Report
 			first, at := r.scriptStart(context.Background(), &rep)
-			if first != tc.wantFirst || at.turn != tc.wantAt.turn || at.from != tc.wantAt.from {
+			if first != tc.wantFirst || at.turn != tc.wantAt.turn || at.from != tc.wantAt.from || at.modelCalled != tc.wantAt.modelCalled {
 				t.Errorf("scriptStart = %d, %+v; want %d, %+v", first, *at, tc.wantFirst, tc.wantAt)
+			}
+			if diff := cmp.Diff(tc.wantAt.held, at.held); diff != "" {
+				t.Errorf("held (-want,+got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tc.wantResumed, at.resumed); diff != "" {
 				t.Errorf("resumed (-want,+got):\n%s", diff)

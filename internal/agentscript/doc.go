@@ -45,6 +45,17 @@ limitations under the License.
 // runtime now runs. No checkpoint means a fresh start; a manager without a
 // session store is reported (Report.ResumeError, TurnReport.CheckpointError).
 //
+// Both also follow the session's PassivationRequested events (passivation.go).
+// Told to passivate, the runtime starts nothing new, runs the commands that
+// started to their end, stops waiting for those still queued (the paused
+// session keeps them), saves a checkpoint at that tool boundary recording
+// the round's commands, and returns with Report.Passivated set. The runtime
+// that resumes follows the commands left queued by their IDs instead of
+// submitting them again and skips those that ended, so every tool of the
+// script runs once. A request for another pod than Runtime.Pod (one that
+// moved the session off its previous pod, replayed by the stream) is
+// ignored.
+//
 // Reports (Report, TurnReport, CommandReport) say how every command ended;
 // they marshal to JSON.
 package agentscript

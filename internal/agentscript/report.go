@@ -32,6 +32,11 @@ type Report struct {
 	// checkpoint could not be read or is not one of this script's. No
 	// checkpoint at all is no error.
 	ResumeError string `json:"resumeError,omitempty"`
+	// Passivated is set when the runtime stopped because the session was
+	// passivated: it finished the tool round in progress, saved a
+	// checkpoint at that boundary and left the commands that had not
+	// started queued for the runtime that resumes the session.
+	Passivated *Passivation `json:"passivated,omitempty"`
 }
 
 // TurnReport is one turn (one run) of the agent.
@@ -47,12 +52,19 @@ type TurnReport struct {
 	// Aborted is set when the session aborted the run; the turn submitted
 	// nothing after it learnt so.
 	Aborted bool `json:"aborted,omitempty"`
+	// Passivated is set when the turn stopped at a tool boundary because
+	// the session was passivated; its last checkpoint lets a resumed
+	// runtime continue it.
+	Passivated bool `json:"passivated,omitempty"`
 	// Error says why the turn stopped before its last step, other than an
 	// abort: the API refused the session, or the runtime was stopped.
 	Error string `json:"error,omitempty"`
 	// ResumedFrom is set when the turn continued an interrupted run from
 	// its latest checkpoint: the steps before ResumedFrom.Step completed in
-	// that run and were not run again, nor was the model call.
+	// that run and were not run again, nor was the model call. Commands of
+	// step ResumedFrom.Step that the interrupted run left queued are
+	// followed under their own IDs; those that had ended are not run again
+	// and not reported.
 	ResumedFrom *Resumption `json:"resumedFrom,omitempty"`
 	// Checkpoints counts the checkpoints saved, one after each completed
 	// step; CheckpointError is why the first that could not be saved was
@@ -83,6 +95,10 @@ type CommandReport struct {
 	// Refused is the API's reply when it refused a call for the command
 	// (authentication, authorization, a missing session, a bad request).
 	Refused *sessionapi.Error `json:"refused,omitempty"`
+	// Held is set when the runtime passivated before the command started:
+	// the command stays queued in the session (State), and the runtime
+	// that resumes the session follows it.
+	Held bool `json:"held,omitempty"`
 	// Submitted and Finished are the runtime's clock before submitting and
 	// once the command ended (or the runtime stopped waiting).
 	Submitted time.Time `json:"submitted"`
@@ -109,12 +125,13 @@ func (r Report) Refusal() *sessionapi.Error {
 
 // Unfinished returns the commands the runtime stopped waiting for before
 // they reached a final state: the server could not be reached, refused the
-// call, the run was aborted or the runtime was stopped.
+// call, the run was aborted or the runtime was stopped. Commands held for
+// the resumed runtime of a passivated session are not among them.
 func (r Report) Unfinished() []CommandReport {
 	var out []CommandReport
 	for _, t := range r.Turns {
 		for _, c := range t.Commands {
-			if !sessionapi.Final(c.State) {
+			if !sessionapi.Final(c.State) && !c.Held {
 				out = append(out, c)
 			}
 		}

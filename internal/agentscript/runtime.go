@@ -17,6 +17,7 @@ limitations under the License.
 package agentscript
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -63,7 +64,12 @@ type Runtime struct {
 	// restored from the checkpoint resumed from; the server fills the ones
 	// still empty with the session's identity.
 	Identity sessionapi.Identity
+	// Pod is the runtime pod the runtime runs in (AGENTLANE_POD_NAME), if
+	// any. A passivation request that names another pod is an earlier pod's
+	// and is ignored.
+	Pod string
 
+	pass     passivation
 	mu       sync.Mutex
 	runs     map[string]*runState // by run ID: the runs steers and aborts may reach
 	restored sessionapi.Identity  // of the checkpoint resumed from
@@ -165,23 +171,40 @@ func NewID() string { return strings.ToLower(ulid.Make().String()) }
 // run ID, and saves a checkpoint after each completed step. With Resume it
 // starts where the session's latest checkpoint says instead. It stops early
 // when ctx ends or the API refuses the session (see Report.Refusal).
+//
+// While it runs it follows the session's event stream: once the session is
+// to be passivated (a PassivationRequested event) it finishes the tool
+// round in progress, saves a checkpoint at that boundary and returns, with
+// Report.Passivated saying where a resumed runtime continues.
 func (r *Runtime) RunScript(ctx context.Context) Report {
 	var rep Report
 	first, at := r.scriptStart(ctx, &rep)
-	for i := first; i < len(r.Script.Turns); i++ {
-		t := r.Script.Turns[i]
-		if ctx.Err() != nil {
+	stopWatching := r.watchPassivation(ctx)
+	defer stopWatching()
+	next, idle := first, false
+	for ; next < len(r.Script.Turns) && ctx.Err() == nil; next++ {
+		if next > first {
+			at = &position{turn: next}
+		}
+		// A resumed turn stops at its first boundary itself, keeping what
+		// the runtime before it held.
+		if r.passivating() && at.resumed == nil {
+			idle = true
 			break
 		}
-		if i > first {
-			at = &position{turn: i}
-		}
-		tr := r.runTurn(ctx, t, NewID(), at)
+		tr := r.runTurn(ctx, r.Script.Turns[next], NewID(), at)
 		rep.Turns = append(rep.Turns, tr)
-		if fatal(rep.Refusal()) {
+		if tr.Passivated || fatal(rep.Refusal()) {
 			break
 		}
 	}
+	if next == len(r.Script.Turns) && ctx.Err() == nil && r.passivating() {
+		idle = true // told while the last turn ended
+	}
+	if idle {
+		r.passivateIdle(ctx, next)
+	}
+	rep.Passivated = r.passivation()
 	return rep
 }
 
@@ -195,13 +218,16 @@ func (r *Runtime) RunScript(ctx context.Context) Report {
 // or unready session) also ends the turn.
 //
 // RunTurn saves no checkpoint: RunScript and Serve, which know where the
-// turn stands among the others, do.
+// turn stands among the others, do. It stops at a tool boundary once the
+// runtime was told to passivate (TurnReport.Passivated), leaving the
+// commands that had not started queued (CommandReport.Held).
 func (r *Runtime) RunTurn(ctx context.Context, turn Turn, runID string) TurnReport {
 	return r.runTurn(ctx, turn, runID, nil)
 }
 
 // runTurn is RunTurn for the turn at at: it saves a checkpoint after each
-// completed step, and a resumed turn starts at at.from.
+// completed step, and a resumed turn starts at at.from, following the
+// commands the runtime before it left held there.
 func (r *Runtime) runTurn(ctx context.Context, turn Turn, runID string, at *position) (rep TurnReport) {
 	st, created := r.openRun(runID)
 	if created {
@@ -213,8 +239,12 @@ func (r *Runtime) runTurn(ctx context.Context, turn Turn, runID string, at *posi
 
 	log := r.Log.WithValues("runId", runID)
 	rep = TurnReport{RunID: runID, Prompt: turn.Prompt, Started: r.clock().Now(), Commands: []CommandReport{}}
-	if at != nil {
-		rep.ResumedFrom = at.resumed
+	if at != nil && at.resumed != nil {
+		from := *at.resumed
+		if from.Step == 0 && turn.LLM == nil {
+			from.Step = 1 // no model call to resume at
+		}
+		rep.ResumedFrom = &from
 	}
 	checkpoints := r.checkpointer(at, &rep, len(turn.Steps))
 	// boundary takes the steers that arrived and tells whether the run was
@@ -228,8 +258,11 @@ func (r *Runtime) runTurn(ctx context.Context, turn Turn, runID string, at *posi
 		rep.Aborted = rep.Aborted || aborted
 		return rep.Aborted
 	}
-	// stop is a tool boundary: it tells whether the turn ends there.
-	stop := func() bool {
+	// stop is the tool boundary before step next (before the model call
+	// while modelCalled is false): it tells whether the turn ends there. A
+	// runtime told to passivate saves its checkpoint there, with held, the
+	// commands of that step a runtime before it left held.
+	stop := func(next int, modelCalled bool, held []heldCommand) bool {
 		if boundary() {
 			return true
 		}
@@ -237,25 +270,49 @@ func (r *Runtime) runTurn(ctx context.Context, turn Turn, runID string, at *posi
 			rep.Error = fmt.Sprintf("stopped: %v", context.Cause(ctx))
 			return true
 		}
+		if r.passivating() {
+			log.Info("Passivating at a tool boundary", "nextStep", next, "held", len(held))
+			checkpoints.passivate(ctx, next, modelCalled, held)
+			return true
+		}
 		return false
 	}
 	defer func() {
 		boundary()
+		if ctx.Err() != nil && rep.Error == "" && !rep.Aborted {
+			rep.Error = fmt.Sprintf("stopped: %v", context.Cause(ctx)) // in its last step
+		}
 		checkpoints.end(ctx)
 		rep.Finished = r.clock().Now()
-		log.Info("Turn finished", "commands", len(rep.Commands), "aborted", rep.Aborted, "steers", len(rep.Steers))
+		log.Info("Turn finished", "commands", len(rep.Commands), "aborted", rep.Aborted, "passivated", rep.Passivated, "steers", len(rep.Steers))
 	}()
 	log.Info("Turn started", "prompt", shorten(turn.Prompt, 80))
 
+	// What a runtime before this one left held belongs to the model call
+	// until it is made, then to the first step to run.
+	var modelHeld, stepHeld []heldCommand
+	if at != nil && at.modelDone() {
+		stepHeld = at.held
+	} else if at != nil {
+		modelHeld = at.held
+	}
 	// A resumed turn made its model call before it was interrupted.
-	if c := turn.LLM; c != nil && at.first() == 0 {
-		if stop() {
+	if c := turn.LLM; c != nil && !at.modelDone() {
+		if stop(0, false, modelHeld) {
 			return rep
 		}
-		cr := r.llm(ctx, runID, turn.Prompt, *c)
+		attach := ""
+		if h, ok := find(modelHeld, 0); ok {
+			attach = h.ID
+		}
+		cr := r.llm(ctx, runID, turn.Prompt, *c, attach)
 		rep.Commands = append(rep.Commands, cr)
 		if fatal(cr.Refused) {
 			rep.Error = "the API refused the session: " + cr.Refused.Error()
+			return rep
+		}
+		if cr.Held {
+			checkpoints.passivate(ctx, 0, false, []heldCommand{{ID: cr.ID, State: cr.State}})
 			return rep
 		}
 	}
@@ -263,7 +320,11 @@ func (r *Runtime) runTurn(ctx context.Context, turn Turn, runID string, at *posi
 		if i < at.first() {
 			continue // completed before the runtime resumed
 		}
-		if stop() {
+		var held []heldCommand
+		if i == at.first() {
+			held = stepHeld
+		}
+		if stop(i, true, held) {
 			return rep
 		}
 		group := step.Parallel
@@ -271,33 +332,71 @@ func (r *Runtime) runTurn(ctx context.Context, turn Turn, runID string, at *posi
 			group = []Step{step}
 		}
 		crs := make([]CommandReport, len(group))
+		ran := make([]bool, len(group))
 		var wg sync.WaitGroup
 		for k, c := range group {
+			h, ok := find(held, k)
+			if ok && sessionapi.Final(h.State) {
+				continue // ended before the runtime resumed
+			}
+			ran[k] = true
 			wg.Go(func() {
-				crs[k] = r.tool(ctx, runID, c)
+				crs[k] = r.tool(ctx, runID, c, h.ID)
 				crs[k].Step, crs[k].Parallel = i+1, step.Parallel != nil
 			})
 		}
 		wg.Wait()
-		rep.Commands = append(rep.Commands, crs...)
-		for _, cr := range crs {
+		// left is the step as a passivation leaves it: every command
+		// submitted, with the state it had.
+		var done []CommandReport
+		var left []heldCommand
+		passivating := false
+		for k := range group {
+			if !ran[k] {
+				h, _ := find(held, k)
+				left = append(left, h)
+				continue
+			}
+			cr := crs[k]
+			rep.Commands = append(rep.Commands, cr)
+			done = append(done, cr)
+			left = append(left, heldCommand{Index: k, ID: cr.ID, State: cr.State})
+			passivating = passivating || cr.Held
+		}
+		for _, cr := range done {
 			if fatal(cr.Refused) {
 				rep.Error = "the API refused the session: " + cr.Refused.Error()
 				return rep
 			}
 		}
-		checkpoints.round(ctx, i+1, crs)
+		if passivating {
+			log.Info("Passivating in the middle of a step", "step", i+1, "held", len(left))
+			checkpoints.passivate(ctx, i, true, left)
+			return rep
+		}
+		checkpoints.round(ctx, i+1, done)
 	}
 	return rep
 }
 
-// tool runs one tool command of a step.
-func (r *Runtime) tool(ctx context.Context, runID string, st Step) CommandReport {
+// find returns the held command at index.
+func find(held []heldCommand, index int) (heldCommand, bool) {
+	for _, h := range held {
+		if h.Index == index {
+			return h, true
+		}
+	}
+	return heldCommand{}, false
+}
+
+// tool runs one tool command of a step; attach, when set, is the ID of the
+// command a runtime before this one submitted for it.
+func (r *Runtime) tool(ctx context.Context, runID string, st Step, attach string) CommandReport {
 	req := sessionapi.SubmitRequest{Type: st.Type, Lane: st.Lane, Payload: st.Payload}
 	if st.Timeout != nil && st.Timeout.Duration > 0 {
 		req.Timeout = &metav1.Duration{Duration: st.Timeout.Duration}
 	}
-	return r.command(ctx, runID, req, func(ctx context.Context, cmd *sessionapi.Command) (sessionapi.Result, *sessionapi.Usage) {
+	return r.command(ctx, runID, req, attach, func(ctx context.Context, cmd *sessionapi.Command) (sessionapi.Result, *sessionapi.Usage) {
 		return r.execute(ctx, cmd, st.Payload), nil
 	})
 }
@@ -321,11 +420,11 @@ type LLMUsage struct {
 	OutputTokens int `json:"outputTokens"`
 }
 
-// llm runs the turn's model call.
-func (r *Runtime) llm(ctx context.Context, runID, prompt string, c LLMCall) CommandReport {
+// llm runs the turn's model call; attach is as for tool.
+func (r *Runtime) llm(ctx context.Context, runID, prompt string, c LLMCall, attach string) CommandReport {
 	payload, _ := json.Marshal(llmPayload{Prompt: prompt, InputTokens: c.InputTokens, OutputTokens: c.OutputTokens}) // strings and ints only
 	req := sessionapi.SubmitRequest{Type: llmType, Payload: payload}
-	return r.command(ctx, runID, req, func(ctx context.Context, _ *sessionapi.Command) (sessionapi.Result, *sessionapi.Usage) {
+	return r.command(ctx, runID, req, attach, func(ctx context.Context, _ *sessionapi.Command) (sessionapi.Result, *sessionapi.Usage) {
 		res := r.generate(ctx, prompt, c)
 		if !res.Success {
 			return res, nil // the call was stopped before the model answered
@@ -355,16 +454,23 @@ func (r *Runtime) generate(ctx context.Context, prompt string, c LLMCall) sessio
 	return sessionapi.Result{Success: true, Output: out}
 }
 
-// command submits req under runID and follows it to its end: fn runs each
-// Internal or Hybrid grant and says what it consumed, which is reported
-// with its result; External commands are waited for.
-func (r *Runtime) command(ctx context.Context, runID string, req sessionapi.SubmitRequest, fn func(context.Context, *sessionapi.Command) (sessionapi.Result, *sessionapi.Usage)) CommandReport {
-	req.ID, req.RunID = NewID(), runID
+// command submits req under runID, or follows the command attach a runtime
+// before this one submitted, to its end: fn runs each Internal or Hybrid
+// grant and says what it consumed, which is reported with its result;
+// External commands are waited for. Once the runtime is told to passivate,
+// a command that has not started is left queued and reported Held.
+func (r *Runtime) command(ctx context.Context, runID string, req sessionapi.SubmitRequest, attach string, fn func(context.Context, *sessionapi.Command) (sessionapi.Result, *sessionapi.Usage)) CommandReport {
+	req.ID, req.RunID = cmp.Or(attach, NewID()), runID
 	cr := CommandReport{ID: req.ID, Type: req.Type, Lane: req.Lane, Submitted: r.clock().Now()}
 	log := r.Log.WithValues("runId", runID, "commandId", req.ID, "type", req.Type)
-	log.V(1).Info("Submitting")
-	cmd, err := r.Session.RunWithUsage(ctx, req, fn)
+	if attach != "" {
+		log.Info("Following a command a runtime before this one left queued")
+	} else {
+		log.V(1).Info("Submitting")
+	}
+	cmd, held, err := r.follow(ctx, req, attach != "", fn)
 	cr.Finished = r.clock().Now()
+	cr.Held = held
 	if cmd != nil {
 		cr.ID, cr.Type, cr.Lane, cr.Mode, cr.State, cr.Attempts = cmd.ID, cmd.Type, cmd.Lane, cmd.Mode, cmd.State, cmd.Attempt
 		cr.Error = cmd.Error
@@ -374,6 +480,10 @@ func (r *Runtime) command(ctx context.Context, runID string, req sessionapi.Subm
 				cr.Error = res.Error
 			}
 		}
+	}
+	if held {
+		log.Info("Left queued for the runtime that resumes the session", "state", cr.State)
+		return cr
 	}
 	if err != nil {
 		cr.Refused = refusal(err)
@@ -393,6 +503,108 @@ func (r *Runtime) command(ctx context.Context, runID string, req sessionapi.Subm
 	}
 	log.V(1).Info("Command finished", "state", cr.State, "lane", cr.Lane, "mode", cr.Mode)
 	return cr
+}
+
+const (
+	// submitWait bounds how long a submission waits for its grant before
+	// the runtime polls for it, so that a runtime told to passivate can
+	// leave a command that has not started. A submission is never given up
+	// while in flight: the runtime could not tell whether it was taken.
+	submitWait = time.Second
+	// pollWait is the wait of each long poll of a command.
+	pollWait = 30 * time.Second
+	// Bounds of the backoff between polls of a command whose grant the
+	// server reports at once.
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 5 * time.Second
+)
+
+// follow submits req, or reads the command req.ID when attach is set, and
+// carries it to its end as sessionapi.SessionClient.RunWithUsage does:
+// whenever the command holds a grant of an attempt not seen before, fn runs
+// it and its result is reported. Once the runtime is told to passivate it
+// stops waiting for a command that has not started (queued, or waiting for
+// a retry) and returns it with held set: the session, paused, keeps it for
+// the runtime that resumes. A command that started is followed to its end.
+// A command to attach to that the server no longer knows (the manager
+// restarted and lost it before it ran) is submitted again under its ID.
+func (r *Runtime) follow(ctx context.Context, req sessionapi.SubmitRequest, attach bool, fn func(context.Context, *sessionapi.Command) (sessionapi.Result, *sessionapi.Usage)) (cmd *sessionapi.Command, held bool, err error) {
+	if attach {
+		cmd, err = r.Session.Get(ctx, req.ID, 0)
+		if sessionapi.IsCode(err, sessionapi.CodeCommandNotFound) {
+			attach = false
+		} else if err != nil {
+			return nil, false, err
+		}
+	}
+	if !attach {
+		req.Wait = &metav1.Duration{Duration: submitWait}
+		if cmd, err = r.Session.Submit(ctx, req); err != nil {
+			return nil, false, err
+		}
+	}
+	handled := 0 // the last attempt passed to fn; attempts count from 1
+	var backoff time.Duration
+	for {
+		if cmd.Final() {
+			return cmd, false, nil
+		}
+		if g := cmd.Grant; g != nil && g.Attempt > handled {
+			handled = g.Attempt
+			attemptCtx, cancel := context.WithDeadline(ctx, g.Deadline)
+			res, usage := fn(attemptCtx, cmd)
+			cancel()
+			next, err := r.Session.Report(ctx, cmd.ID, sessionapi.ReportRequest{Attempt: g.Attempt, Result: res, Usage: usage})
+			switch {
+			case err == nil:
+				cmd, backoff = next, 0
+				continue
+			case sessionapi.IsCode(err, sessionapi.CodeStaleAttempt), sessionapi.IsCode(err, sessionapi.CodeNotRunning):
+				// The attempt lost its slot; a retry brings a new grant.
+			default:
+				return cmd, false, err
+			}
+		}
+		started := cmd.Grant != nil || cmd.State == sessionapi.StateRunning
+		if !started && r.passivating() {
+			return cmd, true, nil
+		}
+		wctx, stopWaiting := ctx, context.CancelFunc(func() {})
+		switch {
+		case !started:
+			// A passivation request ends the wait: the command is then
+			// looked at again, and left if it still has not started.
+			wctx, stopWaiting = r.untilPassivation(ctx)
+		case cmd.Grant != nil:
+			// The server does not wait while the command holds a grant
+			// already handled: do not spin until the grant ends.
+			backoff = min(max(2*backoff, minBackoff), maxBackoff)
+			if err := r.sleep(ctx, backoff); err != nil {
+				return cmd, false, err
+			}
+		}
+		next, err := r.Session.Get(wctx, cmd.ID, pollWait)
+		stopWaiting()
+		if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+			next, err = r.Session.Get(ctx, cmd.ID, 0)
+		}
+		if err != nil {
+			return cmd, false, err
+		}
+		cmd = next
+	}
+}
+
+// sleep waits for d on the runtime's clock, or until ctx ends.
+func (r *Runtime) sleep(ctx context.Context, d time.Duration) error {
+	t := r.clock().NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // cancelTimeout bounds the cancellation of a command the runtime stopped

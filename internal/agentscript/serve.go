@@ -18,6 +18,7 @@ package agentscript
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -48,6 +49,12 @@ const finishTimeout = 10 * time.Second
 // turn event is taken, and its run is then finished, so that a replayed
 // turn event of that run does not run it again. Nothing saved means a fresh
 // start; a store that cannot be used is reported in Report.ResumeError.
+//
+// A PassivationRequested event stops Serve: a turn in progress finishes
+// its tool round and saves a checkpoint at that boundary (its run is not
+// finished: the runtime that resumes the session continues it), an idle
+// Serve saves a checkpoint saying so; then Serve returns with
+// Report.Passivated set and a nil error.
 //
 // Serve returns after maxTurns turns, or when ctx ends if maxTurns is 0; the
 // error is nil then. It returns an error when the stream cannot be opened or
@@ -85,15 +92,24 @@ func (r *Runtime) Serve(ctx context.Context, maxTurns int) (Report, error) {
 	}()
 
 	next := 0 // the place of the next turn among the turns served
-	if resume != nil {
+	switch {
+	case resume != nil && resume.Idle:
+		next = resume.Turn
+	case resume != nil:
 		next = resume.Turn + 1
-		if err := r.serveResumed(ctx, resume, &rep); err != nil {
+		passivated, err := r.serveResumed(ctx, resume, &rep)
+		if err != nil || passivated {
+			rep.Passivated = r.passivation()
 			return rep, err
 		}
 	}
 	for maxTurns == 0 || len(rep.Turns) < maxTurns {
 		ev, err := in.next(ctx)
 		switch {
+		case errors.Is(err, errPassivated):
+			r.passivateIdle(ctx, next)
+			rep.Passivated = r.passivation()
+			return rep, nil
 		case ctx.Err() != nil && maxTurns == 0:
 			return rep, nil
 		case ctx.Err() != nil:
@@ -111,6 +127,12 @@ func (r *Runtime) Serve(ctx context.Context, maxTurns int) (Report, error) {
 		next++
 		tr.Messages = len(ev.Messages)
 		rep.Turns = append(rep.Turns, tr)
+		if tr.Passivated {
+			// The run goes on in the runtime that resumes the session.
+			r.closeRun(ev.RunID)
+			rep.Passivated = r.passivation()
+			return rep, nil
+		}
 		// Finish even when ctx ended: the run is over either way.
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 		err = r.Session.FinishRun(fctx, ev.RunID)
@@ -124,18 +146,23 @@ func (r *Runtime) Serve(ctx context.Context, maxTurns int) (Report, error) {
 }
 
 // serveResumed continues the turn of the checkpoint st, unless it was done,
-// then finishes its run so that the session's next turn may start.
-func (r *Runtime) serveResumed(ctx context.Context, st *checkpointState, rep *Report) error {
+// then finishes its run so that the session's next turn may start. A turn
+// stopped again by a passivation is not finished: passivated says so.
+func (r *Runtime) serveResumed(ctx context.Context, st *checkpointState, rep *Report) (passivated bool, err error) {
 	if !st.Done {
 		turn := r.Script.Turns[st.Turn%len(r.Script.Turns)]
-		rep.Turns = append(rep.Turns, r.runTurn(ctx, turn, NewID(), resumed(st)))
+		tr := r.runTurn(ctx, turn, NewID(), resumed(st))
+		rep.Turns = append(rep.Turns, tr)
+		if tr.Passivated {
+			return true, nil
+		}
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
 	if err := r.Session.FinishRun(fctx, st.RunID); err != nil {
-		return fmt.Errorf("finish the resumed run %s: %w", st.RunID, err)
+		return false, fmt.Errorf("finish the resumed run %s: %w", st.RunID, err)
 	}
-	return nil
+	return false, nil
 }
 
 // stale tells a turn event that is no longer the session's run: the
@@ -189,6 +216,10 @@ func (r *Runtime) readEvents(ctx context.Context, stream *sessionapi.EventStream
 				s.abort()
 				log.Info("Run aborted")
 			}
+		case sessionapi.EventPassivationRequested:
+			if r.offerPassivation(ev) {
+				in.passivate()
+			}
 		case sessionapi.EventEventsLost:
 			log.Info("Events were lost while the stream was down", "lost", ev.Lost)
 		}
@@ -203,7 +234,20 @@ type inbox struct {
 	turns []sessionapi.Event
 	seen  map[string]bool // run IDs of turns received, so a replayed one runs once
 	err   error           // why the stream ended
-	wake  chan struct{}   // capacity 1: something was pushed or the stream ended
+	// passivated is set once the runtime was told to passivate: no turn is
+	// taken after that.
+	passivated bool
+	wake       chan struct{} // capacity 1: something was pushed, the stream ended or the runtime is to passivate
+}
+
+// errPassivated ends the wait for a turn of a runtime told to passivate.
+var errPassivated = errors.New("the session is passivated")
+
+func (in *inbox) passivate() {
+	in.mu.Lock()
+	in.passivated = true
+	in.mu.Unlock()
+	in.signal()
 }
 
 // add records a turn's run ID and tells whether it is new.
@@ -239,11 +283,16 @@ func (in *inbox) signal() {
 }
 
 // next returns the oldest turn event, waiting for one; it returns an error
-// once the stream ended and no turn is left, or when ctx ends.
+// once the stream ended and no turn is left, or when ctx ends, and
+// errPassivated once the runtime is told to passivate: a turn not taken yet
+// stays the session's, for the runtime that resumes it.
 func (in *inbox) next(ctx context.Context) (sessionapi.Event, error) {
 	for {
 		in.mu.Lock()
 		switch {
+		case in.passivated:
+			in.mu.Unlock()
+			return sessionapi.Event{}, errPassivated
 		case len(in.turns) > 0:
 			ev := in.turns[0]
 			in.turns = in.turns[1:]

@@ -203,6 +203,8 @@ var _ = Describe("Session runtime pods and passivation", func() {
 		Expect(env).To(HaveKeyWithValue(EnvSession, "drained"))
 		Expect(env).To(HaveKeyWithValue(EnvTenantID, "acme"))
 		Expect(env).NotTo(HaveKey(EnvResumeRunID))
+		Expect(first.Spec.Containers[0].Env).To(ContainElement(corev1.EnvVar{Name: EnvPodName,
+			ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}}))
 		pdb := &policyv1.PodDisruptionBudget{}
 		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: "default", Name: "agentlane-runtime-drained"}, pdb)).To(Succeed())
 		run(first, nodeA)

@@ -75,6 +75,8 @@ type Schedulers struct {
 
 	// activity remembers when each session last did something.
 	activity activity
+	// passivations orders checkpoints and passivation requests.
+	passivations passivationClock
 
 	mu     sync.Mutex
 	queues map[types.NamespacedName]*scheduler
@@ -220,6 +222,7 @@ func (s *Schedulers) ReleaseSession(key types.NamespacedName, name string) (int,
 		in.ForgetSession(name)
 	}
 	s.activity.forget(types.NamespacedName{Namespace: key.Namespace, Name: name})
+	s.passivations.forget(types.NamespacedName{Namespace: key.Namespace, Name: name})
 	if s.Observer != nil {
 		s.Observer.SessionReleased(key.Namespace, name)
 	}

@@ -45,18 +45,19 @@ import (
 const RuntimeLabel = "agentlane.io/session-runtime"
 
 // Environment variables the operator sets in every container of a runtime
-// pod.
+// pod; sessionapi documents them.
 const (
-	EnvSessionAPIURL   = "AGENTLANE_SESSION_API_URL"
-	EnvNamespace       = "AGENTLANE_NAMESPACE"
-	EnvSession         = "AGENTLANE_SESSION"
-	EnvTenantID        = "AGENTLANE_TENANT_ID"
-	EnvPrincipal       = "AGENTLANE_PRINCIPAL"
-	EnvAgentTemplateID = "AGENTLANE_AGENT_TEMPLATE_ID"
-	EnvCorrelationID   = "AGENTLANE_CORRELATION_ID"
-	// EnvResumeRunID names the run of the checkpoint a resumed pod starts
-	// from.
-	EnvResumeRunID = "AGENTLANE_RESUME_RUN_ID"
+	EnvSessionAPIURL      = sessionapi.EnvSessionAPIURL
+	EnvNamespace          = sessionapi.EnvNamespace
+	EnvSession            = sessionapi.EnvSession
+	EnvTenantID           = sessionapi.EnvTenantID
+	EnvPrincipal          = sessionapi.EnvPrincipal
+	EnvAgentTemplateID    = sessionapi.EnvAgentTemplateID
+	EnvCorrelationID      = sessionapi.EnvCorrelationID
+	EnvResumeRunID        = sessionapi.EnvResumeRunID
+	EnvCheckpointLocation = sessionapi.EnvCheckpointLocation
+	EnvPodName            = sessionapi.EnvPodName
+	EnvNodeName           = sessionapi.EnvNodeName
 )
 
 const (
@@ -106,6 +107,70 @@ func (a *activity) forget(key types.NamespacedName) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.last, key)
+}
+
+// passivationClock remembers at full precision when each session's
+// passivation was requested and when it last saved a checkpoint through the
+// Session API. Status keeps whole seconds, which cannot tell a checkpoint
+// saved just before a request from one saved just after it in the same
+// second. After a manager restart it knows nothing, and the status times
+// serve.
+type passivationClock struct {
+	mu        sync.Mutex
+	requested map[types.NamespacedName]time.Time
+	saved     map[types.NamespacedName]time.Time
+}
+
+func (c *passivationClock) request(key types.NamespacedName, t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.requested == nil {
+		c.requested = make(map[types.NamespacedName]time.Time)
+	}
+	c.requested[key] = t
+}
+
+func (c *passivationClock) save(key types.NamespacedName, t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.saved == nil {
+		c.saved = make(map[types.NamespacedName]time.Time)
+	}
+	if t.After(c.saved[key]) {
+		c.saved[key] = t
+	}
+}
+
+// checkpointed tells whether the session saved a checkpoint at or after the
+// passivation p was requested. cp is status.lastCheckpoint.
+func (c *passivationClock) checkpointed(key types.NamespacedName, p *agentlanev1alpha1.PassivationStatus, cp *agentlanev1alpha1.Checkpoint) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	requested := p.RequestedAt.Time
+	// The request remembered is this one when status shows its second.
+	if t, ok := c.requested[key]; ok && t.Truncate(time.Second).Equal(requested.Truncate(time.Second)) {
+		requested = t
+	}
+	saved := c.saved[key]
+	if cp != nil && cp.Time.After(saved) {
+		saved = cp.Time.Time // written by another way than the Session API
+	}
+	return !saved.IsZero() && !saved.Before(requested)
+}
+
+func (c *passivationClock) forget(key types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.requested, key)
+	delete(c.saved, key)
+}
+
+// CheckpointSaved tells the AgentSession controller that the session saved
+// a checkpoint at t; the Session API calls it once the checkpoint is stored
+// and before status.lastCheckpoint shows it, so that a passivation waiting
+// for a checkpoint orders the two at full precision.
+func (s *Schedulers) CheckpointSaved(session types.NamespacedName, t time.Time) {
+	s.passivations.save(session, t)
 }
 
 // lifecycle is what the session's life cycle needs from one reconcile: its
@@ -171,6 +236,7 @@ func (r *AgentSessionReconciler) reconcileLifecycle(ctx context.Context, s *agen
 		r.Schedulers.activity.touch(lc.key, lc.now)
 		s.Status.Phase = agentlanev1alpha1.SessionActive
 		s.Status.Passivation = nil
+		r.Schedulers.passivations.forget(lc.key)
 		r.event(s, corev1.EventTypeNormal, "Resumed", "Resume", "the session runs again%s", podNote(pod))
 		return 0, nil
 	}
@@ -240,13 +306,19 @@ func (r *AgentSessionReconciler) requestPassivation(ctx context.Context, s *agen
 	at := metav1.NewTime(lc.now.Add(deadline))
 	s.Status.Phase = agentlanev1alpha1.SessionPassivating
 	s.Status.Passivation = &agentlanev1alpha1.PassivationStatus{Reason: reason, RequestedAt: now, Deadline: &at}
+	// Paused before the runtime hears of it: a command the runtime then
+	// sees queued stays queued until the session resumes.
 	lc.queue.PauseSession(s.Name)
+	r.Schedulers.passivations.request(lc.key, lc.now)
 	setReady(s, metav1.ConditionFalse, agentlanev1alpha1.AgentSessionPassivatingReason,
 		fmt.Sprintf("passivation requested (%s); waiting for a checkpoint until %s", reason, at.UTC().Format(time.RFC3339)))
 	r.event(s, corev1.EventTypeNormal, sessionapi.EventPassivationRequested, "Passivate",
-		"reason %s; checkpoint before %s", reason, at.UTC().Format(time.RFC3339))
-	r.Schedulers.Publish(lc.key, sessionapi.Event{Type: sessionapi.EventPassivationRequested, Time: lc.now,
-		Passivation: &sessionapi.PassivationRequest{Reason: string(reason), Deadline: at.Time}})
+		"reason %s; checkpoint before %s%s", reason, at.UTC().Format(time.RFC3339), podNote(pod))
+	req := &sessionapi.PassivationRequest{Reason: string(reason), Deadline: at.Time}
+	if pod != nil {
+		req.Pod = pod.Name
+	}
+	r.Schedulers.Publish(lc.key, sessionapi.Event{Type: sessionapi.EventPassivationRequested, Time: lc.now, Passivation: req})
 	return r.continuePassivation(ctx, s, lc, pod)
 }
 
@@ -260,8 +332,7 @@ func (r *AgentSessionReconciler) continuePassivation(ctx context.Context, s *age
 		// Status from an older manager: start over.
 		return r.requestPassivation(ctx, s, lc, agentlanev1alpha1.PassivationManual, pod)
 	}
-	cp := s.Status.LastCheckpoint
-	checkpointed := cp != nil && !cp.Time.Before(&p.RequestedAt)
+	checkpointed := r.Schedulers.passivations.checkpointed(lc.key, p, s.Status.LastCheckpoint)
 	safe := checkpointed && lc.stats.Active == 0
 	left := p.Deadline.Sub(lc.now)
 	if !safe && left > 0 {
@@ -430,7 +501,14 @@ func (r *AgentSessionReconciler) newRuntimePod(s *agentlanev1alpha1.AgentSession
 	}
 	if cp := s.Status.LastCheckpoint; cp != nil {
 		env = append(env, corev1.EnvVar{Name: EnvResumeRunID, Value: cp.RunID})
+		if cp.Location != "" {
+			env = append(env, corev1.EnvVar{Name: EnvCheckpointLocation, Value: cp.Location})
+		}
 	}
+	env = append(env,
+		corev1.EnvVar{Name: EnvPodName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+		corev1.EnvVar{Name: EnvNodeName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
+	)
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
 		for _, e := range env {

@@ -71,6 +71,11 @@ func (s *Server) saveCheckpoint(w http.ResponseWriter, r *http.Request, sc *sess
 	if err != nil {
 		return storeError(err, http.StatusBadRequest)
 	}
+	// The controller orders the checkpoint against a passivation request
+	// at full precision; the status keeps whole seconds.
+	if s.Schedulers != nil {
+		s.Schedulers.CheckpointSaved(sc.key, saved.Checkpoint.Time)
+	}
 	// The checkpoint is stored: it is what a resume reads. The status only
 	// shows it, so a failure to update it is logged, not returned, lest the
 	// runtime take a saved checkpoint for a lost one.

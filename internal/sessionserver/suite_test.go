@@ -53,6 +53,8 @@ var (
 	testEnv   *envtest.Environment
 	k8sClient client.Client
 	baseURL   string
+	// restConfig reaches the control plane, for the workers specs start.
+	restConfig *rest.Config
 )
 
 func TestSessionServer(t *testing.T) {
@@ -71,6 +73,7 @@ var _ = BeforeSuite(func() {
 	var err error
 	testEnv, cfg, k8sClient, err = testenv.Start(scheme)
 	Expect(err).NotTo(HaveOccurred())
+	restConfig = cfg
 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Cache:                  controller.CacheOptions(),

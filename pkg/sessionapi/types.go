@@ -358,6 +358,10 @@ type PassivationRequest struct {
 	// Reason is idle_reaper, node_drain, migration or manual.
 	Reason   string    `json:"reason"`
 	Deadline time.Time `json:"deadline"`
+	// Pod is the runtime pod the request is for, when the session has one.
+	// A runtime in another pod (AGENTLANE_POD_NAME) reads an earlier
+	// request, one that moved the session off its previous pod.
+	Pod string `json:"pod,omitempty"`
 }
 
 // PeerInvocation is the body of a PeerInvocation event.
