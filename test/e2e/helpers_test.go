@@ -59,7 +59,12 @@ func createQueue(ns string, spec agentlanev1alpha1.LaneQueueSpec) *agentlanev1al
 	Expect(k8sClient.Create(suiteCtx, lq)).To(Succeed())
 	s := &agentlanev1alpha1.AgentSession{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s1"},
-		Spec:       agentlanev1alpha1.AgentSessionSpec{QueueRef: agentlanev1alpha1.LaneQueueReference{Name: "q1"}},
+		Spec: agentlanev1alpha1.AgentSessionSpec{
+			QueueRef: agentlanev1alpha1.LaneQueueReference{Name: "q1"},
+			// The specs count every task the session ran, so none may be
+			// swept by the session's retention.
+			Retention: &agentlanev1alpha1.SessionRetention{MaxFinishedTasks: ptr.To[int32](10000)},
+		},
 	}
 	Expect(k8sClient.Create(suiteCtx, s)).To(Succeed())
 	Eventually(func(g Gomega) {
