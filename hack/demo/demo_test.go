@@ -63,13 +63,14 @@ func TestDemo(t *testing.T) {
 			failed++
 		}
 	}
-	if held != 6 || failed != 0 {
-		t.Errorf("want the 6 checks held, got %d held and %d failed:\n%s", held, failed, text)
+	if held != 9 || failed != 0 {
+		t.Errorf("want the 9 checks held, got %d held and %d failed:\n%s", held, failed, text)
 	}
 	for _, want := range []string{
 		"worker-node-a", "worker-node-b", "worker-node-c", // per-worker summary
 		"execute   External", // per-lane summary
 		"state       DeadLettered · attempt 4",
+		"PassivationRequested   reason manual", // the session's Kubernetes Events
 		"manager          stopped (exit 0)",
 	} {
 		if !strings.Contains(text, want) {

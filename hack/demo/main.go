@@ -43,6 +43,7 @@ import (
 
 	"github.com/agentlane/agentlane/internal/manifest"
 	"github.com/agentlane/agentlane/internal/testenv"
+	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
 // options are the demo's command-line settings.
@@ -84,6 +85,8 @@ type demo struct {
 	kubeconfig string
 	procs      *processes
 	apiURL     string
+	tokenFile  string             // the agent runtimes' token
+	api        *sessionapi.Client // the Session API, with that token
 	pool       []*workerProc
 }
 
@@ -138,11 +141,15 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	failed := results.check(d)
+	checked := &checks{}
+	results.check(d, checked)
 	if err := d.summarize(ctx, results); err != nil {
 		return err
 	}
 	if err := d.dashboard(ctx, results.deadLettered()); err != nil {
+		return err
+	}
+	if err := d.passivateAndResume(ctx, checked); err != nil {
 		return err
 	}
 	if err := d.kubectlGet(ctx); err != nil {
@@ -162,8 +169,8 @@ func run(o options) error {
 	} else {
 		step("process logs are in %s", dir)
 	}
-	if failed > 0 {
-		return fmt.Errorf("%d of the demo's checks failed; see above and the logs in %s", failed, dir)
+	if checked.failed > 0 {
+		return fmt.Errorf("%d of the demo's checks failed; see above and the logs in %s", checked.failed, dir)
 	}
 	return nil
 }

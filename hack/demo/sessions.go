@@ -180,9 +180,11 @@ type sessionResults struct {
 
 // runSessions runs the scripted agents, each as its own process, posts the
 // burst of messages to chat-9 and shows the queues until every agent ended.
-func (d *demo) runSessions(ctx context.Context) (*sessionResults, error) {
-	tokenFile, err := d.tenantToken(ctx)
-	if err != nil {
+func (d *demo) runSessions(ctx context.Context) (res *sessionResults, err error) {
+	if d.tokenFile, err = d.tenantToken(ctx); err != nil {
+		return nil, err
+	}
+	if d.api, err = sessionapi.NewClient(d.apiURL, sessionapi.WithTokenFile(d.tokenFile)); err != nil {
 		return nil, err
 	}
 	if err := d.writeWorkspace(); err != nil {
@@ -192,15 +194,13 @@ func (d *demo) runSessions(ctx context.Context) (*sessionResults, error) {
 	started := time.Now()
 	var agents []*process
 	for _, s := range scriptedSessions {
-		args := []string{"--server=" + d.apiURL, "--token-file=" + tokenFile, "--namespace=" + namespace,
-			"--session=" + s.name, "--script=" + filepath.Join(d.dir, s.script),
-			"--report=" + filepath.Join(d.dir, s.name+".report.json")}
+		var args []string
 		mode := "runs its script"
 		if s.serveTurns > 0 {
 			args = append(args, "--mode=serve", fmt.Sprintf("--turns=%d", s.serveTurns))
 			mode = fmt.Sprintf("serves %d turn", s.serveTurns)
 		}
-		p, err := d.procs.start("agent-"+s.name, filepath.Join(d.binDir, "agent"), args...)
+		p, err := d.startAgent(s.name, s.name, s.script, args...)
 		if err != nil {
 			return nil, err
 		}
@@ -208,10 +208,10 @@ func (d *demo) runSessions(ctx context.Context) (*sessionResults, error) {
 		fmt.Printf("    agent for %-12s %s (pid %d)\n", s.name, mode, p.cmd.Process.Pid)
 	}
 
-	res := &sessionResults{reports: map[string]agentscript.Report{}}
+	res = &sessionResults{reports: map[string]agentscript.Report{}}
 	ctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
-	if res.posted, err = d.postBurst(ctx, tokenFile); err != nil {
+	if res.posted, err = d.postBurst(ctx); err != nil {
 		return nil, err
 	}
 	if err := d.follow(ctx, agents); err != nil {
@@ -222,29 +222,41 @@ func (d *demo) runSessions(ctx context.Context) (*sessionResults, error) {
 		if agents[i].err != nil {
 			return nil, fmt.Errorf("agent for %s: %s; see %s", s.name, exitText(agents[i].err), agents[i].log)
 		}
-		raw, err := os.ReadFile(filepath.Join(d.dir, s.name+".report.json"))
-		if err != nil {
+		if res.reports[s.name], err = d.report(s.name); err != nil {
 			return nil, err
 		}
-		var rep agentscript.Report
-		if err := json.Unmarshal(raw, &rep); err != nil {
-			return nil, fmt.Errorf("report of %s: %w", s.name, err)
-		}
-		res.reports[s.name] = rep
 	}
 	order, _ := os.ReadFile(filepath.Join(d.dir, "order.log"))
 	res.orderLog = string(order)
 	return res, nil
 }
 
+// startAgent starts a scripted agent runtime for session, as process
+// agent-<name>, writing its report to <name>.report.json.
+func (d *demo) startAgent(name, session, script string, args ...string) (*process, error) {
+	args = append([]string{"--server=" + d.apiURL, "--token-file=" + d.tokenFile, "--namespace=" + namespace,
+		"--session=" + session, "--script=" + filepath.Join(d.dir, script),
+		"--report=" + filepath.Join(d.dir, name+".report.json")}, args...)
+	return d.procs.start("agent-"+name, filepath.Join(d.binDir, "agent"), args...)
+}
+
+// report reads the report of agent-<name>.
+func (d *demo) report(name string) (agentscript.Report, error) {
+	var rep agentscript.Report
+	raw, err := os.ReadFile(filepath.Join(d.dir, name+".report.json"))
+	if err != nil {
+		return rep, err
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		return rep, fmt.Errorf("report of agent-%s: %w", name, err)
+	}
+	return rep, nil
+}
+
 // postBurst posts the burst of messages to chat-9, one right after the
 // other, as a user typing fast would.
-func (d *demo) postBurst(ctx context.Context, tokenFile string) ([]*sessionapi.PostResult, error) {
-	c, err := sessionapi.NewClient(d.apiURL, sessionapi.WithTokenFile(tokenFile))
-	if err != nil {
-		return nil, err
-	}
-	chat := c.Session(namespace, "chat-9")
+func (d *demo) postBurst(ctx context.Context) ([]*sessionapi.PostResult, error) {
+	chat := d.api.Session(namespace, "chat-9")
 	var out []*sessionapi.PostResult
 	for _, text := range burst {
 		r, err := chat.Post(ctx, sessionapi.Message{Text: text, Channel: "web"})

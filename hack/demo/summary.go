@@ -37,19 +37,23 @@ import (
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
-// check prints what the scripted sessions were to show, each with a tick
-// or a cross, and returns how many did not hold.
-func (r *sessionResults) check(d *demo) int {
-	step("checks (the sessions took %s)", r.took.Round(100*time.Millisecond))
-	failed := 0
-	expect := func(ok bool, format string, args ...any) {
-		mark := "✓"
-		if !ok {
-			mark = "✗"
-			failed++
-		}
-		fmt.Printf("    %s %s\n", mark, fmt.Sprintf(format, args...))
+// checks counts the demo's checks as it prints them, each with a tick or a
+// cross.
+type checks struct{ failed int }
+
+func (c *checks) expect(ok bool, format string, args ...any) {
+	mark := "✓"
+	if !ok {
+		mark = "✗"
+		c.failed++
 	}
+	fmt.Printf("    %s %s\n", mark, fmt.Sprintf(format, args...))
+}
+
+// check prints what the scripted sessions were to show.
+func (r *sessionResults) check(d *demo, c *checks) {
+	step("checks (the sessions took %s)", r.took.Round(100*time.Millisecond))
+	expect := c.expect
 
 	reviewer := r.reports["reviewer-42"]
 	reads := commandsOf(reviewer, 0, "read", 1)
@@ -79,7 +83,6 @@ func (r *sessionResults) check(d *demo) int {
 	}
 	expect(queued == len(burst) && len(chat.Turns) == 1 && chat.Turns[0].Messages == len(burst),
 		"chat-9: %d messages posted in a burst became one collect turn answering %d", queued, messagesOf(chat))
-	return failed
 }
 
 // commandsOf returns the commands of type typ at step of turn.
@@ -162,12 +165,7 @@ func (d *demo) workersOf(session string) []string {
 // summarize prints the a3s queue's lanes as its scheduler counts them, the
 // workers' counts from their metrics, and the sessions' turns.
 func (d *demo) summarize(ctx context.Context, r *sessionResults) error {
-	tokenFile := fmt.Sprintf("%s/agent-runtime.token", d.dir)
-	c, err := sessionapi.NewClient(d.apiURL, sessionapi.WithTokenFile(tokenFile))
-	if err != nil {
-		return err
-	}
-	stats, err := c.Session(namespace, "reviewer-42").Stats(ctx)
+	stats, err := d.api.Session(namespace, "reviewer-42").Stats(ctx)
 	if err != nil {
 		return fmt.Errorf("stats: %w", err)
 	}
@@ -297,11 +295,7 @@ func (d *demo) dashboard(ctx context.Context, selected string) error {
 	}); err != nil {
 		return err
 	}
-	for _, line := range strings.SplitAfter(b.String(), "\n") {
-		if line != "" {
-			fmt.Print("    " + line)
-		}
-	}
+	fmt.Print(indent(b.String()))
 	return nil
 }
 
