@@ -35,6 +35,7 @@ import (
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/lanequeue"
+	"github.com/agentlane/agentlane/internal/testenv"
 )
 
 // The specs below play the parts no envtest control plane runs: the
@@ -45,17 +46,15 @@ import (
 // newNode creates a schedulable Node.
 func newNode(prefix string) *corev1.Node {
 	GinkgoHelper()
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
-	Expect(k8sClient.Create(ctx, n)).To(Succeed())
+	n, err := testenv.NewNode(ctx, k8sClient, prefix)
+	Expect(err).NotTo(HaveOccurred())
 	return n
 }
 
 // cordon marks the node unschedulable, as kubectl cordon and drain do.
 func cordon(n *corev1.Node) {
 	GinkgoHelper()
-	orig := n.DeepCopy()
-	n.Spec.Unschedulable = true
-	Expect(k8sClient.Patch(ctx, n, client.MergeFrom(orig))).To(Succeed())
+	Expect(testenv.Cordon(ctx, k8sClient, n)).To(Succeed())
 }
 
 // runtimeSession creates a queue and a session with a runtime pod.
@@ -90,14 +89,9 @@ func runtimePodOf(s *agentlanev1alpha1.AgentSession, except string) *corev1.Pod 
 	GinkgoHelper()
 	var pod *corev1.Pod
 	Eventually(func(g Gomega) {
-		pods := &corev1.PodList{}
-		g.Expect(k8sClient.List(ctx, pods, client.InNamespace(s.Namespace), client.MatchingLabels{RuntimeLabel: s.Name})).To(Succeed())
-		pod = nil
-		for i := range pods.Items {
-			if p := &pods.Items[i]; p.Name != except && p.DeletionTimestamp.IsZero() {
-				pod = p
-			}
-		}
+		var err error
+		pod, err = testenv.LivePod(ctx, k8sClient, s.Namespace, map[string]string{RuntimeLabel: s.Name}, except)
+		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(pod).NotTo(BeNil(), "no runtime pod besides %q", except)
 	}).Should(Succeed())
 	return pod
@@ -106,21 +100,14 @@ func runtimePodOf(s *agentlanev1alpha1.AgentSession, except string) *corev1.Pod 
 // run binds the pod to the node and marks it Running and Ready.
 func run(pod *corev1.Pod, node *corev1.Node) {
 	GinkgoHelper()
-	Expect(k8sClient.SubResource("binding").Create(ctx, pod, &corev1.Binding{
-		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
-		Target:     corev1.ObjectReference{Kind: "Node", Name: node.Name},
-	})).To(Succeed())
-	Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
-	pod.Status.Phase = corev1.PodRunning
-	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
-	Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
+	Expect(testenv.BindAndRun(ctx, k8sClient, pod, node.Name)).To(Succeed())
 }
 
 // finishDeletion completes the deletion of an evicted pod, as its kubelet
 // would once the containers stopped.
 func finishDeletion(pod *corev1.Pod) {
 	GinkgoHelper()
-	Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, pod, client.GracePeriodSeconds(0)))).To(Succeed())
+	Expect(testenv.FinishDeletion(ctx, k8sClient, pod)).To(Succeed())
 }
 
 // checkpoint records a checkpoint of run in the session's status, as the

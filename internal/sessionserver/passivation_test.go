@@ -37,6 +37,7 @@ import (
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/agentscript"
 	"github.com/agentlane/agentlane/internal/controller"
+	"github.com/agentlane/agentlane/internal/testenv"
 	"github.com/agentlane/agentlane/internal/worker"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
@@ -173,8 +174,8 @@ func (t tenant) runtimeSession(name string, rt agentlanev1alpha1.SessionRuntime,
 // newNode creates a schedulable Node.
 func newNode(prefix string) *corev1.Node {
 	GinkgoHelper()
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
-	Expect(k8sClient.Create(ctx, n)).To(Succeed())
+	n, err := testenv.NewNode(ctx, k8sClient, prefix)
+	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, n))).To(Succeed()) })
 	return n
 }
@@ -182,9 +183,7 @@ func newNode(prefix string) *corev1.Node {
 // cordon marks the node unschedulable, as kubectl cordon and drain do.
 func cordon(n *corev1.Node) {
 	GinkgoHelper()
-	orig := n.DeepCopy()
-	n.Spec.Unschedulable = true
-	Expect(k8sClient.Patch(ctx, n, client.MergeFrom(orig))).To(Succeed())
+	Expect(testenv.Cordon(ctx, k8sClient, n)).To(Succeed())
 }
 
 // schedulable tells whether the scheduler could place pod on node, by the
@@ -218,14 +217,9 @@ func runtimePodOf(s *agentlanev1alpha1.AgentSession, except string) *corev1.Pod 
 	GinkgoHelper()
 	var pod *corev1.Pod
 	Eventually(func(g Gomega) {
-		pods := &corev1.PodList{}
-		g.Expect(k8sClient.List(ctx, pods, client.InNamespace(s.Namespace), client.MatchingLabels{controller.RuntimeLabel: s.Name})).To(Succeed())
-		pod = nil
-		for i := range pods.Items {
-			if p := &pods.Items[i]; p.Name != except && p.DeletionTimestamp.IsZero() {
-				pod = p
-			}
-		}
+		var err error
+		pod, err = testenv.LivePod(ctx, k8sClient, s.Namespace, map[string]string{controller.RuntimeLabel: s.Name}, except)
+		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(pod).NotTo(BeNil(), "no runtime pod besides %q", except)
 	}).Should(Succeed())
 	return pod
@@ -235,14 +229,7 @@ func runtimePodOf(s *agentlanev1alpha1.AgentSession, except string) *corev1.Pod 
 // it Running and Ready, as its kubelet does.
 func bindAndRun(pod *corev1.Pod, node *corev1.Node) {
 	GinkgoHelper()
-	Expect(k8sClient.SubResource("binding").Create(ctx, pod, &corev1.Binding{
-		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
-		Target:     corev1.ObjectReference{Kind: "Node", Name: node.Name},
-	})).To(Succeed())
-	Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
-	pod.Status.Phase = corev1.PodRunning
-	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
-	Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
+	Expect(testenv.BindAndRun(ctx, k8sClient, pod, node.Name)).To(Succeed())
 }
 
 // expectEvicted waits until the pod is being deleted by the Eviction API:
@@ -269,7 +256,7 @@ func expectEvicted(pod *corev1.Pod) {
 // would once the containers stopped.
 func finishDeletion(pod *corev1.Pod) {
 	GinkgoHelper()
-	Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, pod, client.GracePeriodSeconds(0)))).To(Succeed())
+	Expect(testenv.FinishDeletion(ctx, k8sClient, pod)).To(Succeed())
 }
 
 // phaseOf reads the session's phase.
