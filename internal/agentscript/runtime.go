@@ -491,9 +491,11 @@ func (r *Runtime) command(ctx context.Context, runID string, req sessionapi.Subm
 		if ctx.Err() != nil {
 			// The run was aborted or the runtime is stopping: say so rather
 			// than how the call in flight broke, and let go of the command.
+			// A submission cut short may still have been taken: the
+			// command is cancelled by the ID the runtime gave it.
 			cr.Error = fmt.Sprintf("the runtime stopped waiting: %v", context.Cause(ctx))
-			if cmd != nil && !cmd.Final() {
-				if last := r.cancel(ctx, cmd.ID); last != nil {
+			if cmd == nil || !cmd.Final() {
+				if last := r.cancel(ctx, req.ID); last != nil {
 					cr.State, cr.Attempts = last.State, last.Attempt
 				}
 			}

@@ -20,9 +20,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -210,5 +213,63 @@ func TestLocalRefusal(t *testing.T) {
 	}}
 	if got := rep.Refusal(); got != forbidden || !fatal(got) {
 		t.Errorf("Refusal() = %v, want the Forbidden reply, fatal", got)
+	}
+}
+
+// stuckSubmitServer takes a submission and never answers it, as a server
+// does whose reply is lost; it records the commands cancelled.
+type stuckSubmitServer struct {
+	submitted chan string
+	mu        sync.Mutex
+	cancelled []string
+}
+
+func (f *stuckSubmitServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/commands"):
+		var req sessionapi.SubmitRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		f.submitted <- req.ID
+		<-r.Context().Done()
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/cancel"):
+		var req sessionapi.CancelRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		f.mu.Lock()
+		f.cancelled = append(f.cancelled, req.CommandID)
+		f.mu.Unlock()
+		_ = json.NewEncoder(w).Encode(sessionapi.CancelResult{Cancelled: 1})
+	default:
+		w.WriteHeader(http.StatusNotFound)
+		_ = json.NewEncoder(w).Encode(sessionapi.Error{Code: sessionapi.CodeNotFound, Message: r.URL.Path})
+	}
+}
+
+// A runtime stopped while its submission is in flight cannot tell whether
+// the server took the command: it cancels it by the ID it gave it, so that
+// the command does not take a slot no one will use.
+func TestStopCancelsASubmissionInFlight(t *testing.T) {
+	f := &stuckSubmitServer{submitted: make(chan string, 1)}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	c, err := sessionapi.NewClient(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &Runtime{Session: c.Session("ns", "s")}
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan TurnReport, 1)
+	go func() {
+		done <- rt.RunTurn(ctx, Turn{Steps: []Step{{Type: "bash", Payload: json.RawMessage(`{"command":"true"}`)}}}, "run-1")
+	}()
+	id := <-f.submitted
+	stop()
+	rep := <-done
+	if len(rep.Commands) != 1 || rep.Commands[0].ID != id {
+		t.Fatalf("want the one command %s in the report, got %+v", id, rep.Commands)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if diff := cmp.Diff([]string{id}, f.cancelled); diff != "" {
+		t.Errorf("cancelled commands (-want,+got):\n%s", diff)
 	}
 }
