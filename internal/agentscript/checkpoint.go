@@ -308,7 +308,7 @@ func (r *Runtime) passivateIdle(ctx context.Context, turn int) {
 	if r.passivation() != nil {
 		return // a turn stopped for it already
 	}
-	st := checkpointState{Turn: turn, RunID: NewID(), Idle: true}
+	st := checkpointState{Turn: turn, RunID: r.newID(), Idle: true}
 	var tr TurnReport
 	r.saveCheckpoint(ctx, &tr, st)
 	r.passivated(st, nil, tr.CheckpointError)

@@ -22,7 +22,8 @@ limitations under the License.
 // A Script is a list of turns. A turn is an optional model call (a command
 // of type "llm" that, once granted, takes a set time and reports a set token
 // usage) followed by steps; a step is one tool command or a parallel group
-// of them, submitted together and awaited together. Scripts are YAML or
+// of them, submitted one after another in script order without waiting for
+// each other, then awaited together. Scripts are YAML or
 // JSON (Parse, Load); unknown fields are errors and every error names its
 // field path.
 //

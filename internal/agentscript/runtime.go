@@ -17,7 +17,6 @@ limitations under the License.
 package agentscript
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,6 +31,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/agentlane/agentlane/internal/lanequeue"
 	"github.com/agentlane/agentlane/internal/worker"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
@@ -51,8 +51,15 @@ type Runtime struct {
 	// locally, with the executors workers use; nil means
 	// worker.NewRegistry(worker.DefaultMaxOutputBytes).
 	Executors *worker.Registry
-	// Clock times the reports and the model calls; nil means the real clock.
+	// Clock times the reports and the model calls, and measures how long a
+	// grant has left until its deadline; nil means the real clock.
 	Clock clock.Clock
+	// IDs names the runs RunScript starts and the commands the runtime
+	// submits; nil means lowercase ULIDs (NewID). Sequential IDs with a
+	// fake Clock make a run replay to the same IDs and times. Command IDs
+	// name ExternalTasks, so they must not repeat in the session's
+	// namespace: give each session's runtime a prefix of its own.
+	IDs lanequeue.IDGenerator
 	// Log receives progress; the zero Logger discards it.
 	Log logr.Logger
 	// Resume makes RunScript start from the session's latest checkpoint:
@@ -167,6 +174,14 @@ func (r *Runtime) executors() *worker.Registry {
 // NewID returns a new lowercase ULID, which names a run or a command.
 func NewID() string { return strings.ToLower(ulid.Make().String()) }
 
+// newID names a run or a command with IDs, else NewID.
+func (r *Runtime) newID() string {
+	if r.IDs == nil {
+		return NewID()
+	}
+	return r.IDs.NewID()
+}
+
 // RunScript runs each turn of the script once, in order, each under a new
 // run ID, and saves a checkpoint after each completed step. With Resume it
 // starts where the session's latest checkpoint says instead. It stops early
@@ -192,7 +207,7 @@ func (r *Runtime) RunScript(ctx context.Context) Report {
 			idle = true
 			break
 		}
-		tr := r.runTurn(ctx, r.Script.Turns[next], NewID(), at)
+		tr := r.runTurn(ctx, r.Script.Turns[next], r.newID(), at)
 		rep.Turns = append(rep.Turns, tr)
 		if tr.Passivated || fatal(rep.Refusal()) {
 			break
@@ -331,17 +346,32 @@ func (r *Runtime) runTurn(ctx context.Context, turn Turn, runID string, at *posi
 		if group == nil {
 			group = []Step{step}
 		}
-		crs := make([]CommandReport, len(group))
-		ran := make([]bool, len(group))
-		var wg sync.WaitGroup
+		// A group's commands are submitted one after another in script
+		// order, so that their IDs and their places in the lanes do not
+		// depend on how goroutines are scheduled, then followed to their
+		// ends together. Each submission of a group waits only briefly for
+		// its grant: a command the lane cannot start before another of the
+		// group ends must not hold up the submission of the rest.
+		wait := submitWait
+		if len(group) > 1 {
+			wait = groupSubmitWait
+		}
+		subs := make([]*submission, len(group))
 		for k, c := range group {
 			h, ok := find(held, k)
 			if ok && sessionapi.Final(h.State) {
 				continue // ended before the runtime resumed
 			}
-			ran[k] = true
+			subs[k] = r.tool(ctx, runID, c, h.ID, wait)
+		}
+		crs := make([]CommandReport, len(group))
+		var wg sync.WaitGroup
+		for k, s := range subs {
+			if s == nil {
+				continue
+			}
 			wg.Go(func() {
-				crs[k] = r.tool(ctx, runID, c, h.ID)
+				crs[k] = r.finish(ctx, s)
 				crs[k].Step, crs[k].Parallel = i+1, step.Parallel != nil
 			})
 		}
@@ -352,7 +382,7 @@ func (r *Runtime) runTurn(ctx context.Context, turn Turn, runID string, at *posi
 		var left []heldCommand
 		passivating := false
 		for k := range group {
-			if !ran[k] {
+			if subs[k] == nil {
 				h, _ := find(held, k)
 				left = append(left, h)
 				continue
@@ -389,14 +419,15 @@ func find(held []heldCommand, index int) (heldCommand, bool) {
 	return heldCommand{}, false
 }
 
-// tool runs one tool command of a step; attach, when set, is the ID of the
-// command a runtime before this one submitted for it.
-func (r *Runtime) tool(ctx context.Context, runID string, st Step, attach string) CommandReport {
+// tool submits one tool command of a step, waiting at most wait for its
+// grant; attach, when set, is the ID of the command a runtime before this
+// one submitted for it. finish follows it.
+func (r *Runtime) tool(ctx context.Context, runID string, st Step, attach string, wait time.Duration) *submission {
 	req := sessionapi.SubmitRequest{Type: st.Type, Lane: st.Lane, Payload: st.Payload}
 	if st.Timeout != nil && st.Timeout.Duration > 0 {
 		req.Timeout = &metav1.Duration{Duration: st.Timeout.Duration}
 	}
-	return r.command(ctx, runID, req, attach, func(ctx context.Context, cmd *sessionapi.Command) (sessionapi.Result, *sessionapi.Usage) {
+	return r.submit(ctx, runID, req, attach, wait, func(ctx context.Context, cmd *sessionapi.Command) (sessionapi.Result, *sessionapi.Usage) {
 		return r.execute(ctx, cmd, st.Payload), nil
 	})
 }
@@ -424,14 +455,14 @@ type LLMUsage struct {
 func (r *Runtime) llm(ctx context.Context, runID, prompt string, c LLMCall, attach string) CommandReport {
 	payload, _ := json.Marshal(llmPayload{Prompt: prompt, InputTokens: c.InputTokens, OutputTokens: c.OutputTokens}) // strings and ints only
 	req := sessionapi.SubmitRequest{Type: llmType, Payload: payload}
-	return r.command(ctx, runID, req, attach, func(ctx context.Context, _ *sessionapi.Command) (sessionapi.Result, *sessionapi.Usage) {
+	return r.finish(ctx, r.submit(ctx, runID, req, attach, submitWait, func(ctx context.Context, _ *sessionapi.Command) (sessionapi.Result, *sessionapi.Usage) {
 		res := r.generate(ctx, prompt, c)
 		if !res.Success {
 			return res, nil // the call was stopped before the model answered
 		}
 		// The session's budget counts what the call consumed.
 		return res, &sessionapi.Usage{InputTokens: int64(c.InputTokens), OutputTokens: int64(c.OutputTokens)}
-	})
+	}))
 }
 
 // generate stands in for a granted model call: it takes c.Duration on the
@@ -454,21 +485,58 @@ func (r *Runtime) generate(ctx context.Context, prompt string, c LLMCall) sessio
 	return sessionapi.Result{Success: true, Output: out}
 }
 
-// command submits req under runID, or follows the command attach a runtime
-// before this one submitted, to its end: fn runs each Internal or Hybrid
-// grant and says what it consumed, which is reported with its result;
-// External commands are waited for. Once the runtime is told to passivate,
-// a command that has not started is left queued and reported Held.
-func (r *Runtime) command(ctx context.Context, runID string, req sessionapi.SubmitRequest, attach string, fn func(context.Context, *sessionapi.Command) (sessionapi.Result, *sessionapi.Usage)) CommandReport {
-	req.ID, req.RunID = cmp.Or(attach, NewID()), runID
-	cr := CommandReport{ID: req.ID, Type: req.Type, Lane: req.Lane, Submitted: r.clock().Now()}
-	log := r.Log.WithValues("runId", runID, "commandId", req.ID, "type", req.Type)
-	if attach != "" {
-		log.Info("Following a command a runtime before this one left queued")
-	} else {
-		log.V(1).Info("Submitting")
+// runAttempt runs a granted Internal or Hybrid attempt of a command and
+// says what it consumed, which is reported with its result.
+type runAttempt func(context.Context, *sessionapi.Command) (sessionapi.Result, *sessionapi.Usage)
+
+// submission is a command the runtime submitted, or attached to, and has
+// yet to follow to its end.
+type submission struct {
+	// cr is the report as far as it is known before the command is
+	// followed.
+	cr  CommandReport
+	cmd *sessionapi.Command
+	err error // of the submission or of reading the command attached to
+	fn  runAttempt
+	log logr.Logger
+}
+
+// submit names req with a new ID and submits it under runID, waiting at
+// most wait for its grant, or reads the command attach a runtime before
+// this one submitted. A command to attach to that the server no longer
+// knows (the manager restarted and lost it before it ran) is submitted
+// again under its ID. finish follows the command to its end.
+func (r *Runtime) submit(ctx context.Context, runID string, req sessionapi.SubmitRequest, attach string, wait time.Duration, fn runAttempt) *submission {
+	req.ID, req.RunID = attach, runID
+	if attach == "" {
+		req.ID = r.newID()
 	}
-	cmd, held, err := r.follow(ctx, req, attach != "", fn)
+	s := &submission{fn: fn, cr: CommandReport{ID: req.ID, Type: req.Type, Lane: req.Lane, Submitted: r.clock().Now()},
+		log: r.Log.WithValues("runId", runID, "commandId", req.ID, "type", req.Type)}
+	if attach != "" {
+		s.log.Info("Following a command a runtime before this one left queued")
+		s.cmd, s.err = r.Session.Get(ctx, req.ID, 0)
+		if !sessionapi.IsCode(s.err, sessionapi.CodeCommandNotFound) {
+			return s
+		}
+	} else {
+		s.log.V(1).Info("Submitting")
+	}
+	req.Wait = &metav1.Duration{Duration: wait}
+	s.cmd, s.err = r.Session.Submit(ctx, req)
+	return s
+}
+
+// finish follows a submitted command to its end: s.fn runs each Internal
+// or Hybrid grant; External commands are waited for. Once the runtime is
+// told to passivate, a command that has not started is left queued and
+// reported Held.
+func (r *Runtime) finish(ctx context.Context, s *submission) CommandReport {
+	cr, log := s.cr, s.log
+	cmd, held, err := s.cmd, false, s.err
+	if err == nil {
+		cmd, held, err = r.follow(ctx, cmd, s.fn)
+	}
 	cr.Finished = r.clock().Now()
 	cr.Held = held
 	if cmd != nil {
@@ -513,6 +581,12 @@ const (
 	// leave a command that has not started. A submission is never given up
 	// while in flight: the runtime could not tell whether it was taken.
 	submitWait = time.Second
+	// groupSubmitWait is the wait of each submission of a parallel group:
+	// long enough for an Internal grant given at once to come with the
+	// reply, short enough that a command left queued behind the group's
+	// others, or an External one (whose reply waits for its end), hardly
+	// delays the next submission.
+	groupSubmitWait = time.Millisecond
 	// pollWait is the wait of each long poll of a command.
 	pollWait = 30 * time.Second
 	// Bounds of the backoff between polls of a command whose grant the
@@ -521,30 +595,14 @@ const (
 	maxBackoff = 5 * time.Second
 )
 
-// follow submits req, or reads the command req.ID when attach is set, and
-// carries it to its end as sessionapi.SessionClient.RunWithUsage does:
-// whenever the command holds a grant of an attempt not seen before, fn runs
-// it and its result is reported. Once the runtime is told to passivate it
-// stops waiting for a command that has not started (queued, or waiting for
-// a retry) and returns it with held set: the session, paused, keeps it for
-// the runtime that resumes. A command that started is followed to its end.
-// A command to attach to that the server no longer knows (the manager
-// restarted and lost it before it ran) is submitted again under its ID.
-func (r *Runtime) follow(ctx context.Context, req sessionapi.SubmitRequest, attach bool, fn func(context.Context, *sessionapi.Command) (sessionapi.Result, *sessionapi.Usage)) (cmd *sessionapi.Command, held bool, err error) {
-	if attach {
-		cmd, err = r.Session.Get(ctx, req.ID, 0)
-		if sessionapi.IsCode(err, sessionapi.CodeCommandNotFound) {
-			attach = false
-		} else if err != nil {
-			return nil, false, err
-		}
-	}
-	if !attach {
-		req.Wait = &metav1.Duration{Duration: submitWait}
-		if cmd, err = r.Session.Submit(ctx, req); err != nil {
-			return nil, false, err
-		}
-	}
+// follow carries the submitted command cmd to its end as
+// sessionapi.SessionClient.RunWithUsage does: whenever the command holds a
+// grant of an attempt not seen before, fn runs it and its result is
+// reported. Once the runtime is told to passivate it stops waiting for a
+// command that has not started (queued, or waiting for a retry) and returns
+// it with held set: the session, paused, keeps it for the runtime that
+// resumes. A command that started is followed to its end.
+func (r *Runtime) follow(ctx context.Context, cmd *sessionapi.Command, fn runAttempt) (_ *sessionapi.Command, held bool, err error) {
 	handled := 0 // the last attempt passed to fn; attempts count from 1
 	var backoff time.Duration
 	for {
@@ -553,7 +611,7 @@ func (r *Runtime) follow(ctx context.Context, req sessionapi.SubmitRequest, atta
 		}
 		if g := cmd.Grant; g != nil && g.Attempt > handled {
 			handled = g.Attempt
-			attemptCtx, cancel := context.WithDeadline(ctx, g.Deadline)
+			attemptCtx, cancel := r.untilDeadline(ctx, g.Deadline, nil)
 			res, usage := fn(attemptCtx, cmd)
 			cancel()
 			next, err := r.Session.Report(ctx, cmd.ID, sessionapi.ReportRequest{Attempt: g.Attempt, Result: res, Usage: usage})
@@ -597,6 +655,17 @@ func (r *Runtime) follow(ctx context.Context, req sessionapi.SubmitRequest, atta
 	}
 }
 
+// untilDeadline returns a context that ends with cause when the time the
+// runtime's clock says is left until deadline (a grant's, a time of the
+// server's clock) has passed; a zero deadline sets none. A context's
+// deadline is a wall-clock time, which a fake clock does not follow.
+func (r *Runtime) untilDeadline(ctx context.Context, deadline time.Time, cause error) (context.Context, context.CancelFunc) {
+	if deadline.IsZero() {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeoutCause(ctx, deadline.Sub(r.clock().Now()), cause)
+}
+
 // sleep waits for d on the runtime's clock, or until ctx ends.
 func (r *Runtime) sleep(ctx context.Context, d time.Duration) error {
 	t := r.clock().NewTimer(d)
@@ -636,9 +705,9 @@ func (r *Runtime) cancel(ctx context.Context, id string) *sessionapi.Command {
 // The attempt stops at the grant's deadline; an executor that panics fails
 // the attempt.
 func (r *Runtime) execute(ctx context.Context, cmd *sessionapi.Command, payload json.RawMessage) (res sessionapi.Result) {
-	if g := cmd.Grant; g != nil && !g.Deadline.IsZero() {
+	if g := cmd.Grant; g != nil {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadlineCause(ctx, g.Deadline, fmt.Errorf("attempt %d ran past its grant deadline", g.Attempt))
+		ctx, cancel = r.untilDeadline(ctx, g.Deadline, fmt.Errorf("attempt %d ran past its grant deadline", g.Attempt))
 		defer cancel()
 	}
 	defer func() {

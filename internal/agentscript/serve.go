@@ -151,7 +151,7 @@ func (r *Runtime) Serve(ctx context.Context, maxTurns int) (Report, error) {
 func (r *Runtime) serveResumed(ctx context.Context, st *checkpointState, rep *Report) (passivated bool, err error) {
 	if !st.Done {
 		turn := r.Script.Turns[st.Turn%len(r.Script.Turns)]
-		tr := r.runTurn(ctx, turn, NewID(), resumed(st))
+		tr := r.runTurn(ctx, turn, r.newID(), resumed(st))
 		rep.Turns = append(rep.Turns, tr)
 		if tr.Passivated {
 			return true, nil
