@@ -563,7 +563,7 @@ func (r *Runtime) finish(ctx context.Context, s *submission) CommandReport {
 			// command is cancelled by the ID the runtime gave it.
 			cr.Error = fmt.Sprintf("the runtime stopped waiting: %v", context.Cause(ctx))
 			if cmd == nil || !cmd.Final() {
-				if last := r.cancel(ctx, req.ID); last != nil {
+				if last := r.cancel(ctx, s.cr.ID); last != nil {
 					cr.State, cr.Attempts = last.State, last.Attempt
 				}
 			}
