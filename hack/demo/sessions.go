@@ -29,18 +29,15 @@ import (
 	"text/template"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/agentscript"
+	"github.com/agentlane/agentlane/internal/testenv"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
@@ -114,23 +111,15 @@ func (d *demo) tenantToken(ctx context.Context) (string, error) {
 	if err := yaml.Unmarshal(raw, role); err != nil {
 		return "", err
 	}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "agent-runtime"}}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "agent-runtime-session-user"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: sa.Name}},
+	if err := d.client.Create(ctx, role); err != nil {
+		return "", fmt.Errorf("create ClusterRole %s: %w", role.Name, err)
 	}
-	for _, o := range []client.Object{role, sa, binding} {
-		if err := d.client.Create(ctx, o); err != nil {
-			return "", fmt.Errorf("create %T %s: %w", o, o.GetName(), err)
-		}
-	}
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
-	if err := d.client.SubResource("token").Create(ctx, sa, tr); err != nil {
-		return "", fmt.Errorf("request a token: %w", err)
+	token, err := testenv.ServiceAccountToken(ctx, d.client, namespace, "agent-runtime", rbacv1.RoleRef{Kind: "ClusterRole", Name: role.Name})
+	if err != nil {
+		return "", err
 	}
 	path := filepath.Join(d.dir, "agent-runtime.token")
-	return path, os.WriteFile(path, []byte(tr.Status.Token), 0o600)
+	return path, os.WriteFile(path, []byte(token), 0o600)
 }
 
 // writeWorkspace writes the files the scripts read and renders the scripts

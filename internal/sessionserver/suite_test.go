@@ -24,7 +24,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -115,8 +114,6 @@ func newTenant() tenant {
 	GinkgoHelper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "tenant-"}}
 	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "agent"}}
-	Expect(k8sClient.Create(ctx, sa)).To(Succeed())
 	role := &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "session-user"},
 		Rules: []rbacv1.PolicyRule{{
@@ -126,16 +123,10 @@ func newTenant() tenant {
 		}},
 	}
 	Expect(k8sClient.Create(ctx, role)).To(Succeed())
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "agent-session-user"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns.Name, Name: sa.Name}},
-	}
-	Expect(k8sClient.Create(ctx, binding)).To(Succeed())
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
-	Expect(k8sClient.SubResource("token").Create(ctx, sa, tr)).To(Succeed())
-	Expect(tr.Status.Token).NotTo(BeEmpty())
-	return tenant{ns: ns.Name, token: tr.Status.Token}
+	token, err := testenv.ServiceAccountToken(ctx, k8sClient, ns.Name, "agent", rbacv1.RoleRef{Kind: "Role", Name: role.Name})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(token).NotTo(BeEmpty())
+	return tenant{ns: ns.Name, token: token}
 }
 
 // internalLanes are A3S-shaped lanes, all Internal; execute runs one

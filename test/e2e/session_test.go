@@ -29,15 +29,12 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/agentscript"
+	"github.com/agentlane/agentlane/internal/testenv"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
@@ -52,16 +49,9 @@ func sessionToken(ns string) string {
 	role.Name = "session-user-" + ns
 	Expect(k8sClient.Create(suiteCtx, role)).To(Succeed())
 	DeferCleanup(func() { _ = k8sClient.Delete(suiteCtx, role) })
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent"}}
-	Expect(k8sClient.Create(suiteCtx, sa)).To(Succeed())
-	Expect(k8sClient.Create(suiteCtx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent-session-user"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa.Name}},
-	})).To(Succeed())
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
-	Expect(k8sClient.SubResource("token").Create(suiteCtx, sa, tr)).To(Succeed())
-	return tr.Status.Token
+	token, err := testenv.ServiceAccountToken(suiteCtx, k8sClient, ns, "agent", rbacv1.RoleRef{Kind: "ClusterRole", Name: role.Name})
+	Expect(err).NotTo(HaveOccurred())
+	return token
 }
 
 var _ = Describe("A scripted agent runtime on the Session API", func() {

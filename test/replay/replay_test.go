@@ -29,7 +29,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -284,8 +283,6 @@ func runOnce(ctx context.Context, script agentscript.Script) runRecord {
 func newTenant(ctx context.Context, c client.Client) string {
 	GinkgoHelper()
 	Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}})).To(Succeed())
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "agent"}}
-	Expect(c.Create(ctx, sa)).To(Succeed())
 	role := &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "session-user"},
 		Rules: []rbacv1.PolicyRule{{
@@ -295,14 +292,9 @@ func newTenant(ctx context.Context, c client.Client) string {
 		}},
 	}
 	Expect(c.Create(ctx, role)).To(Succeed())
-	Expect(c.Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "agent-session-user"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: sa.Name}},
-	})).To(Succeed())
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
-	Expect(c.SubResource("token").Create(ctx, sa, tr)).To(Succeed())
-	return tr.Status.Token
+	token, err := testenv.ServiceAccountToken(ctx, c, namespace, "agent", rbacv1.RoleRef{Kind: "Role", Name: role.Name})
+	Expect(err).NotTo(HaveOccurred())
+	return token
 }
 
 // newSession creates the AgentSession name on the queue and waits until it
