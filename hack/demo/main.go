@@ -142,14 +142,14 @@ func run(o options) error {
 		return err
 	}
 	checked := &checks{}
-	results.check(d, checked)
+	results.check(ctx, d, checked)
 	if err := d.summarize(ctx, results); err != nil {
 		return err
 	}
 	if err := d.dashboard(ctx, results.deadLettered()); err != nil {
 		return err
 	}
-	if err := d.passivateAndResume(ctx, checked); err != nil {
+	if err := d.passivateAndResume(ctx, checked, results.reports["chat-9"]); err != nil {
 		return err
 	}
 	if err := d.kubectlGet(ctx); err != nil {

@@ -36,8 +36,8 @@ import (
 // "Passivated"}}'`. Its runtime hears PassivationRequested on the event
 // stream, checkpoints and exits; the session is Passivated. Set Active
 // again, it resumes, and a new runtime answers the next message from the
-// checkpoint under a new run id.
-func (d *demo) passivateAndResume(ctx context.Context, c *checks) error {
+// checkpoint under a new run id, none of earlier's runs.
+func (d *demo) passivateAndResume(ctx context.Context, c *checks, earlier agentscript.Report) error {
 	ctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
 	const session = "chat-9"
@@ -107,10 +107,8 @@ func (d *demo) passivateAndResume(ctx context.Context, c *checks) error {
 		return err
 	}
 	before := map[string]bool{}
-	if first, err := d.report(session); err == nil {
-		for _, t := range first.Turns {
-			before[t.RunID] = true
-		}
+	for _, t := range earlier.Turns {
+		before[t.RunID] = true
 	}
 	ok := resumed.err == nil && len(after.Turns) == 1 && after.Turns[0].Messages == 1 && !before[after.Turns[0].RunID]
 	run := ""

@@ -51,7 +51,7 @@ func (c *checks) expect(ok bool, format string, args ...any) {
 }
 
 // check prints what the scripted sessions were to show.
-func (r *sessionResults) check(d *demo, c *checks) {
+func (r *sessionResults) check(ctx context.Context, d *demo, c *checks) {
 	step("checks (the sessions took %s)", r.took.Round(100*time.Millisecond))
 	expect := c.expect
 
@@ -70,7 +70,7 @@ func (r *sessionResults) check(d *demo, c *checks) {
 
 	builder := r.reports["builder-7"]
 	shards := commandsOf(builder, 0, "bash", 1)
-	workers := d.workersOf("builder-7")
+	workers := d.workersOf(ctx, "builder-7")
 	expect(len(shards) == 6 && allIn(shards, sessionapi.StateSucceeded) && len(workers) >= min(2, len(d.pool)),
 		"builder-7: 6 shards ran as ExternalTasks on %d workers (%s): %s", len(workers), strings.Join(workers, ", "), states(shards))
 
@@ -147,9 +147,9 @@ func messagesOf(rep agentscript.Report) int {
 }
 
 // workersOf returns the workers that ran the session's ExternalTasks.
-func (d *demo) workersOf(session string) []string {
+func (d *demo) workersOf(ctx context.Context, session string) []string {
 	tasks := &agentlanev1alpha1.ExternalTaskList{}
-	if err := d.client.List(context.Background(), tasks, client.InNamespace(namespace)); err != nil {
+	if err := d.client.List(ctx, tasks, client.InNamespace(namespace)); err != nil {
 		return nil
 	}
 	var out []string
