@@ -13,6 +13,13 @@ KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
 # build and deploy it.
 IMG ?= agentlane:dev
 CONTAINER_TOOL ?= docker
+# `make images` also writes SHELL_IMG, IMG with busybox for workers that run
+# shell commands, and PAUSE_IMG, a pod sandbox image; `make deploy` runs the
+# workers with WORKER_IMG.
+SHELL_IMG ?= agentlane-shell:dev
+PAUSE_IMG ?= agentlane-pause:dev
+WORKER_IMG ?= $(IMG)
+BUSYBOX ?= /bin/busybox
 KUBECTL ?= kubectl
 
 # Ginkgo and envtest suites need the control plane; hack/envtest-assets.sh builds it
@@ -94,6 +101,15 @@ build: ## Build the manager, worker, agent and lanetop binaries into bin/.
 docker-build: ## Build the image that runs the manager and the workers (IMG=agentlane:dev).
 	$(CONTAINER_TOOL) build -t $(IMG) .
 
+.PHONY: images
+images: ## Write image archives of IMG, SHELL_IMG and PAUSE_IMG into bin/images/ without Docker.
+	@if [ ! -x $(BUSYBOX) ]; then \
+		if [ "$$(id -u)" = 0 ]; then apt-get install -y --no-install-recommends busybox-static; \
+		else echo "make images: $(BUSYBOX) is missing; SHELL_IMG needs a static busybox: run 'apt-get install busybox-static' as root" >&2; exit 1; fi; fi
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags="-s -w" -o $(LOCALBIN)/images-bin/ ./cmd/manager ./cmd/worker ./cmd/agent ./hack/images/pause
+	$(GO) run ./hack/images --bin=$(LOCALBIN)/images-bin --out=$(LOCALBIN)/images --arch=$$($(GO) env GOARCH) \
+		--image=$(IMG) --shell-image=$(SHELL_IMG) --pause-image=$(PAUSE_IMG) --busybox=$(BUSYBOX)
+
 .PHONY: demo
 demo: build ## Run the main job on an embedded control plane.
 	@hack/demo.sh $(DEMO_FLAGS)
@@ -101,11 +117,17 @@ demo: build ## Run the main job on an embedded control plane.
 ##@ Deployment
 
 .PHONY: deploy
-# deploy sets IMG in a throwaway overlay under bin/, so config/default stays as committed.
-deploy: kustomize ## Deploy agentlane (config/default) with image IMG to the cluster of the current kubeconfig.
+# deploy sets the images in throwaway overlays under bin/, so config/default stays
+# as committed: the inner one sets IMG everywhere, the outer one patches the worker
+# container to WORKER_IMG. One overlay would not do: kustomize applies its images
+# after its patches, and would set a WORKER_IMG of repository agentlane back to IMG.
+deploy: kustomize ## Deploy agentlane (config/default) with image IMG, workers WORKER_IMG, to the cluster of the current kubeconfig.
 	@mkdir -p bin && overlay=$$(mktemp -d bin/deploy.XXXXXX) && trap 'rm -rf "$$overlay"' EXIT && \
-	printf 'resources:\n- ../../config/default\n' >"$$overlay/kustomization.yaml" && \
-	(cd "$$overlay" && $(KUSTOMIZE) edit set image agentlane=$(IMG)) && \
+	mkdir "$$overlay/image" && printf 'resources:\n- ../../../config/default\n' >"$$overlay/image/kustomization.yaml" && \
+	(cd "$$overlay/image" && $(KUSTOMIZE) edit set image agentlane=$(IMG)) && \
+	printf 'resources:\n- image\n' >"$$overlay/kustomization.yaml" && \
+	(cd "$$overlay" && $(KUSTOMIZE) edit add patch --kind Deployment --name agentlane-worker \
+		--patch '{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"agentlane-worker"},"spec":{"template":{"spec":{"containers":[{"name":"worker","image":"$(WORKER_IMG)"}]}}}}') && \
 	$(KUSTOMIZE) build "$$overlay" | $(KUBECTL) apply --server-side -f -
 
 .PHONY: undeploy
