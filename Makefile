@@ -83,6 +83,10 @@ test: generate manifests vet kustomize ## Run go vet, unit tests and the envtest
 	@echo "envtest control plane: $(ENVTEST_ASSETS)"
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" KUSTOMIZE="$(KUSTOMIZE)" $(GO) test -race $(GOTEST_FLAGS) ./...
 
+.PHONY: test-e2e
+test-e2e: images kustomize ## Run the end-to-end suite on a real three-node cluster on this machine (Linux, root; see docs/cluster.md).
+	KUSTOMIZE="$(KUSTOMIZE)" hack/test-e2e.sh
+
 .PHONY: bench
 bench: ## Run the lane scheduler benchmarks (lanebench workloads and Go benchmarks).
 	@for w in single lanes sessions idle memory; do $(GO) run ./hack/lanebench --workload=$$w; done
@@ -133,6 +137,18 @@ deploy: kustomize ## Deploy agentlane (config/default) with image IMG, workers W
 .PHONY: undeploy
 undeploy: kustomize ## Delete what deploy created, the CRDs (and so every LaneQueue, AgentSession and ExternalTask) included.
 	$(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found=true -f -
+
+##@ Local cluster
+
+CLUSTER_NODES ?= 3
+
+.PHONY: cluster-up
+cluster-up: images ## Start a real Kubernetes cluster of CLUSTER_NODES nodes on this machine, with the images loaded (Linux, root).
+	hack/cluster.sh up --nodes $(CLUSTER_NODES)
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local cluster and remove every trace of it.
+	hack/cluster.sh down
 
 ##@ Tools
 

@@ -13,11 +13,11 @@
 # write KUBEBUILDER_ASSETS=$(hack/envtest-assets.sh).
 set -euo pipefail
 
-KUBE_VERSION="${KUBE_VERSION:-1.36.3}"
-STAGING_VERSION="${STAGING_VERSION:-0.36.3}"
 ETCD_VERSION="${ETCD_VERSION:-3.6.8}"
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=hack/lib/kube-build.sh
+source "${root}/hack/lib/kube-build.sh"
 goos="$(go env GOOS)"
 goarch="$(go env GOARCH)"
 tag="${KUBE_VERSION}-etcd${ETCD_VERSION}-${goos}-${goarch}"
@@ -52,43 +52,9 @@ mkdir -p "${cache}"
 work="$(mktemp -d)"
 trap 'rm -rf "${work}"' EXIT
 
-# Staging modules that k8s.io/kubernetes replaces with local directories; each
-# is published with the matching v0.x version. The sample-* modules have no
-# published version and are not needed by the binaries built here.
-staging=(
-	api apiextensions-apiserver apimachinery apiserver cli-runtime client-go
-	cloud-provider cluster-bootstrap code-generator component-base
-	component-helpers controller-manager cri-api cri-client cri-streaming
-	csi-translation-lib dynamic-resource-allocation endpointslice externaljwt
-	kms kube-aggregator kube-controller-manager kube-proxy kube-scheduler
-	kubectl kubelet metrics mount-utils pod-security-admission streaming
-)
-
 start=$(date +%s)
 log "building kube-apiserver and kubectl v${KUBE_VERSION} from k8s.io/kubernetes (first time only; about 6-8 minutes on 2 cores)"
-mkdir -p "${work}/kube"
-{
-	echo "module agentlane.io/envtest-kube"
-	echo
-	echo "go 1.26.0"
-	echo
-	echo "require k8s.io/kubernetes v${KUBE_VERSION}"
-	echo
-	echo "replace ("
-	for m in "${staging[@]}"; do
-		echo "	k8s.io/${m} => k8s.io/${m} v${STAGING_VERSION}"
-	done
-	echo ")"
-} >"${work}/kube/go.mod"
-(
-	cd "${work}/kube"
-	log "resolving modules"
-	GOFLAGS=-mod=mod go get "k8s.io/kubernetes/cmd/kube-apiserver@v${KUBE_VERSION}" "k8s.io/kubernetes/cmd/kubectl@v${KUBE_VERSION}" >&2
-	log "compiling kube-apiserver"
-	CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags=-s -o "${cache}/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
-	log "compiling kubectl"
-	CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags=-s -o "${cache}/kubectl" k8s.io/kubernetes/cmd/kubectl
-)
+kube_build "${cache}" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
 log "kube-apiserver and kubectl built in $(( $(date +%s) - start ))s"
 
 start=$(date +%s)

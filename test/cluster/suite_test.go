@@ -1,0 +1,244 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package cluster is agentlane's end-to-end suite on a real multi-node
+// cluster: real kubelets, containerd and runc, the real scheduler,
+// controller-manager, PodDisruptionBudgets, Jobs and the Eviction API.
+// `make test-e2e` brings the cluster up (hack/cluster.sh), loads the images
+// of `make images`, runs this suite and tears the cluster down. The suite
+// installs agentlane the way a user does (kustomize of config/default, in the
+// overlay beside this file) and then drives it only from outside: kubectl,
+// the Kubernetes API and the Session API.
+//
+// Without AGENTLANE_E2E_KUBECONFIG the suite is skipped, so `go test ./...`
+// passes on a machine with no cluster.
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/agentlane/agentlane/internal/testenv"
+)
+
+const (
+	// systemNamespace is where config/default installs agentlane.
+	systemNamespace = "agentlane-system"
+	// ns is where the suite's queues, sessions and tasks live: the
+	// namespace the shipped worker Deployment serves.
+	ns = "default"
+	// sessionAPIPort is the manager's Session API port.
+	sessionAPIPort = 8443
+	// workerReplicas is the worker Deployment's size in config/worker.
+	workerReplicas = 3
+)
+
+var (
+	ctx        context.Context
+	cancel     context.CancelFunc
+	kubeconfig string
+	cfg        *rest.Config
+	k8sClient  client.Client
+	clientset  *kubernetes.Clientset
+	// kubectlBin and kustomizeBin are the tools the suite runs, as a user
+	// would.
+	kubectlBin, kustomizeBin string
+	// artifacts is where the suite writes what it saw (pod listings, logs).
+	artifacts string
+	// tenantToken authenticates as the tenant service account "agent", bound
+	// to agentlane's session-user ClusterRole in ns.
+	tenantToken string
+)
+
+func TestCluster(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "agentlane on a real cluster")
+}
+
+var _ = BeforeSuite(func() {
+	kubeconfig = os.Getenv("AGENTLANE_E2E_KUBECONFIG")
+	if kubeconfig == "" {
+		Skip("AGENTLANE_E2E_KUBECONFIG is not set: run `make test-e2e` (Linux, root) to bring up a cluster and run this suite")
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	DeferCleanup(func() { cancel() })
+
+	var err error
+	cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	Expect(err).NotTo(HaveOccurred())
+	cfg.QPS, cfg.Burst = 50, 100
+	k8sClient, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+	Expect(err).NotTo(HaveOccurred())
+	clientset, err = kubernetes.NewForConfig(cfg)
+	Expect(err).NotTo(HaveOccurred())
+	kubectlBin = envOr("KUBECTL", "kubectl")
+	kustomizeBin = envOr("KUSTOMIZE", "kustomize")
+	artifacts = envOr("AGENTLANE_E2E_ARTIFACTS", GinkgoT().TempDir())
+	Expect(os.MkdirAll(artifacts, 0o755)).To(Succeed())
+
+	By("installing agentlane with kustomize (config/default in test/cluster/overlay) and kubectl apply --server-side")
+	began := time.Now()
+	manifests, err := run(kustomizeBin, "build", "overlay")
+	Expect(err).NotTo(HaveOccurred())
+	_, err = runStdin(manifests, kubectlBin, "apply", "--server-side", "-f", "-")
+	Expect(err).NotTo(HaveOccurred())
+	waitForDeployment("agentlane-controller-manager", 1)
+	waitForDeployment("agentlane-worker", workerReplicas)
+	GinkgoWriter.Printf("agentlane installed and available in %s\n", time.Since(began).Round(time.Millisecond))
+
+	By("creating the tenant service account 'agent', bound to agentlane-session-user")
+	tenantToken, err = testenv.ServiceAccountToken(ctx, k8sClient, ns, "agent",
+		rbacv1.RoleRef{Kind: "ClusterRole", Name: "agentlane-session-user"})
+	Expect(err).NotTo(HaveOccurred())
+})
+
+var _ = ReportAfterEach(func(r SpecReport) {
+	if r.Failed() && kubeconfig != "" {
+		dumpState(strings.ReplaceAll(r.LeafNodeText, " ", "_"))
+	}
+})
+
+// waitForDeployment waits until the Deployment in systemNamespace has
+// replicas available, updated pods.
+func waitForDeployment(name string, replicas int32) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		d := &appsv1.Deployment{}
+		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: name}, d)).To(Succeed())
+		g.Expect(d.Status.ObservedGeneration).To(Equal(d.Generation))
+		g.Expect(d.Status.UpdatedReplicas).To(Equal(replicas))
+		g.Expect(d.Status.AvailableReplicas).To(Equal(replicas))
+		g.Expect(d.Status.Replicas).To(Equal(replicas))
+	}).WithTimeout(3*time.Minute).WithPolling(time.Second).Should(Succeed(), "deployment %s", name)
+}
+
+// podsOf lists the running, not deleted pods of an agentlane component.
+func podsOf(component string) []corev1.Pod {
+	GinkgoHelper()
+	pods := &corev1.PodList{}
+	Expect(k8sClient.List(ctx, pods, client.InNamespace(systemNamespace),
+		client.MatchingLabels{"app.kubernetes.io/name": "agentlane", "app.kubernetes.io/component": component})).To(Succeed())
+	var live []corev1.Pod
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+			live = append(live, p)
+		}
+	}
+	return live
+}
+
+// managerPod is the running manager pod.
+func managerPod() corev1.Pod {
+	GinkgoHelper()
+	var pod corev1.Pod
+	Eventually(func(g Gomega) {
+		pods := podsOf("manager")
+		g.Expect(pods).To(HaveLen(1))
+		g.Expect(pods[0].Status.PodIP).NotTo(BeEmpty())
+		pod = pods[0]
+	}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	return pod
+}
+
+// sessionAPIURL is the Session API as this process reaches it: the manager
+// pod's address, which the host routes to (the Service's ClusterIP is only
+// served inside the nodes).
+func sessionAPIURL() string {
+	GinkgoHelper()
+	return fmt.Sprintf("http://%s:%d", managerPod().Status.PodIP, sessionAPIPort)
+}
+
+// run runs a command and returns its standard output.
+func run(name string, args ...string) (string, error) {
+	return runStdin("", name, args...)
+}
+
+func runStdin(stdin, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err != nil {
+		return stdout.String(), fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+// kubectl runs kubectl against the cluster and fails the spec on error.
+func kubectl(args ...string) string {
+	GinkgoHelper()
+	out, err := run(kubectlBin, args...)
+	Expect(err).NotTo(HaveOccurred())
+	return out
+}
+
+// snapshot writes `kubectl get pods -o wide -A` to the artifacts and to the
+// spec's output.
+func snapshot(name string) {
+	GinkgoHelper()
+	out := kubectl("get", "pods", "-o", "wide", "-A")
+	GinkgoWriter.Printf("kubectl get pods -o wide -A (%s):\n%s\n", name, out)
+	Expect(os.WriteFile(filepath.Join(artifacts, "pods-"+name+".txt"), []byte(out), 0o644)).To(Succeed())
+}
+
+// dumpState saves what explains a failure: pods, events, agentlane objects
+// and the manager's and workers' logs.
+func dumpState(name string) {
+	dir := filepath.Join(artifacts, "failed-"+name)
+	_ = os.MkdirAll(dir, 0o755)
+	save := func(file string, args ...string) {
+		out, err := run(kubectlBin, args...)
+		if err != nil {
+			out += "\n" + err.Error()
+		}
+		_ = os.WriteFile(filepath.Join(dir, file), []byte(out), 0o644)
+	}
+	save("pods.txt", "get", "pods", "-o", "wide", "-A")
+	save("nodes.txt", "get", "nodes", "-o", "wide")
+	save("events.txt", "get", "events", "-A", "--sort-by=.lastTimestamp")
+	save("agentlane.yaml", "get", "lanequeues,agentsessions,externaltasks,jobs,pdb", "-n", ns, "-o", "yaml")
+	save("manager.log", "logs", "-n", systemNamespace, "deploy/agentlane-controller-manager", "--tail=2000")
+	save("workers.log", "logs", "-n", systemNamespace, "-l", "app.kubernetes.io/component=worker", "--tail=500", "--prefix")
+	GinkgoWriter.Printf("cluster state saved in %s\n", dir)
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
