@@ -259,7 +259,7 @@ func expectReady(obj client.Object, conditions func() []metav1.Condition) {
 		c := meta.FindStatusCondition(conditions(), "Ready")
 		g.Expect(c).NotTo(BeNil(), "%s has no Ready condition", obj.GetName())
 		g.Expect(c.Status).To(Equal(metav1.ConditionTrue), "%s: %s %s", obj.GetName(), c.Reason, c.Message)
-	}).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(Succeed())
+	}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
 }
 
 // eventReasons lists the reasons of the Kubernetes Events about an object,
