@@ -23,6 +23,7 @@ package controller
 // The manager's permissions, generated into config/rbac/role.yaml.
 //
 // +kubebuilder:rbac:groups=agentlane.io,resources=lanequeues;agentsessions;externaltasks,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=agentlane.io,resources=externaltasks,verbs=deletecollection
 // +kubebuilder:rbac:groups=agentlane.io,resources=lanequeues/status;agentsessions/status;externaltasks/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=agentlane.io,resources=lanequeues/finalizers;agentsessions/finalizers;externaltasks/finalizers,verbs=update
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch

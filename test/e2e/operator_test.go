@@ -346,6 +346,29 @@ var _ = Describe("ExternalTasks on worker processes", func() {
 		}).Should(Equal(int64(1)))
 	})
 
+	It("deletes a session with its tasks, queued and finished, under the manager's generated role", func() {
+		s := createQueue(ns, agentlanev1alpha1.LaneQueueSpec{
+			Lanes: []agentlanev1alpha1.Lane{externalLane("execute", 0, 0, 1)},
+		})
+		w := startWorker(ns, "worker-a", "node-a")
+		waitForWorkers(ns, w)
+		done := bashTask(s, "done", "execute", "echo done")
+		create(done)
+		Eventually(phaseOf(done)).Should(Equal(agentlanev1alpha1.ExternalTaskSucceeded))
+		// One runs and one waits behind it (per-session cap 1) when the
+		// session goes.
+		create(bashTask(s, "running", "execute", "sleep 30"), bashTask(s, "queued", "execute", "echo never"))
+		Eventually(phaseOf(&agentlanev1alpha1.ExternalTask{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "running"}})).
+			Should(Equal(agentlanev1alpha1.ExternalTaskRunning))
+
+		Expect(k8sClient.Delete(suiteCtx, s)).To(Succeed())
+		Eventually(func(g Gomega) {
+			err := k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(s), &agentlanev1alpha1.AgentSession{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the session is still there: %v", err)
+			g.Expect(tasksIn(g, ns)).To(BeEmpty())
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+	})
+
 	It("rejects the late completion of a worker that lost its attempt", func() {
 		s := createQueue(ns, agentlanev1alpha1.LaneQueueSpec{
 			Lanes: []agentlanev1alpha1.Lane{externalLane("execute", 0, 0, 0)},
