@@ -375,10 +375,15 @@ cmd_up() {
 	done
 	[[ "${nodes}" =~ ^[1-9][0-9]?$ ]] || die "--nodes must be a number from 1 to 99"
 	need_root cluster-up
-	if [[ -e "${CLUSTER_DIR}" ]]; then
-		die "${CLUSTER_DIR} exists: a cluster is up or was not torn down; run 'make cluster-down' first"
+	if alive "${CLUSTER_DIR}/pids/kube-apiserver"; then
+		die "a cluster is up (${CLUSTER_DIR}); run 'make cluster-down' first"
 	fi
-	ip link show "${BRIDGE}" >/dev/null 2>&1 && die "bridge ${BRIDGE} exists; run 'make cluster-down' first"
+	if [[ -e "${CLUSTER_DIR}" ]] || ip link show "${BRIDGE}" >/dev/null 2>&1 || ip netns list | grep -q '^agentlane-node-'; then
+		# An earlier cluster whose API server is gone (killed, or the
+		# machine restarted): clear what is left of it first.
+		log "removing the remains of an earlier cluster"
+		cmd_down
+	fi
 	compgen -G "${IMAGES_DIR}/*.tar" >/dev/null || die "no image archives in ${IMAGES_DIR}; run 'make images' first"
 
 	ensure_packages
@@ -499,7 +504,26 @@ cmd_down() {
 		findmnt -rn -o TARGET | grep -F "${CLUSTER_DIR}" | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
 		rm -rf "${CLUSTER_DIR}"
 	fi
+	leftovers
 	log "cluster down"
+}
+
+# leftovers fails, naming them, when anything of a cluster is still there.
+leftovers() {
+	local left=() h
+	pgrep -f -- "${CLUSTER_DIR}/" >/dev/null && left+=("processes: $(pgrep -d, -f -- "${CLUSTER_DIR}/")")
+	ip netns list 2>/dev/null | grep -q '^agentlane-node-' && left+=("network namespaces")
+	ip link show "${BRIDGE}" >/dev/null 2>&1 && left+=("bridge ${BRIDGE}")
+	ip route show | grep -q "^${POD_PREFIX}\." && left+=("routes to ${POD_PREFIX}.0.0/16")
+	findmnt -rn -o TARGET | grep -qF "${CLUSTER_DIR}" && left+=("mounts under ${CLUSTER_DIR}")
+	for h in /sys/fs/cgroup/*/; do
+		compgen -G "${h}node-[0-9]*" >/dev/null && left+=("cgroups ${h}node-*")
+	done
+	[[ -e "${CLUSTER_DIR}" ]] && left+=("${CLUSTER_DIR}")
+	if ((${#left[@]})); then
+		log "left behind: ${left[*]}"
+		return 1
+	fi
 }
 
 cmd_status() {

@@ -32,7 +32,7 @@ else
 		exit 1
 	fi
 	if [[ -z "${E2E_KEEP_CLUSTER:-}" ]]; then
-		trap 'hack/cluster.sh down || true' EXIT
+		trap 'hack/cluster.sh down >/dev/null 2>&1 || true' EXIT
 	fi
 	start=${SECONDS}
 	hack/cluster.sh up --nodes "${CLUSTER_NODES:-3}"
@@ -48,5 +48,13 @@ AGENTLANE_E2E_KUBECONFIG="${cluster_dir}/kubeconfig" \
 	go test ./test/cluster/... -count=1 -timeout 45m -v ${E2E_FLAGS:-} -args -ginkgo.v || status=$?
 suite_secs=$((SECONDS - start))
 
-log "cluster up: ${up_secs}s; suite: ${suite_secs}s; total: $((SECONDS - began))s; artifacts in ${artifacts}"
+down_secs=0
+if [[ -z "${E2E_REUSE_CLUSTER:-}" && -z "${E2E_KEEP_CLUSTER:-}" ]]; then
+	# Tear-down must leave nothing behind; it says what it left, and fails.
+	start=${SECONDS}
+	hack/cluster.sh down || status=1
+	down_secs=$((SECONDS - start))
+	trap - EXIT
+fi
+log "cluster up: ${up_secs}s; suite: ${suite_secs}s; tear-down: ${down_secs}s; total: $((SECONDS - began))s; artifacts in ${artifacts}"
 exit "${status}"

@@ -18,6 +18,8 @@ package cluster
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"slices"
 	"sort"
 	"strings"
@@ -331,11 +333,16 @@ subjects: [{kind: ServiceAccount, name: job-worker, namespace: default}]
 
 		By("draining " + drainedNode + ", which hosts the runtime pod " + first.Name)
 		began := time.Now()
-		drained := make(chan error, 1)
+		drained := make(chan string, 1)
 		go func() {
 			defer GinkgoRecover()
-			_, err := run(kubectlBin, "drain", drainedNode, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=4m")
-			drained <- err
+			cmd := exec.CommandContext(ctx, kubectlBin, "drain", drainedNode, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=4m")
+			cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				out = append(out, []byte("\nkubectl drain: "+err.Error())...)
+			}
+			drained <- string(out)
 		}()
 		DeferCleanup(func() { kubectl("uncordon", drainedNode) })
 
@@ -347,7 +354,12 @@ subjects: [{kind: ServiceAccount, name: job-worker, namespace: default}]
 		tasks := waitForTasks("drained", 8, 3*time.Minute)
 		expectRanOnce(tasks)
 		expectCounted("drained", 8)
-		Eventually(drained).WithTimeout(4 * time.Minute).Should(Receive(BeNil()))
+		var drainOutput string
+		Eventually(drained).WithTimeout(4 * time.Minute).Should(Receive(&drainOutput))
+		GinkgoWriter.Printf("kubectl drain:\n%s\n", drainOutput)
+		Expect(drainOutput).To(ContainSubstring("node/" + drainedNode + " drained"))
+		By("the drain's eviction of the runtime pod was refused while the session's PodDisruptionBudget held it")
+		Expect(drainOutput).To(MatchRegexp(`evicting pod default/` + first.Name + `[\s\S]*disruption budget`))
 
 		By("the first pod was evicted through the Eviction API")
 		Expect(seen.disruption(first.Name)).To(Equal("EvictionByEvictionAPI"))
