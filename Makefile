@@ -108,7 +108,7 @@ docker-build: ## Build the image that runs the manager and the workers (IMG=agen
 .PHONY: images
 images: ## Write image archives of IMG, SHELL_IMG and PAUSE_IMG into bin/images/ without Docker.
 	@if [ ! -x $(BUSYBOX) ]; then \
-		if [ "$$(id -u)" = 0 ]; then apt-get install -y --no-install-recommends busybox-static; \
+		if [ "$$(id -u)" = 0 ]; then DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends busybox-static; \
 		else echo "make images: $(BUSYBOX) is missing; SHELL_IMG needs a static busybox: run 'apt-get install busybox-static' as root" >&2; exit 1; fi; fi
 	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags="-s -w" -o $(LOCALBIN)/images-bin/ ./cmd/manager ./cmd/worker ./cmd/agent ./hack/images/pause
 	$(GO) run ./hack/images --bin=$(LOCALBIN)/images-bin --out=$(LOCALBIN)/images --arch=$$($(GO) env GOARCH) \
