@@ -24,15 +24,15 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	"github.com/oklog/ulid/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/agentlane/agentlane/internal/executor"
 	"github.com/agentlane/agentlane/internal/lanequeue"
-	"github.com/agentlane/agentlane/internal/worker"
+	"github.com/agentlane/agentlane/internal/truncate"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
@@ -49,8 +49,8 @@ type Runtime struct {
 	Script Script
 	// Executors runs the Internal and Hybrid grants of tool commands
 	// locally, with the executors workers use; nil means
-	// worker.NewRegistry(worker.DefaultMaxOutputBytes).
-	Executors *worker.Registry
+	// executor.NewRegistry(executor.DefaultMaxOutputBytes).
+	Executors *executor.Registry
 	// Clock times the reports and the model calls, and measures how long a
 	// grant has left until its deadline; nil means the real clock.
 	Clock clock.Clock
@@ -162,11 +162,11 @@ func (r *Runtime) clock() clock.Clock {
 	return r.Clock
 }
 
-func (r *Runtime) executors() *worker.Registry {
+func (r *Runtime) executors() *executor.Registry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.Executors == nil {
-		r.Executors = worker.NewRegistry(worker.DefaultMaxOutputBytes)
+		r.Executors = executor.NewRegistry(executor.DefaultMaxOutputBytes)
 	}
 	return r.Executors
 }
@@ -267,7 +267,7 @@ func (r *Runtime) runTurn(ctx context.Context, turn Turn, runID string, at *posi
 	boundary := func() bool {
 		steers, aborted := st.boundary()
 		for _, s := range steers {
-			log.Info("Steered", "text", shorten(s, 80))
+			log.Info("Steered", "text", truncate.Runes(s, 80, "…"))
 		}
 		rep.Steers = append(rep.Steers, steers...)
 		rep.Aborted = rep.Aborted || aborted
@@ -301,7 +301,7 @@ func (r *Runtime) runTurn(ctx context.Context, turn Turn, runID string, at *posi
 		rep.Finished = r.clock().Now()
 		log.Info("Turn finished", "commands", len(rep.Commands), "aborted", rep.Aborted, "passivated", rep.Passivated, "steers", len(rep.Steers))
 	}()
-	log.Info("Turn started", "prompt", shorten(turn.Prompt, 80))
+	log.Info("Turn started", "prompt", truncate.Runes(turn.Prompt, 80, "…"))
 
 	// What a runtime before this one left held belongs to the model call
 	// until it is made, then to the first step to run.
@@ -479,7 +479,7 @@ func (r *Runtime) generate(ctx context.Context, prompt string, c LLMCall) sessio
 	}
 	text := c.Text
 	if text == "" {
-		text = fmt.Sprintf("Scripted reply to %q.", shorten(prompt, 80))
+		text = fmt.Sprintf("Scripted reply to %q.", truncate.Runes(prompt, 80, "…"))
 	}
 	out, _ := json.Marshal(LLMOutput{Text: text, Usage: LLMUsage{InputTokens: c.InputTokens, OutputTokens: c.OutputTokens}}) // strings and ints only
 	return sessionapi.Result{Success: true, Output: out}
@@ -715,14 +715,14 @@ func (r *Runtime) execute(ctx context.Context, cmd *sessionapi.Command, payload 
 			res = sessionapi.Result{Error: fmt.Sprintf("executor for %q panicked: %v", cmd.Type, p)}
 		}
 	}()
-	out, err := r.executors().Run(ctx, worker.Task{CommandType: cmd.Type, Payload: payload})
+	out, err := r.executors().Run(ctx, executor.Task{CommandType: cmd.Type, Payload: payload})
 	return result(out, err)
 }
 
 // result turns what an executor returned into an attempt's result, the way
 // a worker reports it on an ExternalTask: the exit code and the output JSON
 // only when the command ran.
-func result(out worker.Output, err error) sessionapi.Result {
+func result(out executor.Output, err error) sessionapi.Result {
 	res := sessionapi.Result{Success: err == nil && out.Success}
 	switch {
 	case err != nil:
@@ -737,12 +737,4 @@ func result(out worker.Output, err error) sessionapi.Result {
 		res.Output, _ = json.Marshal(out) // strings, ints, bools and JSON only
 	}
 	return res
-}
-
-// shorten cuts s to at most n characters, marking the cut with an ellipsis.
-func shorten(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n-1]) + "…"
 }

@@ -39,6 +39,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/truncate"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
@@ -424,7 +425,7 @@ func (l *BudgetLedger) askGuard(ctx context.Context, g *agentlanev1alpha1.Budget
 		return BudgetGuardResponse{}, fmt.Errorf("reading the answer: %w", err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return BudgetGuardResponse{}, fmt.Errorf("it answered %s: %s", resp.Status, shortText(string(data), 200))
+		return BudgetGuardResponse{}, fmt.Errorf("it answered %s: %s", resp.Status, truncate.Runes(strings.TrimSpace(string(data)), 203, "..."))
 	}
 	var ans BudgetGuardResponse
 	if err := json.Unmarshal(data, &ans); err != nil {
@@ -648,13 +649,4 @@ func decimal(q resource.Quantity) string {
 		return "0"
 	}
 	return s
-}
-
-// shortText cuts s to at most n bytes.
-func shortText(s string, n int) string {
-	s = strings.TrimSpace(s)
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }

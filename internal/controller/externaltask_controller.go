@@ -49,7 +49,8 @@ import (
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/lanequeue"
-	"github.com/agentlane/agentlane/internal/worker"
+	"github.com/agentlane/agentlane/internal/truncate"
+	"github.com/agentlane/agentlane/internal/workerproto"
 )
 
 // CancelAnnotation, set to "true" on an ExternalTask, cancels it: a queued
@@ -632,7 +633,7 @@ func (r *ExternalTaskReconciler) checkHeld(ctx context.Context, task *agentlanev
 	}
 
 	lease := &coordinationv1.Lease{}
-	err := r.Get(ctx, types.NamespacedName{Namespace: task.Namespace, Name: worker.LeaseName(st.Worker)}, lease)
+	err := r.Get(ctx, types.NamespacedName{Namespace: task.Namespace, Name: workerproto.LeaseName(st.Worker)}, lease)
 	switch {
 	case apierrors.IsNotFound(err):
 		return ended(agentlanev1alpha1.AttemptWorkerLost, "worker %s has no heartbeat Lease", st.Worker)
@@ -749,7 +750,7 @@ func (r *ExternalTaskReconciler) pickWorker(ctx context.Context, task *agentlane
 		selector = s
 	}
 	leases := &coordinationv1.LeaseList{}
-	if err := r.List(ctx, leases, client.InNamespace(task.Namespace), client.MatchingLabels{worker.WorkerLabel: "true"}); err != nil {
+	if err := r.List(ctx, leases, client.InNamespace(task.Namespace), client.MatchingLabels{workerproto.WorkerLabel: "true"}); err != nil {
 		logf.FromContext(ctx).Error(err, "List worker Leases")
 		return workerInfo{}, false
 	}
@@ -902,7 +903,7 @@ func (r *ExternalTaskReconciler) recordEnded(st *agentlanev1alpha1.ExternalTaskS
 	if rec.Worker == "" && st.JobName != "" {
 		rec.Worker = st.JobName
 	}
-	rec.Error = worker.TruncateRunes(rec.Error, maxAttemptError)
+	rec.Error = truncate.Runes(rec.Error, maxAttemptError, "")
 	st.Attempts = append(st.Attempts, rec)
 	if extra := len(st.Attempts) - maxAttemptRecords; extra > 0 {
 		st.Attempts = slices.Delete(st.Attempts, 0, extra)
@@ -929,7 +930,7 @@ func setInProgress(st *agentlanev1alpha1.ExternalTaskStatus, generation int64, n
 
 func setCondition(st *agentlanev1alpha1.ExternalTaskStatus, generation int64, now metav1.Time, typ string, status metav1.ConditionStatus, reason, msg string) {
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: worker.TruncateRunes(msg, maxConditionMessage),
+		Type: typ, Status: status, Reason: reason, Message: truncate.Runes(msg, maxConditionMessage, ""),
 		ObservedGeneration: generation, LastTransitionTime: now,
 	})
 }

@@ -30,7 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/agentlane/agentlane/internal/worker"
+	"github.com/agentlane/agentlane/internal/workerproto"
 )
 
 // Setup registers agentlane's field indexes, the schedulers and every
@@ -87,7 +87,7 @@ func WithSessionAPIURL(url string) SetupOption {
 // the Jobs agentlane creates for Job-target lanes.
 func CacheOptions() cache.Options {
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&coordinationv1.Lease{}:         {Label: labels.SelectorFromSet(labels.Set{worker.WorkerLabel: "true"})},
+		&coordinationv1.Lease{}:         {Label: labels.SelectorFromSet(labels.Set{workerproto.WorkerLabel: "true"})},
 		&batchv1.Job{}:                  {Label: labels.SelectorFromValidatedSet(nil).Add(mustRequirement(TaskLabel, selection.Exists))},
 		&corev1.Pod{}:                   {Label: labels.SelectorFromValidatedSet(nil).Add(mustRequirement(RuntimeLabel, selection.Exists))},
 		&policyv1.PodDisruptionBudget{}: {Label: labels.SelectorFromValidatedSet(nil).Add(mustRequirement(RuntimeLabel, selection.Exists))},

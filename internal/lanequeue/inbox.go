@@ -23,9 +23,10 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"k8s.io/utils/clock"
+
+	"github.com/agentlane/agentlane/internal/truncate"
 )
 
 // MessageMode is how a session handles an inbound message (a user turn)
@@ -506,18 +507,9 @@ func summarize(ms []Message) string {
 	fmt.Fprintf(&b, "%d queued messages were dropped because the queue was full:", len(ms))
 	for _, m := range ms {
 		b.WriteString("\n- ")
-		b.WriteString(shorten(strings.Join(strings.Fields(m.Text), " "), SummaryLineLength))
+		b.WriteString(truncate.Runes(strings.Join(strings.Fields(m.Text), " "), SummaryLineLength, "…"))
 	}
 	return b.String()
-}
-
-// shorten cuts s to at most n characters, marking the cut with an ellipsis.
-func shorten(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
 }
 
 // unlock releases the lock and delivers the events made under it, in order.

@@ -19,7 +19,7 @@ limitations under the License.
 //
 // A Worker keeps a heartbeat Lease (lease.go), watches only the ExternalTasks
 // whose status.worker names it, claims each Dispatched attempt, runs it with
-// the executor Registry (executor.go) and reports the result (worker.go). On
+// the executor.Registry (package internal/executor) and reports the result (worker.go). On
 // shutdown it drains: it stops claiming, marks its Lease draining, lets the
 // running attempts finish within the grace period, hands back the rest and
 // deletes its Lease. RunTask (oneshot.go) runs a single task for a Job-target

@@ -14,7 +14,13 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package worker
+// Package executor runs the command types of External-lane tasks: a Registry
+// maps each command type ("bash", "exec", "read", and any a program adds) to
+// an Executor. Workers (internal/worker) and the scripted agent runtime
+// (internal/agentscript) build their own Registry; the package has no
+// Kubernetes dependencies, so an HTTP-only binary such as cmd/agent can link
+// it without the API client.
+package executor
 
 import (
 	"bytes"
