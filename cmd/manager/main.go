@@ -32,8 +32,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/budget"
 	"github.com/agentlane/agentlane/internal/controller"
 	"github.com/agentlane/agentlane/internal/lanequeue"
+	"github.com/agentlane/agentlane/internal/scheduling"
 	"github.com/agentlane/agentlane/internal/sessionserver"
 	"github.com/agentlane/agentlane/internal/sessionstore"
 )
@@ -108,14 +110,21 @@ func main() {
 		os.Exit(1)
 	}
 	ctx := ctrl.SetupSignalHandler()
-	schedulers := &controller.Schedulers{}
+	// The state the controllers and the Session API share, each part built
+	// once here (docs/architecture.md).
+	schedulers := &scheduling.Schedulers{}
 	schedulers.Options.IDs = schedulerIDs
-	if err := controller.Setup(ctx, mgr, schedulers, controller.WithSessionAPIURL(sessionAPIURL)); err != nil {
+	shared := controller.Shared{
+		Schedulers:   schedulers,
+		Budgets:      &budget.Ledger{Publish: schedulers.Publish, Recorder: mgr.GetEventRecorder("agentlane-budget")},
+		Passivations: &controller.PassivationClock{},
+	}
+	if err := controller.Setup(ctx, mgr, shared, controller.WithSessionAPIURL(sessionAPIURL)); err != nil {
 		log.Error(err, "unable to set up the controllers")
 		os.Exit(1)
 	}
 	if api.Addr != "0" {
-		api.Schedulers = schedulers
+		api.Schedulers, api.Budgets, api.Checkpoints = schedulers, shared.Budgets, shared.Passivations
 		if sessionStore == "configmap" {
 			// Checkpoints are read around the cache: see sessionstore.ConfigMaps.
 			api.Store = sessionstore.NewConfigMaps(mgr.GetClient(), mgr.GetAPIReader())

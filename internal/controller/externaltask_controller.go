@@ -48,7 +48,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/identity"
 	"github.com/agentlane/agentlane/internal/lanequeue"
+	"github.com/agentlane/agentlane/internal/scheduling"
 	"github.com/agentlane/agentlane/internal/truncate"
 	"github.com/agentlane/agentlane/internal/workerproto"
 )
@@ -99,7 +101,7 @@ const (
 // adopted where they run, so nothing is lost or run twice.
 type ExternalTaskReconciler struct {
 	client.Client
-	Schedulers *Schedulers
+	Schedulers *scheduling.Schedulers
 	// Recorder receives Kubernetes Events for tasks that fail for good.
 	Recorder events.EventRecorder
 	// APIReader reads around the cache, to tell a task that was just
@@ -198,7 +200,7 @@ func (r *ExternalTaskReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&coordinationv1.Lease{}, r.leaseHandler()).
 		Watches(&agentlanev1alpha1.LaneQueue{}, handler.EnqueueRequestsFromMapFunc(r.unboundTasks)).
 		Watches(&agentlanev1alpha1.AgentSession{}, handler.EnqueueRequestsFromMapFunc(r.sessionTasks)).
-		WatchesRawSource(r.Schedulers.taskEvents.source()).
+		WatchesRawSource(r.Schedulers.TaskEvents().Source()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Named("externaltask").
 		Complete(r)
@@ -313,7 +315,7 @@ func (r *ExternalTaskReconciler) reconcile(ctx context.Context, req ctrl.Request
 	}
 
 	r.unbound.remove(req.NamespacedName)
-	if _, tracked := b.tasks.get(task.Name); !tracked {
+	if _, tracked := b.tasks.Get(task.Name); !tracked {
 		tk, err := r.admit(b, task)
 		if err != nil {
 			if errors.Is(err, lanequeue.ErrClosed) {
@@ -343,7 +345,7 @@ type binding struct {
 	lq        *agentlanev1alpha1.LaneQueue
 	queueKey  types.NamespacedName
 	queue     *lanequeue.Queue
-	tasks     *taskSet
+	tasks     *scheduling.TaskSet
 	session   *agentlanev1alpha1.AgentSession
 	problem   string
 	permanent bool
@@ -386,7 +388,7 @@ func (r *ExternalTaskReconciler) bind(ctx context.Context, task *agentlanev1alph
 	} else {
 		b.lq = lq
 	}
-	if q, ts, ok := r.Schedulers.tasksOf(b.queueKey); ok {
+	if q, ts, ok := r.Schedulers.TasksOf(b.queueKey); ok {
 		b.queue, b.tasks = q, ts
 	} else if b.problem == "" {
 		b.problem = fmt.Sprintf("LaneQueue %q has no running scheduler yet", queueName)
@@ -439,7 +441,7 @@ func (r *ExternalTaskReconciler) admit(b binding, task *agentlanev1alpha1.Extern
 	if id == nil && b.session != nil {
 		id = b.session.Spec.Identity
 	}
-	cmd.Labels = SchedulerIdentity(id)
+	cmd.Labels = identity.Scheduler(id)
 
 	var tk *lanequeue.Ticket
 	var err error
@@ -458,7 +460,7 @@ func (r *ExternalTaskReconciler) admit(b binding, task *agentlanev1alpha1.Extern
 	if err != nil {
 		return nil, err
 	}
-	b.tasks.put(task.Name, tk, false)
+	b.tasks.Put(task.Name, tk, false)
 	return tk, nil
 }
 
@@ -527,11 +529,11 @@ func (r *ExternalTaskReconciler) converge(ctx context.Context, b binding, task *
 	// Feeding a result or a loss to the scheduler changes its state; look
 	// again afterwards. Two reports are the most one pass can make.
 	for range 3 {
-		tt, ok := b.tasks.get(task.Name)
+		tt, ok := b.tasks.Get(task.Name)
 		if !ok {
 			return ctrl.Result{}, nil
 		}
-		o, final := tt.ticket.Outcome()
+		o, final := tt.Ticket.Outcome()
 		n := int32(o.Attempts)
 		st := &task.Status
 		switch {
@@ -579,13 +581,13 @@ func schedulerResult(res *agentlanev1alpha1.TaskResult) lanequeue.Result {
 // with the worker's result res when there is one, else as a failure. It
 // remembers how, for the attempt's record. A scheduler that has already
 // closed the attempt (its timeout won) is not an error.
-func closeAttempt(b binding, task *agentlanev1alpha1.ExternalTask, n int32, end attemptEnd, res *agentlanev1alpha1.TaskResult) error {
-	b.tasks.markClosed(task.Name, n, end)
+func closeAttempt(b binding, task *agentlanev1alpha1.ExternalTask, n int32, end scheduling.AttemptEnd, res *agentlanev1alpha1.TaskResult) error {
+	b.tasks.MarkClosed(task.Name, n, end)
 	var err error
 	if res != nil {
 		err = b.queue.CompleteAttempt(task.Name, int(n), schedulerResult(res))
 	} else {
-		err = b.queue.FailAttempt(task.Name, int(n), errors.New(end.msg))
+		err = b.queue.FailAttempt(task.Name, int(n), errors.New(end.Msg))
 	}
 	if err != nil && !errors.Is(err, lanequeue.ErrStaleAttempt) && !errors.Is(err, lanequeue.ErrNotFound) {
 		return fmt.Errorf("report attempt %d to the scheduler: %w", n, err)
@@ -596,16 +598,16 @@ func closeAttempt(b binding, task *agentlanev1alpha1.ExternalTask, n int32, end 
 // checkHeld looks at the holder of a task's current attempt. A non-nil end
 // reports that the attempt is over (a result arrived, the worker or Job was
 // lost); otherwise requeue says when to look again.
-func (r *ExternalTaskReconciler) checkHeld(ctx context.Context, task *agentlanev1alpha1.ExternalTask) (*attemptEnd, time.Duration, error) {
-	ended := func(outcome agentlanev1alpha1.AttemptOutcome, format string, args ...any) (*attemptEnd, time.Duration, error) {
-		return &attemptEnd{outcome: outcome, msg: fmt.Sprintf(format, args...)}, 0, nil
+func (r *ExternalTaskReconciler) checkHeld(ctx context.Context, task *agentlanev1alpha1.ExternalTask) (*scheduling.AttemptEnd, time.Duration, error) {
+	ended := func(outcome agentlanev1alpha1.AttemptOutcome, format string, args ...any) (*scheduling.AttemptEnd, time.Duration, error) {
+		return &scheduling.AttemptEnd{Outcome: outcome, Msg: fmt.Sprintf(format, args...)}, 0, nil
 	}
 	st := &task.Status
 	if res := st.Result; res != nil {
 		if res.Success {
-			return &attemptEnd{outcome: agentlanev1alpha1.AttemptSucceeded}, 0, nil
+			return &scheduling.AttemptEnd{Outcome: agentlanev1alpha1.AttemptSucceeded}, 0, nil
 		}
-		return &attemptEnd{outcome: agentlanev1alpha1.AttemptFailed, msg: res.Error}, 0, nil
+		return &scheduling.AttemptEnd{Outcome: agentlanev1alpha1.AttemptFailed, Msg: res.Error}, 0, nil
 	}
 	now := r.Clock.Now()
 	if st.JobName != "" {
@@ -651,7 +653,7 @@ func (r *ExternalTaskReconciler) checkHeld(ctx context.Context, task *agentlanev
 // dispatch gives the granted attempt of the task to a worker, or creates its
 // Job, in one status write that also records the previous attempt if the
 // status still shows it.
-func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, task *agentlanev1alpha1.ExternalTask, tt trackedTask, o lanequeue.Outcome) (ctrl.Result, error) {
+func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, task *agentlanev1alpha1.ExternalTask, tt scheduling.TrackedTask, o lanequeue.Outcome) (ctrl.Result, error) {
 	key := client.ObjectKeyFromObject(task)
 	orig := task.DeepCopy()
 	st := &task.Status
@@ -660,7 +662,7 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, task *
 	if st.Attempt > 0 && st.Attempt < n && !recorded(st, st.Attempt) {
 		r.recordEnded(st, tt, o, now)
 	}
-	lane := tt.ticket.Lane()
+	lane := tt.Ticket.Lane()
 	target := laneTarget(b.lq, lane)
 	if st.Attempt != n || st.JobName != "" {
 		clearAttempt(st)
@@ -684,8 +686,8 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, task *
 			if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || errors.Is(err, errNoJobTemplate) {
 				// The template cannot make a Job: fail the attempt so
 				// that the retry policy, not a hot loop, deals with it.
-				end := attemptEnd{outcome: agentlanev1alpha1.AttemptFailed,
-					msg: fmt.Sprintf("cannot create the Job for attempt %d: %v", n, err)}
+				end := scheduling.AttemptEnd{Outcome: agentlanev1alpha1.AttemptFailed,
+					Msg: fmt.Sprintf("cannot create the Job for attempt %d: %v", n, err)}
 				return ctrl.Result{RequeueAfter: retrySoon}, closeAttempt(b, task, n, end, nil)
 			}
 			return ctrl.Result{}, fmt.Errorf("create the Job: %w", err)
@@ -767,13 +769,13 @@ func (r *ExternalTaskReconciler) pickWorker(ctx context.Context, task *agentlane
 
 // setQueued writes that the task waits in its lane, recording the attempt
 // that just ended if the status still shows it.
-func (r *ExternalTaskReconciler) setQueued(ctx context.Context, b binding, task *agentlanev1alpha1.ExternalTask, tt trackedTask, o lanequeue.Outcome) error {
+func (r *ExternalTaskReconciler) setQueued(ctx context.Context, b binding, task *agentlanev1alpha1.ExternalTask, tt scheduling.TrackedTask, o lanequeue.Outcome) error {
 	orig := task.DeepCopy()
 	st := &task.Status
 	now := metav1.NewTime(r.Clock.Now())
 	n := int32(o.Attempts)
 	r.awaiting.remove(client.ObjectKeyFromObject(task))
-	reason, msg := agentlanev1alpha1.ExternalTaskAwaitingWorkerReason, fmt.Sprintf("waiting for a slot in lane %s", tt.ticket.Lane())
+	reason, msg := agentlanev1alpha1.ExternalTaskAwaitingWorkerReason, fmt.Sprintf("waiting for a slot in lane %s", tt.Ticket.Lane())
 	switch {
 	case st.Attempt > 0 && st.Attempt == n && !recorded(st, n):
 		rec := r.recordEnded(st, tt, o, now)
@@ -792,7 +794,7 @@ func (r *ExternalTaskReconciler) setQueued(ctx context.Context, b binding, task 
 		return nil
 	}
 	st.Phase = agentlanev1alpha1.ExternalTaskQueued
-	st.Lane = agentlanev1alpha1.LaneName(tt.ticket.Lane())
+	st.Lane = agentlanev1alpha1.LaneName(tt.Ticket.Lane())
 	if st.QueuedAt == nil {
 		st.QueuedAt = &now
 	}
@@ -803,7 +805,7 @@ func (r *ExternalTaskReconciler) setQueued(ctx context.Context, b binding, task 
 
 // finish writes the final phase the scheduler decided, recording the last
 // attempt if the status still shows it, and forgets the task.
-func (r *ExternalTaskReconciler) finish(ctx context.Context, b binding, task *agentlanev1alpha1.ExternalTask, tt trackedTask, o lanequeue.Outcome) error {
+func (r *ExternalTaskReconciler) finish(ctx context.Context, b binding, task *agentlanev1alpha1.ExternalTask, tt scheduling.TrackedTask, o lanequeue.Outcome) error {
 	orig := task.DeepCopy()
 	st := &task.Status
 	now := metav1.NewTime(r.Clock.Now())
@@ -826,7 +828,7 @@ func (r *ExternalTaskReconciler) finish(ctx context.Context, b binding, task *ag
 	if err := r.patchStatus(ctx, task, orig); err != nil {
 		return err
 	}
-	b.tasks.forget(task.Name)
+	b.tasks.Forget(task.Name)
 	r.workers.release(client.ObjectKeyFromObject(task))
 	if phase != agentlanev1alpha1.ExternalTaskSucceeded && phase != agentlanev1alpha1.ExternalTaskCancelled && r.Recorder != nil {
 		r.Recorder.Eventf(task, nil, corev1.EventTypeWarning, string(phase), "Finish", "task ended %s after %d attempts: %s", phase, n, msg)
@@ -876,14 +878,14 @@ func finalPhase(s lanequeue.State) agentlanev1alpha1.ExternalTaskPhase {
 // recordEnded appends the record of the task's current attempt, which the
 // scheduler has closed. The outcome is the one the manager reported, else
 // the result the worker wrote, else cancellation or the scheduler's timeout.
-func (r *ExternalTaskReconciler) recordEnded(st *agentlanev1alpha1.ExternalTaskStatus, tt trackedTask, o lanequeue.Outcome, now metav1.Time) agentlanev1alpha1.TaskAttempt {
+func (r *ExternalTaskReconciler) recordEnded(st *agentlanev1alpha1.ExternalTaskStatus, tt scheduling.TrackedTask, o lanequeue.Outcome, now metav1.Time) agentlanev1alpha1.TaskAttempt {
 	rec := agentlanev1alpha1.TaskAttempt{
 		Attempt: st.Attempt, Worker: st.Worker, NodeName: st.NodeName,
 		StartedAt: st.StartedAt, FinishedAt: st.FinishedAt,
 	}
 	switch {
-	case tt.closed == st.Attempt:
-		rec.Outcome, rec.Error = tt.closedAs.outcome, tt.closedAs.msg
+	case tt.Closed == st.Attempt:
+		rec.Outcome, rec.Error = tt.ClosedAs.Outcome, tt.ClosedAs.Msg
 	case st.Result != nil && st.Result.Success:
 		rec.Outcome = agentlanev1alpha1.AttemptSucceeded
 	case st.Result != nil:
@@ -970,12 +972,12 @@ func (r *ExternalTaskReconciler) patchStatus(ctx context.Context, task, orig *ag
 // reported, or, if the scheduler had moved on, its command is cancelled.
 // The API server decides: the write that reached it first counts.
 func (r *ExternalTaskReconciler) settleFinished(ctx context.Context, b binding, task *agentlanev1alpha1.ExternalTask) {
-	defer b.tasks.forget(task.Name)
-	tt, ok := b.tasks.get(task.Name)
+	defer b.tasks.Forget(task.Name)
+	tt, ok := b.tasks.Get(task.Name)
 	if !ok {
 		return
 	}
-	if _, final := tt.ticket.Outcome(); final {
+	if _, final := tt.Ticket.Outcome(); final {
 		return
 	}
 	st := &task.Status
@@ -1012,7 +1014,7 @@ func (r *ExternalTaskReconciler) reconcileFinished(ctx context.Context, task *ag
 		// The queue's next status refresh runs its retention sweep (the
 		// session's maxFinishedTasks, the queue's maxFinished and
 		// dead-letter size), which now sees this task finished.
-		r.Schedulers.markDirty(client.ObjectKeyFromObject(lq))
+		r.Schedulers.MarkDirty(client.ObjectKeyFromObject(lq))
 	}
 	if st.Phase == agentlanev1alpha1.ExternalTaskDeadLettered {
 		return ctrl.Result{}, nil
@@ -1054,9 +1056,9 @@ func (r *ExternalTaskReconciler) release(key types.NamespacedName) {
 // one.
 func (r *ExternalTaskReconciler) stillExists(ctx context.Context, key types.NamespacedName) bool {
 	tracked, creating := false, false
-	r.Schedulers.forEachTasks(key.Namespace, func(_ *lanequeue.Queue, ts *taskSet) {
-		if t, ok := ts.get(key.Name); ok {
-			tracked, creating = true, creating || t.creating
+	r.Schedulers.ForEachTasks(key.Namespace, func(_ *lanequeue.Queue, ts *scheduling.TaskSet) {
+		if t, ok := ts.Get(key.Name); ok {
+			tracked, creating = true, creating || t.Creating
 		}
 	})
 	if creating {
@@ -1074,10 +1076,10 @@ func (r *ExternalTaskReconciler) stillExists(ctx context.Context, key types.Name
 func (r *ExternalTaskReconciler) forgetDeleted(key types.NamespacedName) {
 	r.written.forget(key)
 	r.release(key)
-	r.Schedulers.forEachTasks(key.Namespace, func(q *lanequeue.Queue, ts *taskSet) {
-		if ts.has(key.Name) {
+	r.Schedulers.ForEachTasks(key.Namespace, func(q *lanequeue.Queue, ts *scheduling.TaskSet) {
+		if ts.Has(key.Name) {
 			_ = q.Cancel(key.Name)
-			ts.forget(key.Name)
+			ts.Forget(key.Name)
 		}
 	})
 }

@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/scheduling"
 	"github.com/agentlane/agentlane/internal/workerproto"
 )
 
@@ -216,7 +217,7 @@ var _ = Describe("ExternalTask controller", func() {
 		Expect(cond(task, agentlanev1alpha1.ExternalTaskFinishedCondition)).To(And(
 			HaveField("Status", metav1.ConditionTrue), HaveField("Reason", "TimedOut")))
 		commands := func(event string) float64 {
-			return testutil.ToFloat64(laneCommands.WithLabelValues(ns, "q1", "execute", event))
+			return testutil.ToFloat64(scheduling.LaneCommands.WithLabelValues(ns, "q1", "execute", event))
 		}
 		Expect([]float64{commands("submitted"), commands("timed_out"), commands("retried"), commands("failed")}).
 			To(Equal([]float64{1, 2, 1, 1}), "the scheduler's Prometheus counters: submitted, timed_out, retried, failed")

@@ -109,19 +109,19 @@ func (a *activity) forget(key types.NamespacedName) {
 	delete(a.last, key)
 }
 
-// passivationClock remembers at full precision when each session's
+// PassivationClock remembers at full precision when each session's
 // passivation was requested and when it last saved a checkpoint through the
 // Session API. Status keeps whole seconds, which cannot tell a checkpoint
 // saved just before a request from one saved just after it in the same
 // second. After a manager restart it knows nothing, and the status times
 // serve.
-type passivationClock struct {
+type PassivationClock struct {
 	mu        sync.Mutex
 	requested map[types.NamespacedName]time.Time
 	saved     map[types.NamespacedName]time.Time
 }
 
-func (c *passivationClock) request(key types.NamespacedName, t time.Time) {
+func (c *PassivationClock) request(key types.NamespacedName, t time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.requested == nil {
@@ -130,7 +130,11 @@ func (c *passivationClock) request(key types.NamespacedName, t time.Time) {
 	c.requested[key] = t
 }
 
-func (c *passivationClock) save(key types.NamespacedName, t time.Time) {
+// CheckpointSaved tells the AgentSession controller that the session saved
+// a checkpoint at t; the Session API calls it once the checkpoint is stored
+// and before status.lastCheckpoint shows it, so that a passivation waiting
+// for a checkpoint orders the two at full precision.
+func (c *PassivationClock) CheckpointSaved(key types.NamespacedName, t time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.saved == nil {
@@ -143,7 +147,7 @@ func (c *passivationClock) save(key types.NamespacedName, t time.Time) {
 
 // checkpointed tells whether the session saved a checkpoint at or after the
 // passivation p was requested. cp is status.lastCheckpoint.
-func (c *passivationClock) checkpointed(key types.NamespacedName, p *agentlanev1alpha1.PassivationStatus, cp *agentlanev1alpha1.Checkpoint) bool {
+func (c *PassivationClock) checkpointed(key types.NamespacedName, p *agentlanev1alpha1.PassivationStatus, cp *agentlanev1alpha1.Checkpoint) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	requested := p.RequestedAt.Time
@@ -158,19 +162,11 @@ func (c *passivationClock) checkpointed(key types.NamespacedName, p *agentlanev1
 	return !saved.IsZero() && !saved.Before(requested)
 }
 
-func (c *passivationClock) forget(key types.NamespacedName) {
+func (c *PassivationClock) forget(key types.NamespacedName) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.requested, key)
 	delete(c.saved, key)
-}
-
-// CheckpointSaved tells the AgentSession controller that the session saved
-// a checkpoint at t; the Session API calls it once the checkpoint is stored
-// and before status.lastCheckpoint shows it, so that a passivation waiting
-// for a checkpoint orders the two at full precision.
-func (s *Schedulers) CheckpointSaved(session types.NamespacedName, t time.Time) {
-	s.passivations.save(session, t)
 }
 
 // lifecycle is what the session's life cycle needs from one reconcile: its
@@ -233,10 +229,10 @@ func (r *AgentSessionReconciler) reconcileLifecycle(ctx context.Context, s *agen
 			}
 		}
 		lc.queue.ResumeSession(s.Name)
-		r.Schedulers.activity.touch(lc.key, lc.now)
+		r.activity.touch(lc.key, lc.now)
 		s.Status.Phase = agentlanev1alpha1.SessionActive
 		s.Status.Passivation = nil
-		r.Schedulers.passivations.forget(lc.key)
+		r.Passivations.forget(lc.key)
 		r.event(s, corev1.EventTypeNormal, "Resumed", "Resume", "the session runs again%s", podNote(pod))
 		return 0, nil
 	}
@@ -274,7 +270,7 @@ func (r *AgentSessionReconciler) passivationTrigger(ctx context.Context, s *agen
 		}
 	}
 	if rt := s.Spec.Runtime; rt != nil && rt.IdleTimeout != nil && !lc.busy() {
-		if idle := lc.now.Sub(r.Schedulers.activity.since(lc.key, lc.now)); idle >= rt.IdleTimeout.Duration {
+		if idle := lc.now.Sub(r.activity.since(lc.key, lc.now)); idle >= rt.IdleTimeout.Duration {
 			return agentlanev1alpha1.PassivationIdleReaper, fmt.Sprintf("no run for %s", idle.Round(time.Second))
 		}
 	}
@@ -288,10 +284,10 @@ func (r *AgentSessionReconciler) idleCheck(s *agentlanev1alpha1.AgentSession, lc
 		return 0
 	}
 	if lc.busy() {
-		r.Schedulers.activity.touch(lc.key, lc.now)
+		r.activity.touch(lc.key, lc.now)
 		return rt.IdleTimeout.Duration
 	}
-	return max(r.Schedulers.activity.since(lc.key, lc.now).Add(rt.IdleTimeout.Duration).Sub(lc.now), 10*time.Millisecond)
+	return max(r.activity.since(lc.key, lc.now).Add(rt.IdleTimeout.Duration).Sub(lc.now), 10*time.Millisecond)
 }
 
 // requestPassivation starts passivating the session: no new commands start,
@@ -309,7 +305,7 @@ func (r *AgentSessionReconciler) requestPassivation(ctx context.Context, s *agen
 	// Paused before the runtime hears of it: a command the runtime then
 	// sees queued stays queued until the session resumes.
 	lc.queue.PauseSession(s.Name)
-	r.Schedulers.passivations.request(lc.key, lc.now)
+	r.Passivations.request(lc.key, lc.now)
 	setReady(s, metav1.ConditionFalse, agentlanev1alpha1.AgentSessionPassivatingReason,
 		fmt.Sprintf("passivation requested (%s); waiting for a checkpoint until %s", reason, at.UTC().Format(time.RFC3339)))
 	r.event(s, corev1.EventTypeNormal, sessionapi.EventPassivationRequested, "Passivate",
@@ -332,7 +328,7 @@ func (r *AgentSessionReconciler) continuePassivation(ctx context.Context, s *age
 		// Status from an older manager: start over.
 		return r.requestPassivation(ctx, s, lc, agentlanev1alpha1.PassivationManual, pod)
 	}
-	checkpointed := r.Schedulers.passivations.checkpointed(lc.key, p, s.Status.LastCheckpoint)
+	checkpointed := r.Passivations.checkpointed(lc.key, p, s.Status.LastCheckpoint)
 	safe := checkpointed && lc.stats.Active == 0
 	left := p.Deadline.Sub(lc.now)
 	if !safe && left > 0 {

@@ -18,6 +18,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -30,15 +31,35 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/agentlane/agentlane/internal/budget"
+	"github.com/agentlane/agentlane/internal/scheduling"
 	"github.com/agentlane/agentlane/internal/workerproto"
 )
 
+// Shared is what the controllers share with the Session API. The caller
+// (cmd/manager) builds each part once and hands the same objects to the
+// Session API (sessionserver.Server).
+type Shared struct {
+	// Schedulers are the lane schedulers; Setup adds them to the manager.
+	Schedulers *scheduling.Schedulers
+	// Budgets is the budget ledger; the AgentSession controller writes
+	// what it holds into status.
+	Budgets *budget.Ledger
+	// Passivations orders the checkpoints the Session API saves against
+	// passivation requests; a private one when nil.
+	Passivations *PassivationClock
+}
+
 // Setup registers agentlane's field indexes, the schedulers and every
 // controller with mgr.
-func Setup(ctx context.Context, mgr ctrl.Manager, schedulers *Schedulers, options ...SetupOption) error {
+func Setup(ctx context.Context, mgr ctrl.Manager, shared Shared, options ...SetupOption) error {
 	var opts setupOptions
 	for _, o := range options {
 		o(&opts)
+	}
+	schedulers := shared.Schedulers
+	if schedulers == nil || shared.Budgets == nil {
+		return errors.New("setup needs the Schedulers and the Budgets")
 	}
 	if err := SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
@@ -46,17 +67,15 @@ func Setup(ctx context.Context, mgr ctrl.Manager, schedulers *Schedulers, option
 	if schedulers.Recorder == nil {
 		schedulers.Recorder = mgr.GetEventRecorder("agentlane-scheduler")
 	}
-	if schedulers.Budgets == nil {
-		schedulers.Budgets = &BudgetLedger{Publish: schedulers.Publish, Clock: schedulers.Options.Clock, Recorder: mgr.GetEventRecorder("agentlane-budget")}
-	}
 	if err := mgr.Add(schedulers); err != nil {
 		return fmt.Errorf("add the schedulers: %w", err)
 	}
 	if err := (&LaneQueueReconciler{Client: mgr.GetClient(), Schedulers: schedulers}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the LaneQueue controller: %w", err)
 	}
-	sessions := &AgentSessionReconciler{Client: mgr.GetClient(), Schedulers: schedulers,
-		Recorder: mgr.GetEventRecorder("agentlane-session"), SessionAPIURL: opts.SessionAPIURL, Clock: schedulers.Options.Clock}
+	sessions := &AgentSessionReconciler{Client: mgr.GetClient(), Schedulers: schedulers, Budgets: shared.Budgets,
+		Passivations: shared.Passivations, Recorder: mgr.GetEventRecorder("agentlane-session"),
+		SessionAPIURL: opts.SessionAPIURL, Clock: schedulers.Options.Clock}
 	if err := sessions.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the AgentSession controller: %w", err)
 	}

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package controller
+package budget
 
 import (
 	"bytes"
@@ -39,23 +39,24 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/identity"
 	"github.com/agentlane/agentlane/internal/truncate"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
 // What a session's budget covers, and how its guard is called.
 const (
-	// BudgetLane is the lane whose commands a budget always covers: the
+	// Lane is the lane whose commands a budget always covers: the
 	// Generate lane of the A3S lane set.
-	BudgetLane = "generate"
-	// BudgetCommandType is the command type a budget always covers, in
+	Lane = "generate"
+	// CommandType is the command type a budget always covers, in
 	// whatever lane the queue routes it to.
-	BudgetCommandType = "llm"
+	CommandType = "llm"
 	// DefaultGuardTimeout bounds a guard call whose spec sets no timeout.
 	DefaultGuardTimeout = 2 * time.Second
-	// BudgetThresholdHitReason is the reason of the Kubernetes Events the
+	// ThresholdHitReason is the reason of the Kubernetes Events the
 	// ledger records on an AgentSession.
-	BudgetThresholdHitReason = sessionapi.EventBudgetThresholdHit
+	ThresholdHitReason = sessionapi.EventBudgetThresholdHit
 	// maxGuardReply bounds how much of a guard's answer is read.
 	maxGuardReply = 64 << 10
 )
@@ -69,16 +70,16 @@ const (
 	kindHard     = "hard"
 )
 
-// BudgetCovers reports whether budget b checks a command of commandType in
+// Covers reports whether budget b checks a command of commandType in
 // lane: every command when b.checkEveryTool is set, otherwise the commands
 // of the generate lane and the llm commands, wherever they are routed. A
 // nil budget covers nothing.
-func BudgetCovers(b *agentlanev1alpha1.Budget, lane, commandType string) bool {
-	return b != nil && (b.CheckEveryTool || lane == BudgetLane || commandType == BudgetCommandType)
+func Covers(b *agentlanev1alpha1.Budget, lane, commandType string) bool {
+	return b != nil && (b.CheckEveryTool || lane == Lane || commandType == CommandType)
 }
 
-// BudgetDecision is the outcome of a budget check.
-type BudgetDecision struct {
+// Decision is the outcome of a budget check.
+type Decision struct {
 	// Decision is sessionapi.BudgetAllow, BudgetSoft or BudgetDeny.
 	Decision string
 	// Checked is false when the budget does not cover the command;
@@ -94,11 +95,11 @@ type BudgetDecision struct {
 }
 
 // Denied reports whether the command must not run.
-func (d BudgetDecision) Denied() bool { return d.Decision == sessionapi.BudgetDeny }
+func (d Decision) Denied() bool { return d.Decision == sessionapi.BudgetDeny }
 
-// BudgetGuardRequest is the body the ledger posts to a session's budget
+// GuardRequest is the body the ledger posts to a session's budget
 // guard (spec.budget.guard.url) before each covered command.
-type BudgetGuardRequest struct {
+type GuardRequest struct {
 	Namespace   string              `json:"namespace"`
 	Session     string              `json:"session"`
 	Identity    sessionapi.Identity `json:"identity"`
@@ -107,14 +108,14 @@ type BudgetGuardRequest struct {
 	Consumed    sessionapi.Consumed `json:"consumed"`
 }
 
-// BudgetGuardResponse is a guard's answer: decision allow, soft or deny,
+// GuardResponse is a guard's answer: decision allow, soft or deny,
 // with a message that the denied command's error and the events carry.
-type BudgetGuardResponse struct {
+type GuardResponse struct {
 	Decision string `json:"decision"`
 	Message  string `json:"message,omitempty"`
 }
 
-// BudgetLedger keeps what each AgentSession consumed and decides whether
+// Ledger keeps what each AgentSession consumed and decides whether
 // its commands may spend more. The Session API checks it before each
 // covered attempt and records the usage runtimes report; the AgentSession
 // controller copies it into status with ApplyStatus. It is safe for
@@ -127,7 +128,7 @@ type BudgetGuardResponse struct {
 // below it to at or above it; staying above it, however many more commands
 // run or usages are recorded, emits nothing more. Crossings that happened
 // before a restart are not emitted again.
-type BudgetLedger struct {
+type Ledger struct {
 	// Publish, when set, puts BudgetThresholdHit events on the session's
 	// event stream (Schedulers.Publish).
 	Publish func(session types.NamespacedName, ev sessionapi.Event)
@@ -180,13 +181,13 @@ type crossing struct {
 // source.Channel). It is created on first use; when it is full an
 // announcement is dropped, and the session's next reconcile writes the
 // latest status anyway.
-func (l *BudgetLedger) Changes() <-chan event.GenericEvent {
+func (l *Ledger) Changes() <-chan event.GenericEvent {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.changesLocked()
 }
 
-func (l *BudgetLedger) changesLocked() chan event.GenericEvent {
+func (l *Ledger) changesLocked() chan event.GenericEvent {
 	if l.changed == nil {
 		l.changed = make(chan event.GenericEvent, 1024)
 	}
@@ -195,24 +196,24 @@ func (l *BudgetLedger) changesLocked() chan event.GenericEvent {
 
 // Check decides whether the session s may run a command of commandType in
 // lane, and emits the BudgetThresholdHit events of the thresholds the
-// session crossed. A command the budget does not cover (see BudgetCovers)
+// session crossed. A command the budget does not cover (see Covers)
 // is allowed unchecked. Otherwise the limits of spec.budget decide first: a
 // hard limit reached denies (HardLimitReached) without asking the guard.
 // Then the guard, if any, is asked; a guard that cannot be reached, times
 // out or answers badly allows the command under failurePolicy Ignore and
 // denies it under Fail. Deny wins over soft, soft over allow.
-func (l *BudgetLedger) Check(ctx context.Context, s *agentlanev1alpha1.AgentSession, lane, commandType string) BudgetDecision {
+func (l *Ledger) Check(ctx context.Context, s *agentlanev1alpha1.AgentSession, lane, commandType string) Decision {
 	key := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
 	l.mu.Lock()
 	a := l.accountLocked(s)
 	before := a.state()
 	crossings := a.syncLimits(key)
-	covered := BudgetCovers(a.spec, lane, commandType)
+	covered := Covers(a.spec, lane, commandType)
 	var guard *agentlanev1alpha1.BudgetGuard
 	if covered && a.spec.Guard != nil && !a.hardLimitReached() {
 		guard = a.spec.Guard.DeepCopy()
 	}
-	req := BudgetGuardRequest{Namespace: key.Namespace, Session: key.Name, Identity: a.labels,
+	req := GuardRequest{Namespace: key.Namespace, Session: key.Name, Identity: a.labels,
 		Lane: lane, CommandType: commandType, Consumed: ConsumedOf(a.usage())}
 	if guard == nil {
 		d := a.decision(covered)
@@ -229,11 +230,11 @@ func (l *BudgetLedger) Check(ctx context.Context, s *agentlanev1alpha1.AgentSess
 		log := logf.FromContext(ctx).WithValues("agentSession", key, "url", guard.URL)
 		if guard.FailurePolicy == agentlanev1alpha1.GuardFailureFail {
 			log.Info("The budget guard failed; failurePolicy Fail denies the command", "error", err.Error())
-			ans = BudgetGuardResponse{Decision: sessionapi.BudgetDeny,
+			ans = GuardResponse{Decision: sessionapi.BudgetDeny,
 				Message: fmt.Sprintf("the budget guard failed and failurePolicy is Fail: %v", err)}
 		} else {
 			log.Info("The budget guard failed; failurePolicy Ignore allows the command", "error", err.Error())
-			ans = BudgetGuardResponse{Message: fmt.Sprintf("the budget guard failed and failurePolicy is Ignore: %v", err)}
+			ans = GuardResponse{Message: fmt.Sprintf("the budget guard failed and failurePolicy is Ignore: %v", err)}
 		}
 	}
 	l.mu.Lock()
@@ -249,7 +250,7 @@ func (l *BudgetLedger) Check(ctx context.Context, s *agentlanev1alpha1.AgentSess
 // Record adds what a command of the session s consumed and emits the
 // BudgetThresholdHit events of the limits it crossed. It returns what the
 // session consumed in all.
-func (l *BudgetLedger) Record(s *agentlanev1alpha1.AgentSession, tokens int64, cost resource.Quantity) (agentlanev1alpha1.BudgetUsage, error) {
+func (l *Ledger) Record(s *agentlanev1alpha1.AgentSession, tokens int64, cost resource.Quantity) (agentlanev1alpha1.BudgetUsage, error) {
 	if tokens < 0 {
 		return agentlanev1alpha1.BudgetUsage{}, fmt.Errorf("tokens must not be negative, got %d", tokens)
 	}
@@ -272,7 +273,7 @@ func (l *BudgetLedger) Record(s *agentlanev1alpha1.AgentSession, tokens int64, c
 
 // Usage returns what the session key consumed, as far as the ledger knows
 // (nothing before it first saw the session).
-func (l *BudgetLedger) Usage(key types.NamespacedName) agentlanev1alpha1.BudgetUsage {
+func (l *Ledger) Usage(key types.NamespacedName) agentlanev1alpha1.BudgetUsage {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if a := l.accounts[key]; a != nil {
@@ -285,7 +286,7 @@ func (l *BudgetLedger) Usage(key types.NamespacedName) agentlanev1alpha1.BudgetU
 // recorded leave it, without asking the guard and without emitting events:
 // Checked is false and Decision says whether a covered command would be
 // denied by what is known now.
-func (l *BudgetLedger) State(s *agentlanev1alpha1.AgentSession) BudgetDecision {
+func (l *Ledger) State(s *agentlanev1alpha1.AgentSession) Decision {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	d := l.accountLocked(s).decision(true)
@@ -299,7 +300,7 @@ func (l *BudgetLedger) State(s *agentlanev1alpha1.AgentSession) BudgetDecision {
 // SoftLimitReached or WithinBudget otherwise. A session without a budget has
 // no BudgetExhausted condition. The first call for a session starts its
 // account from s.status.budget.
-func (l *BudgetLedger) ApplyStatus(s *agentlanev1alpha1.AgentSession) {
+func (l *Ledger) ApplyStatus(s *agentlanev1alpha1.AgentSession) {
 	l.mu.Lock()
 	a := l.accountLocked(s)
 	d := a.decision(true)
@@ -323,7 +324,7 @@ func (l *BudgetLedger) ApplyStatus(s *agentlanev1alpha1.AgentSession) {
 }
 
 // Forget drops the account of the deleted session key.
-func (l *BudgetLedger) Forget(key types.NamespacedName) {
+func (l *Ledger) Forget(key types.NamespacedName) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.accounts, key)
@@ -333,7 +334,7 @@ func (l *BudgetLedger) Forget(key types.NamespacedName) {
 // spec and identity. A new account, or one whose session was deleted and
 // created again, starts from s.status.budget; the thresholds consumption
 // already stands at or above count as emitted.
-func (l *BudgetLedger) accountLocked(s *agentlanev1alpha1.AgentSession) *budgetAccount {
+func (l *Ledger) accountLocked(s *agentlanev1alpha1.AgentSession) *budgetAccount {
 	key := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
 	a := l.accounts[key]
 	if a == nil || (a.uid != "" && s.UID != "" && a.uid != s.UID) {
@@ -355,7 +356,7 @@ func (l *BudgetLedger) accountLocked(s *agentlanev1alpha1.AgentSession) *budgetA
 }
 
 // finishLocked announces the session if its budget status changed.
-func (l *BudgetLedger) finishLocked(key types.NamespacedName, a *budgetAccount, before string) {
+func (l *Ledger) finishLocked(key types.NamespacedName, a *budgetAccount, before string) {
 	if a.state() == before {
 		return
 	}
@@ -368,7 +369,7 @@ func (l *BudgetLedger) finishLocked(key types.NamespacedName, a *budgetAccount, 
 
 // emit publishes the crossings on the sessions' streams and as Kubernetes
 // Events.
-func (l *BudgetLedger) emit(crossings []crossing) {
+func (l *Ledger) emit(crossings []crossing) {
 	if len(crossings) == 0 {
 		return
 	}
@@ -383,7 +384,7 @@ func (l *BudgetLedger) emit(crossings []crossing) {
 				Labels: c.labels, Budget: &body})
 		}
 		if l.Recorder != nil && c.ref != nil {
-			l.Recorder.Eventf(c.ref, nil, corev1.EventTypeWarning, BudgetThresholdHitReason, "CheckBudget",
+			l.Recorder.Eventf(c.ref, nil, corev1.EventTypeWarning, ThresholdHitReason, "CheckBudget",
 				"%s (%s %s)", c.body.Message, c.body.Kind, c.body.Resource)
 		}
 	}
@@ -391,7 +392,7 @@ func (l *BudgetLedger) emit(crossings []crossing) {
 
 // askGuard posts req to the guard and returns its answer; an error means
 // the guard could not be reached, timed out or answered badly.
-func (l *BudgetLedger) askGuard(ctx context.Context, g *agentlanev1alpha1.BudgetGuard, req BudgetGuardRequest) (BudgetGuardResponse, error) {
+func (l *Ledger) askGuard(ctx context.Context, g *agentlanev1alpha1.BudgetGuard, req GuardRequest) (GuardResponse, error) {
 	timeout := DefaultGuardTimeout
 	if g.Timeout != nil && g.Timeout.Duration > 0 {
 		timeout = g.Timeout.Duration
@@ -400,11 +401,11 @@ func (l *BudgetLedger) askGuard(ctx context.Context, g *agentlanev1alpha1.Budget
 	defer cancel()
 	body, err := json.Marshal(req)
 	if err != nil {
-		return BudgetGuardResponse{}, err
+		return GuardResponse{}, err
 	}
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, g.URL, bytes.NewReader(body))
 	if err != nil {
-		return BudgetGuardResponse{}, err
+		return GuardResponse{}, err
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "application/json")
@@ -415,27 +416,27 @@ func (l *BudgetLedger) askGuard(ctx context.Context, g *agentlanev1alpha1.Budget
 	resp, err := hc.Do(hreq)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return BudgetGuardResponse{}, fmt.Errorf("no answer within %s", timeout)
+			return GuardResponse{}, fmt.Errorf("no answer within %s", timeout)
 		}
-		return BudgetGuardResponse{}, err
+		return GuardResponse{}, err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxGuardReply))
 	if err != nil {
-		return BudgetGuardResponse{}, fmt.Errorf("reading the answer: %w", err)
+		return GuardResponse{}, fmt.Errorf("reading the answer: %w", err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return BudgetGuardResponse{}, fmt.Errorf("it answered %s: %s", resp.Status, truncate.Runes(strings.TrimSpace(string(data)), 203, "..."))
+		return GuardResponse{}, fmt.Errorf("it answered %s: %s", resp.Status, truncate.Runes(strings.TrimSpace(string(data)), 203, "..."))
 	}
-	var ans BudgetGuardResponse
+	var ans GuardResponse
 	if err := json.Unmarshal(data, &ans); err != nil {
-		return BudgetGuardResponse{}, fmt.Errorf("its answer is not JSON: %w", err)
+		return GuardResponse{}, fmt.Errorf("its answer is not JSON: %w", err)
 	}
 	switch ans.Decision {
 	case sessionapi.BudgetAllow, sessionapi.BudgetSoft, sessionapi.BudgetDeny:
 		return ans, nil
 	}
-	return BudgetGuardResponse{}, fmt.Errorf("its answer has decision %q, not allow, soft or deny", ans.Decision)
+	return GuardResponse{}, fmt.Errorf("its answer has decision %q, not allow, soft or deny", ans.Decision)
 }
 
 // observe takes the session's current spec, identity and reference.
@@ -444,7 +445,7 @@ func (a *budgetAccount) observe(s *agentlanev1alpha1.AgentSession) {
 		a.uid = s.UID
 	}
 	a.spec = s.Spec.Budget.DeepCopy()
-	a.labels = WireIdentity(s.Spec.Identity)
+	a.labels = identity.Wire(s.Spec.Identity)
 	a.ref = &corev1.ObjectReference{
 		APIVersion: agentlanev1alpha1.GroupVersion.String(),
 		Kind:       "AgentSession",
@@ -526,7 +527,7 @@ func (a *budgetAccount) syncLimits(key types.NamespacedName) []crossing {
 
 // applyGuard records the guard's answer (empty Decision: a failure that
 // failurePolicy Ignore allows) and returns the crossings to emit.
-func (a *budgetAccount) applyGuard(key types.NamespacedName, ans BudgetGuardResponse) []crossing {
+func (a *budgetAccount) applyGuard(key types.NamespacedName, ans GuardResponse) []crossing {
 	a.guard, a.guardMessage = ans.Decision, ans.Message
 	if ans.Decision == "" {
 		return nil
@@ -573,8 +574,8 @@ func (a *budgetAccount) hardLimitReached() bool {
 
 // decision is what the account says now of a command it covers (or, with
 // covered false, of one it does not).
-func (a *budgetAccount) decision(covered bool) BudgetDecision {
-	d := BudgetDecision{Decision: sessionapi.BudgetAllow, Checked: covered, Consumed: a.usage(),
+func (a *budgetAccount) decision(covered bool) Decision {
+	d := Decision{Decision: sessionapi.BudgetAllow, Checked: covered, Consumed: a.usage(),
 		Reason: agentlanev1alpha1.AgentSessionWithinBudgetReason, Message: "consumption is below every limit"}
 	if a.spec == nil {
 		d.Message = "the session has no budget"
@@ -605,7 +606,7 @@ func (a *budgetAccount) decision(covered bool) BudgetDecision {
 
 // uncovered allows a command the budget does not cover, keeping the reason
 // and message of the session's state.
-func (a *budgetAccount) uncovered(d BudgetDecision, covered bool) BudgetDecision {
+func (a *budgetAccount) uncovered(d Decision, covered bool) Decision {
 	if !covered {
 		d.Decision = sessionapi.BudgetAllow
 	}
