@@ -373,10 +373,11 @@ func (l *Ledger) emit(crossings []crossing) {
 	if len(crossings) == 0 {
 		return
 	}
-	now := time.Now()
+	var clk clock.PassiveClock = clock.RealClock{}
 	if l.Clock != nil {
-		now = l.Clock.Now()
+		clk = l.Clock
 	}
+	now := clk.Now()
 	for _, c := range crossings {
 		if l.Publish != nil {
 			body := c.body

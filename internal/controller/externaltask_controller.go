@@ -722,7 +722,7 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, task *
 		return ctrl.Result{}, err
 	}
 	logf.FromContext(ctx).V(1).Info("Dispatched", "attempt", n, "worker", w.name, "node", w.node)
-	return ctrl.Result{RequeueAfter: min(time.Until(w.expires)+100*time.Millisecond, maxHeldCheck)}, nil
+	return ctrl.Result{RequeueAfter: min(w.expires.Sub(r.Clock.Now())+100*time.Millisecond, maxHeldCheck)}, nil
 }
 
 // laneTarget returns the external target of lane in lq, nil for the worker

@@ -34,6 +34,8 @@ import (
 	"github.com/agentlane/agentlane/internal/budget"
 	"github.com/agentlane/agentlane/internal/scheduling"
 	"github.com/agentlane/agentlane/internal/workerproto"
+
+	"k8s.io/utils/clock"
 )
 
 // Shared is what the controllers share with the Session API. The caller
@@ -64,6 +66,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, shared Shared, options ...Setu
 	if err := SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
+	// One clock for the schedulers and every reconciler, so that a fake
+	// clock reaches task timestamps, TTLs and passivation deadlines alike.
+	if schedulers.Options.Clock == nil {
+		schedulers.Options.Clock = clock.RealClock{}
+	}
+	clk := schedulers.Options.Clock
 	if schedulers.Recorder == nil {
 		schedulers.Recorder = mgr.GetEventRecorder("agentlane-scheduler")
 	}
@@ -75,12 +83,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, shared Shared, options ...Setu
 	}
 	sessions := &AgentSessionReconciler{Client: mgr.GetClient(), Schedulers: schedulers, Budgets: shared.Budgets,
 		Passivations: shared.Passivations, Recorder: mgr.GetEventRecorder("agentlane-session"),
-		SessionAPIURL: opts.SessionAPIURL, Clock: schedulers.Options.Clock}
+		SessionAPIURL: opts.SessionAPIURL, Clock: clk}
 	if err := sessions.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the AgentSession controller: %w", err)
 	}
 	tasks := &ExternalTaskReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Schedulers: schedulers,
-		Recorder: mgr.GetEventRecorder("agentlane-externaltask")}
+		Recorder: mgr.GetEventRecorder("agentlane-externaltask"), Clock: clk}
 	if err := tasks.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the ExternalTask controller: %w", err)
 	}

@@ -24,6 +24,8 @@ import (
 	"unicode/utf8"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+
+	"k8s.io/utils/clock"
 )
 
 // DashboardOptions tune RenderDashboard.
@@ -82,7 +84,7 @@ func RenderDashboard(w io.Writer, snap *Snapshot, opts DashboardOptions) error {
 		d.opts.MaxRows = 10
 	}
 	if d.opts.Now.IsZero() {
-		d.opts.Now = time.Now()
+		d.opts.Now = clock.RealClock{}.Now()
 	}
 	d.header()
 	d.queues()

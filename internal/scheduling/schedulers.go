@@ -147,7 +147,7 @@ func (s *Schedulers) now() time.Time {
 	if s.Options.Clock != nil {
 		return s.Options.Clock.Now()
 	}
-	return time.Now()
+	return clock.RealClock{}.Now()
 }
 
 // Changes returns the channel on which the LaneQueues whose scheduler state
