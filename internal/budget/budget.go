@@ -17,12 +17,8 @@ limitations under the License.
 package budget
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -39,8 +35,6 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
-	"github.com/agentlane/agentlane/internal/identity"
-	"github.com/agentlane/agentlane/internal/truncate"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
@@ -97,24 +91,6 @@ type Decision struct {
 // Denied reports whether the command must not run.
 func (d Decision) Denied() bool { return d.Decision == sessionapi.BudgetDeny }
 
-// GuardRequest is the body the ledger posts to a session's budget
-// guard (spec.budget.guard.url) before each covered command.
-type GuardRequest struct {
-	Namespace   string              `json:"namespace"`
-	Session     string              `json:"session"`
-	Identity    sessionapi.Identity `json:"identity"`
-	Lane        string              `json:"lane,omitempty"`
-	CommandType string              `json:"commandType,omitempty"`
-	Consumed    sessionapi.Consumed `json:"consumed"`
-}
-
-// GuardResponse is a guard's answer: decision allow, soft or deny,
-// with a message that the denied command's error and the events carry.
-type GuardResponse struct {
-	Decision string `json:"decision"`
-	Message  string `json:"message,omitempty"`
-}
-
 // Ledger keeps what each AgentSession consumed and decides whether
 // its commands may spend more. The Session API checks it before each
 // covered attempt and records the usage runtimes report; the AgentSession
@@ -146,34 +122,6 @@ type Ledger struct {
 	// changed announces the sessions whose status.budget or
 	// BudgetExhausted condition must be rewritten; created by Changes.
 	changed chan event.GenericEvent
-}
-
-// budgetAccount is one session's consumption and the state of its
-// thresholds.
-type budgetAccount struct {
-	uid    types.UID
-	ref    *corev1.ObjectReference
-	labels sessionapi.Identity
-	spec   *agentlanev1alpha1.Budget
-	tokens int64
-	cost   resource.Quantity
-	// guard is the guard's last answer (allow, soft or deny; deny also for
-	// a failure under failurePolicy Fail), empty before the first or after
-	// a failure ignored by failurePolicy Ignore.
-	guard, guardMessage string
-	// notified holds the thresholds consumption stands at or above and
-	// whose crossing was emitted.
-	notified map[threshold]bool
-}
-
-type threshold struct{ resource, kind string }
-
-// crossing is a BudgetThresholdHit to emit.
-type crossing struct {
-	key    types.NamespacedName
-	ref    *corev1.ObjectReference
-	labels sessionapi.Identity
-	body   sessionapi.BudgetThreshold
 }
 
 // Changes returns the channel on which the sessions whose budget status
@@ -389,244 +337,6 @@ func (l *Ledger) emit(crossings []crossing) {
 				"%s (%s %s)", c.body.Message, c.body.Kind, c.body.Resource)
 		}
 	}
-}
-
-// askGuard posts req to the guard and returns its answer; an error means
-// the guard could not be reached, timed out or answered badly.
-func (l *Ledger) askGuard(ctx context.Context, g *agentlanev1alpha1.BudgetGuard, req GuardRequest) (GuardResponse, error) {
-	timeout := DefaultGuardTimeout
-	if g.Timeout != nil && g.Timeout.Duration > 0 {
-		timeout = g.Timeout.Duration
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	body, err := json.Marshal(req)
-	if err != nil {
-		return GuardResponse{}, err
-	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, g.URL, bytes.NewReader(body))
-	if err != nil {
-		return GuardResponse{}, err
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "application/json")
-	hc := l.HTTPClient
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(hreq)
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return GuardResponse{}, fmt.Errorf("no answer within %s", timeout)
-		}
-		return GuardResponse{}, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxGuardReply))
-	if err != nil {
-		return GuardResponse{}, fmt.Errorf("reading the answer: %w", err)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return GuardResponse{}, fmt.Errorf("it answered %s: %s", resp.Status, truncate.Runes(strings.TrimSpace(string(data)), 203, "..."))
-	}
-	var ans GuardResponse
-	if err := json.Unmarshal(data, &ans); err != nil {
-		return GuardResponse{}, fmt.Errorf("its answer is not JSON: %w", err)
-	}
-	switch ans.Decision {
-	case sessionapi.BudgetAllow, sessionapi.BudgetSoft, sessionapi.BudgetDeny:
-		return ans, nil
-	}
-	return GuardResponse{}, fmt.Errorf("its answer has decision %q, not allow, soft or deny", ans.Decision)
-}
-
-// observe takes the session's current spec, identity and reference.
-func (a *budgetAccount) observe(s *agentlanev1alpha1.AgentSession) {
-	if s.UID != "" {
-		a.uid = s.UID
-	}
-	a.spec = s.Spec.Budget.DeepCopy()
-	a.labels = identity.Wire(s.Spec.Identity)
-	a.ref = &corev1.ObjectReference{
-		APIVersion: agentlanev1alpha1.GroupVersion.String(),
-		Kind:       "AgentSession",
-		Namespace:  s.Namespace,
-		Name:       s.Name,
-		UID:        s.UID,
-	}
-}
-
-// limitState is one limit of the budget and whether consumption reached it.
-type limitState struct {
-	threshold
-	consumed, limit string
-	reached         bool
-}
-
-// limits lists the limits of the budget, hard ones first.
-func (a *budgetAccount) limits() []limitState {
-	if a.spec == nil {
-		return nil
-	}
-	var out []limitState
-	for _, kind := range []string{kindHard, kindSoft} {
-		if t := a.spec.Tokens; t != nil {
-			limit := t.Hard
-			if kind == kindSoft {
-				limit = t.Soft
-			}
-			if limit != nil {
-				out = append(out, limitState{threshold: threshold{budgetTokens, kind},
-					consumed: fmt.Sprint(a.tokens), limit: fmt.Sprint(*limit), reached: a.tokens >= *limit})
-			}
-		}
-		if c := a.spec.Cost; c != nil {
-			limit := c.Hard
-			if kind == kindSoft {
-				limit = c.Soft
-			}
-			if limit != nil {
-				out = append(out, limitState{threshold: threshold{budgetCost, kind},
-					consumed: decimal(a.cost), limit: decimal(*limit), reached: a.cost.Cmp(*limit) >= 0})
-			}
-		}
-	}
-	return out
-}
-
-// message explains a reached limit.
-func (a *budgetAccount) message(ls limitState) string {
-	unit := ""
-	if ls.resource == budgetCost && a.spec.Cost.Currency != "" {
-		unit = " " + a.spec.Cost.Currency
-	}
-	return fmt.Sprintf("%s consumed %s%s reached the %s limit %s%s", ls.resource, ls.consumed, unit, ls.kind, ls.limit, unit)
-}
-
-// syncLimits brings the limit thresholds up to date and returns the
-// crossings to emit.
-func (a *budgetAccount) syncLimits(key types.NamespacedName) []crossing {
-	var out []crossing
-	present := map[threshold]bool{}
-	for _, ls := range a.limits() {
-		present[ls.threshold] = true
-		switch {
-		case !ls.reached:
-			delete(a.notified, ls.threshold)
-		case !a.notified[ls.threshold]:
-			a.notified[ls.threshold] = true
-			out = append(out, a.crossing(key, ls.threshold, ls.consumed, ls.limit, a.message(ls)))
-		}
-	}
-	for t := range a.notified {
-		if t.resource != budgetGuard && !present[t] {
-			delete(a.notified, t) // the limit was removed from the spec
-		}
-	}
-	return out
-}
-
-// applyGuard records the guard's answer (empty Decision: a failure that
-// failurePolicy Ignore allows) and returns the crossings to emit.
-func (a *budgetAccount) applyGuard(key types.NamespacedName, ans GuardResponse) []crossing {
-	a.guard, a.guardMessage = ans.Decision, ans.Message
-	if ans.Decision == "" {
-		return nil
-	}
-	var out []crossing
-	for decision, kind := range map[string]string{sessionapi.BudgetSoft: kindSoft, sessionapi.BudgetDeny: kindHard} {
-		t := threshold{budgetGuard, kind}
-		switch {
-		case ans.Decision != decision:
-			delete(a.notified, t)
-		case !a.notified[t]:
-			a.notified[t] = true
-			consumed := fmt.Sprintf("%d tokens, %s cost", a.tokens, decimal(a.cost))
-			out = append(out, a.crossing(key, t, consumed, "", a.guardText()))
-		}
-	}
-	return out
-}
-
-func (a *budgetAccount) guardText() string {
-	verb := map[string]string{sessionapi.BudgetSoft: "answered soft", sessionapi.BudgetDeny: "denied"}[a.guard]
-	if strings.HasPrefix(a.guardMessage, "the budget guard failed") {
-		return a.guardMessage
-	}
-	if a.guardMessage == "" {
-		return "the budget guard " + verb
-	}
-	return "the budget guard " + verb + ": " + a.guardMessage
-}
-
-func (a *budgetAccount) crossing(key types.NamespacedName, t threshold, consumed, limit, msg string) crossing {
-	return crossing{key: key, ref: a.ref, labels: a.labels, body: sessionapi.BudgetThreshold{
-		Resource: t.resource, Kind: t.kind, Consumed: consumed, Limit: limit, Message: msg}}
-}
-
-func (a *budgetAccount) hardLimitReached() bool {
-	for _, ls := range a.limits() {
-		if ls.kind == kindHard && ls.reached {
-			return true
-		}
-	}
-	return false
-}
-
-// decision is what the account says now of a command it covers (or, with
-// covered false, of one it does not).
-func (a *budgetAccount) decision(covered bool) Decision {
-	d := Decision{Decision: sessionapi.BudgetAllow, Checked: covered, Consumed: a.usage(),
-		Reason: agentlanev1alpha1.AgentSessionWithinBudgetReason, Message: "consumption is below every limit"}
-	if a.spec == nil {
-		d.Message = "the session has no budget"
-	}
-	var soft []string
-	for _, ls := range a.limits() {
-		if !ls.reached {
-			continue
-		}
-		if ls.kind == kindHard {
-			d.Decision, d.Reason, d.Message = sessionapi.BudgetDeny, agentlanev1alpha1.AgentSessionHardLimitReason, a.message(ls)
-			return a.uncovered(d, covered)
-		}
-		soft = append(soft, a.message(ls))
-	}
-	if a.spec != nil && a.spec.Guard != nil && a.guard == sessionapi.BudgetDeny {
-		d.Decision, d.Reason, d.Message = sessionapi.BudgetDeny, agentlanev1alpha1.AgentSessionGuardDeniedReason, a.guardText()
-		return a.uncovered(d, covered)
-	}
-	if a.spec != nil && a.spec.Guard != nil && a.guard == sessionapi.BudgetSoft {
-		soft = append(soft, a.guardText())
-	}
-	if len(soft) > 0 {
-		d.Decision, d.Reason, d.Message = sessionapi.BudgetSoft, agentlanev1alpha1.AgentSessionSoftLimitReason, strings.Join(soft, "; ")
-	}
-	return a.uncovered(d, covered)
-}
-
-// uncovered allows a command the budget does not cover, keeping the reason
-// and message of the session's state.
-func (a *budgetAccount) uncovered(d Decision, covered bool) Decision {
-	if !covered {
-		d.Decision = sessionapi.BudgetAllow
-	}
-	return d
-}
-
-// state sums up what the session's status shows, to tell when it changed.
-func (a *budgetAccount) state() string {
-	d := a.decision(true)
-	return fmt.Sprintf("%d|%s|%s|%s", a.tokens, decimal(a.cost), d.Reason, d.Message)
-}
-
-func (a *budgetAccount) usage() agentlanev1alpha1.BudgetUsage {
-	u := agentlanev1alpha1.BudgetUsage{TokensConsumed: a.tokens}
-	if !a.cost.IsZero() {
-		c := a.cost.DeepCopy()
-		u.CostConsumed = &c
-	}
-	return u
 }
 
 // ConsumedOf shows what a session consumed as the Session API does.
