@@ -37,21 +37,15 @@ func jsonPayload(t *testing.T, v any) json.RawMessage {
 	return b
 }
 
-func writeFile(t *testing.T, dir, name, content string) string {
-	t.Helper()
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // The result a worker reports for a read carries the read's JSON, and a
 // failed read carries its error and no output, like a program that could not
 // start; process results keep their own fields.
 func TestReadTaskResult(t *testing.T) {
 	dir := t.TempDir()
-	path := writeFile(t, dir, "a.txt", "alpha")
+	path := filepath.Join(dir, "a.txt")
+	if err := os.WriteFile(path, []byte("alpha"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	r := executor.NewRegistry(0)
 	run := func(task executor.Task) string {
 		t.Helper()
