@@ -38,6 +38,17 @@ func (d *dashboard) detail() {
 		return
 	}
 	d.rule("TASK", d.snap.name(t.Namespace, t.Name))
+	d.state(t)
+	d.placement(t)
+	d.field("payload", line{newSpan(orDash(t.Payload), dim)})
+	d.times(t)
+	d.result(t)
+	d.attempts(t)
+}
+
+// state is the detail's state line: phase, attempt, and how long the task
+// has run or waited.
+func (d *dashboard) state(t *Task) {
 	state := line{newSpan(orDash(string(t.Phase)), phaseStyle(t.Phase))}
 	if t.Attempt > 0 {
 		state = append(state, span{text: " · attempt " + itoa(int64(t.Attempt))})
@@ -49,6 +60,11 @@ func (d *dashboard) detail() {
 		state = append(state, span{text: " · waiting " + age(d.opts.Now.Sub(t.since()))})
 	}
 	d.field("state", state)
+}
+
+// placement is where the task is: queue and lane, session, identity, run,
+// worker or Job.
+func (d *dashboard) placement(t *Task) {
 	queue := orDash(t.Queue) + " · lane " + orDash(t.Lane) + " · " + orDash(t.CommandType)
 	d.field("queue", line{newSpan(queue, plain)})
 	if t.Session != "" {
@@ -83,7 +99,10 @@ func (d *dashboard) detail() {
 	if len(worker) > 0 {
 		d.field("worker", line{newSpan(strings.Join(worker, " · "), plain)})
 	}
-	d.field("payload", line{newSpan(orDash(t.Payload), dim)})
+}
+
+// times is the detail's lifecycle timestamps.
+func (d *dashboard) times(t *Task) {
 	for _, ts := range []struct {
 		label string
 		at    time.Time
@@ -97,7 +116,10 @@ func (d *dashboard) detail() {
 		}
 		d.field(ts.label, l)
 	}
-	d.result(t)
+}
+
+// attempts lists the task's ended attempts.
+func (d *dashboard) attempts(t *Task) {
 	for _, a := range t.Attempts {
 		l := line{newSpan(string(a.Outcome), red)}
 		if a.Worker != "" {
