@@ -59,7 +59,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/agentlane/agentlane/internal/agentscript"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
@@ -91,7 +90,7 @@ type options struct {
 	report    string
 	pod       string
 	resume    bool
-	zap       zap.Options
+	log       logOptions
 }
 
 func (o *options) validate() error {
@@ -147,7 +146,7 @@ func parseFlags(args []string, output io.Writer, getenv func(string) string) (op
 	fs.StringVar(&o.pod, "pod", getenv(sessionapi.EnvPodName), "Name of the runtime pod the agent runs in; a passivation request for another pod is ignored. Defaults to $"+sessionapi.EnvPodName+".")
 	inPod := getenv(sessionapi.EnvPodName) != "" || getenv(sessionapi.EnvResumeRunID) != ""
 	fs.BoolVar(&o.resume, "resume", inPod, "Script mode: start from the session's latest checkpoint (serve mode always does). Defaults to true in a runtime pod ($"+sessionapi.EnvPodName+" or $"+sessionapi.EnvResumeRunID+" set), so that a restarted container continues rather than starts over.")
-	o.zap.BindFlags(fs)
+	o.log.bindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -191,8 +190,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stderr, "agent: --server: %v\n", err)
 		return exitInvalid
 	}
-	o.zap.DestWriter = stderr
-	log := zap.New(zap.UseFlagOptions(&o.zap)).WithName("agent").WithValues("session", o.namespace+"/"+o.session)
+	log := o.log.logger(stderr).WithName("agent").WithValues("session", o.namespace+"/"+o.session)
 	rt := &agentscript.Runtime{Session: client.Session(o.namespace, o.session), Script: script, Log: log,
 		Pod: o.pod, Resume: o.resume}
 

@@ -32,8 +32,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/budget"
 	"github.com/agentlane/agentlane/internal/controller"
 	"github.com/agentlane/agentlane/internal/lanequeue"
+	"github.com/agentlane/agentlane/internal/scheduling"
 	"github.com/agentlane/agentlane/internal/sessionserver"
 	"github.com/agentlane/agentlane/internal/sessionstore"
 )
@@ -45,47 +47,56 @@ func init() {
 	utilruntime.Must(agentlanev1alpha1.AddToScheme(scheme))
 }
 
-func main() {
-	var (
-		metricsAddr      string
-		probeAddr        string
-		leaderElect      bool
-		leaderElectionNS string
-		api              sessionserver.Server
-		sessionAPIURL    string
-		sessionStore     string
-		idGenerator      string
-	)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; \"0\" disables it.")
-	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the liveness and readiness probes bind to; \"0\" disables them.")
-	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one manager replica schedules lanes at a time.")
-	flag.StringVar(&leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (defaults to the manager's namespace).")
-	flag.StringVar(&api.Addr, "session-api-bind-address", ":8443", "Address the Session API binds to; \"0\" disables it.")
-	flag.StringVar(&api.CertFile, "session-api-cert-file", "", "TLS certificate of the Session API; with --session-api-key-file it serves HTTPS.")
-	flag.StringVar(&api.KeyFile, "session-api-key-file", "", "TLS private key of the Session API.")
-	flag.IntVar(&api.RetainedEvents, "session-api-retained-events", sessionserver.DefaultRetainedEvents, "The most events any session keeps for event streams that reconnect; a session's spec.retention.maxTraceEvents above it is lowered to it.")
-	flag.StringVar(&sessionAPIURL, "session-api-url", "", "Session API address as session runtime pods reach it, such as http://session-api.agentlane-system.svc:8443; set in their environment as "+controller.EnvSessionAPIURL+".")
-	flag.StringVar(&sessionStore, "session-store", "configmap", "Where runtimes' checkpoints are kept: configmap (one ConfigMap per session, deleted with it) or none (checkpoint calls answer NoStore).")
-	flag.StringVar(&idGenerator, "id-generator", "ulid", "How the schedulers and the Session API name commands, runs and messages: ulid, or sequential (cmd-0000000001, ...) to make replays of the same inputs name things identically.")
-	opts := zap.Options{}
-	opts.BindFlags(flag.CommandLine)
-	flag.Parse()
+// options are the manager's command-line settings.
+type options struct {
+	metricsAddr      string
+	probeAddr        string
+	leaderElect      bool
+	leaderElectionNS string
+	api              *sessionserver.Server
+	sessionAPIURL    string
+	sessionStore     string
+	idGenerator      string
+	zap              zap.Options
+}
 
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+// parseFlags reads the command line; the Session API's settings go
+// straight into the Server it configures.
+func parseFlags() *options {
+	o := &options{api: &sessionserver.Server{}}
+	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; \"0\" disables it.")
+	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the liveness and readiness probes bind to; \"0\" disables them.")
+	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that only one manager replica schedules lanes at a time.")
+	flag.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (defaults to the manager's namespace).")
+	flag.StringVar(&o.api.Addr, "session-api-bind-address", ":8443", "Address the Session API binds to; \"0\" disables it.")
+	flag.StringVar(&o.api.CertFile, "session-api-cert-file", "", "TLS certificate of the Session API; with --session-api-key-file it serves HTTPS.")
+	flag.StringVar(&o.api.KeyFile, "session-api-key-file", "", "TLS private key of the Session API.")
+	flag.IntVar(&o.api.RetainedEvents, "session-api-retained-events", sessionserver.DefaultRetainedEvents, "The most events any session keeps for event streams that reconnect; a session's spec.retention.maxTraceEvents above it is lowered to it.")
+	flag.StringVar(&o.sessionAPIURL, "session-api-url", "", "Session API address as session runtime pods reach it, such as http://session-api.agentlane-system.svc:8443; set in their environment as "+controller.EnvSessionAPIURL+".")
+	flag.StringVar(&o.sessionStore, "session-store", "configmap", "Where runtimes' checkpoints are kept: configmap (one ConfigMap per session, deleted with it) or none (checkpoint calls answer NoStore).")
+	flag.StringVar(&o.idGenerator, "id-generator", "ulid", "How the schedulers and the Session API name commands, runs and messages: ulid, or sequential (cmd-0000000001, ...) to make replays of the same inputs name things identically.")
+	o.zap.BindFlags(flag.CommandLine)
+	flag.Parse()
+	return o
+}
+
+func main() {
+	o := parseFlags()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	log := ctrl.Log.WithName("setup")
 
 	var schedulerIDs lanequeue.IDGenerator
-	switch idGenerator {
+	switch o.idGenerator {
 	case "ulid":
 	case "sequential":
 		schedulerIDs = &lanequeue.SequentialIDs{}
-		api.IDs = &lanequeue.SequentialIDs{Prefix: "api"}
+		o.api.IDs = &lanequeue.SequentialIDs{Prefix: "api"}
 	default:
-		log.Error(nil, "--id-generator must be ulid or sequential", "value", idGenerator)
+		log.Error(nil, "--id-generator must be ulid or sequential", "value", o.idGenerator)
 		os.Exit(2)
 	}
-	if sessionStore != "configmap" && sessionStore != "none" {
-		log.Error(nil, "--session-store must be configmap or none", "sessionStore", sessionStore)
+	if o.sessionStore != "configmap" && o.sessionStore != "none" {
+		log.Error(nil, "--session-store must be configmap or none", "sessionStore", o.sessionStore)
 		os.Exit(1)
 	}
 
@@ -97,30 +108,37 @@ func main() {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Cache:                   controller.CacheOptions(),
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
-		HealthProbeBindAddress:  probeAddr,
-		LeaderElection:          leaderElect,
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "manager.agentlane.io",
-		LeaderElectionNamespace: leaderElectionNS,
+		LeaderElectionNamespace: o.leaderElectionNS,
 	})
 	if err != nil {
 		log.Error(err, "unable to create the manager")
 		os.Exit(1)
 	}
 	ctx := ctrl.SetupSignalHandler()
-	schedulers := &controller.Schedulers{}
+	// The state the controllers and the Session API share, each part built
+	// once here (docs/architecture.md).
+	schedulers := &scheduling.Schedulers{}
 	schedulers.Options.IDs = schedulerIDs
-	if err := controller.Setup(ctx, mgr, schedulers, controller.WithSessionAPIURL(sessionAPIURL)); err != nil {
+	shared := controller.Shared{
+		Schedulers:   schedulers,
+		Budgets:      &budget.Ledger{Publish: schedulers.Publish, Recorder: mgr.GetEventRecorder("agentlane-budget")},
+		Passivations: &controller.PassivationClock{},
+	}
+	if err := controller.Setup(ctx, mgr, shared, controller.WithSessionAPIURL(o.sessionAPIURL)); err != nil {
 		log.Error(err, "unable to set up the controllers")
 		os.Exit(1)
 	}
-	if api.Addr != "0" {
-		api.Schedulers = schedulers
-		if sessionStore == "configmap" {
+	if o.api.Addr != "0" {
+		o.api.Schedulers, o.api.Budgets, o.api.Checkpoints = schedulers, shared.Budgets, shared.Passivations
+		if o.sessionStore == "configmap" {
 			// Checkpoints are read around the cache: see sessionstore.ConfigMaps.
-			api.Store = sessionstore.NewConfigMaps(mgr.GetClient(), mgr.GetAPIReader())
+			o.api.Store = sessionstore.NewConfigMaps(mgr.GetClient(), mgr.GetAPIReader())
 		}
-		if err := api.SetupWithManager(mgr); err != nil {
+		if err := o.api.SetupWithManager(mgr); err != nil {
 			log.Error(err, "unable to set up the Session API")
 			os.Exit(1)
 		}

@@ -35,7 +35,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/agentlane/agentlane/internal/executor"
 	"github.com/agentlane/agentlane/internal/worker"
+	"github.com/agentlane/agentlane/internal/workerproto"
 )
 
 // The worker reads the tasks dispatched to it, writes their status and keeps
@@ -124,7 +126,7 @@ func parseFlags(args []string, getenv func(string) string, hostname string, outp
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	o.queues, o.lanes = worker.SplitList(queues), worker.SplitList(lanes)
+	o.queues, o.lanes = workerproto.SplitList(queues), workerproto.SplitList(lanes)
 	if labelList != "" {
 		set, err := labels.ConvertSelectorToLabelsMap(labelList)
 		if err != nil {
@@ -160,7 +162,7 @@ func main() {
 
 // run runs the worker, or the one task of --task, until ctx ends.
 func run(ctx context.Context, cfg *rest.Config, o options) error {
-	registry := worker.NewRegistry(o.maxOutputSize)
+	registry := executor.NewRegistry(o.maxOutputSize)
 	worker.RegisterMetrics()
 	if o.metricsAddr != "0" {
 		srv, err := metricsserver.NewServer(metricsserver.Options{BindAddress: o.metricsAddr}, cfg, nil)

@@ -41,6 +41,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/executor"
 	"github.com/agentlane/agentlane/internal/worker"
 )
 
@@ -247,7 +248,7 @@ func startProcess(t *testing.T, bin, kubeconfig string, args ...string) *process
 func dispatched(t *testing.T, c client.Client, name, command, workerName, job string) *agentlanev1alpha1.ExternalTask {
 	t.Helper()
 	ctx := context.WithoutCancel(t.Context())
-	payload, _ := json.Marshal(worker.ProcessPayload{Command: command})
+	payload, _ := json.Marshal(executor.ProcessPayload{Command: command})
 	task := &agentlanev1alpha1.ExternalTask{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
 		Spec: agentlanev1alpha1.ExternalTaskSpec{
@@ -276,7 +277,7 @@ func stdout(t *testing.T, task *agentlanev1alpha1.ExternalTask) string {
 	if task.Status.Result == nil || task.Status.Result.Result == nil {
 		t.Fatalf("task %s has no result output: %+v", task.Name, task.Status.Result)
 	}
-	var out worker.Output
+	var out executor.Output
 	if err := json.Unmarshal(task.Status.Result.Result.Raw, &out); err != nil {
 		t.Fatal(err)
 	}

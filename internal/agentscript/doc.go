@@ -29,7 +29,7 @@ limitations under the License.
 //
 // Every command of a turn carries the turn's run ID. A command that the
 // session runs in Internal or Hybrid mode is granted to the runtime, which
-// runs it locally with the same executors workers use (worker.Registry) and
+// runs it locally with the same executors workers use (executor.Registry) and
 // reports the result; an External command is run by a worker and the
 // runtime waits for its result.
 //

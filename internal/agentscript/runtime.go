@@ -18,21 +18,18 @@ package agentscript
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
-	"time"
-	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	"github.com/oklog/ulid/v2"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/agentlane/agentlane/internal/executor"
 	"github.com/agentlane/agentlane/internal/lanequeue"
-	"github.com/agentlane/agentlane/internal/worker"
+	"github.com/agentlane/agentlane/internal/truncate"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
@@ -49,8 +46,8 @@ type Runtime struct {
 	Script Script
 	// Executors runs the Internal and Hybrid grants of tool commands
 	// locally, with the executors workers use; nil means
-	// worker.NewRegistry(worker.DefaultMaxOutputBytes).
-	Executors *worker.Registry
+	// executor.NewRegistry(executor.DefaultMaxOutputBytes).
+	Executors *executor.Registry
 	// Clock times the reports and the model calls, and measures how long a
 	// grant has left until its deadline; nil means the real clock.
 	Clock clock.Clock
@@ -162,11 +159,11 @@ func (r *Runtime) clock() clock.Clock {
 	return r.Clock
 }
 
-func (r *Runtime) executors() *worker.Registry {
+func (r *Runtime) executors() *executor.Registry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.Executors == nil {
-		r.Executors = worker.NewRegistry(worker.DefaultMaxOutputBytes)
+		r.Executors = executor.NewRegistry(executor.DefaultMaxOutputBytes)
 	}
 	return r.Executors
 }
@@ -252,7 +249,6 @@ func (r *Runtime) runTurn(ctx context.Context, turn Turn, runID string, at *posi
 	defer cancel(nil)
 	st.start(cancel)
 
-	log := r.Log.WithValues("runId", runID)
 	rep = TurnReport{RunID: runID, Prompt: turn.Prompt, Started: r.clock().Now(), Commands: []CommandReport{}}
 	if at != nil && at.resumed != nil {
 		from := *at.resumed
@@ -261,47 +257,10 @@ func (r *Runtime) runTurn(ctx context.Context, turn Turn, runID string, at *posi
 		}
 		rep.ResumedFrom = &from
 	}
-	checkpoints := r.checkpointer(at, &rep, len(turn.Steps))
-	// boundary takes the steers that arrived and tells whether the run was
-	// aborted.
-	boundary := func() bool {
-		steers, aborted := st.boundary()
-		for _, s := range steers {
-			log.Info("Steered", "text", shorten(s, 80))
-		}
-		rep.Steers = append(rep.Steers, steers...)
-		rep.Aborted = rep.Aborted || aborted
-		return rep.Aborted
-	}
-	// stop is the tool boundary before step next (before the model call
-	// while modelCalled is false): it tells whether the turn ends there. A
-	// runtime told to passivate saves its checkpoint there, with held, the
-	// commands of that step a runtime before it left held.
-	stop := func(next int, modelCalled bool, held []heldCommand) bool {
-		if boundary() {
-			return true
-		}
-		if ctx.Err() != nil {
-			rep.Error = fmt.Sprintf("stopped: %v", context.Cause(ctx))
-			return true
-		}
-		if r.passivating() {
-			log.Info("Passivating at a tool boundary", "nextStep", next, "held", len(held))
-			checkpoints.passivate(ctx, next, modelCalled, held)
-			return true
-		}
-		return false
-	}
-	defer func() {
-		boundary()
-		if ctx.Err() != nil && rep.Error == "" && !rep.Aborted {
-			rep.Error = fmt.Sprintf("stopped: %v", context.Cause(ctx)) // in its last step
-		}
-		checkpoints.end(ctx)
-		rep.Finished = r.clock().Now()
-		log.Info("Turn finished", "commands", len(rep.Commands), "aborted", rep.Aborted, "passivated", rep.Passivated, "steers", len(rep.Steers))
-	}()
-	log.Info("Turn started", "prompt", shorten(turn.Prompt, 80))
+	t := &turnRun{r: r, runID: runID, run: st, log: r.Log.WithValues("runId", runID), rep: &rep,
+		checkpoints: r.checkpointer(at, &rep, len(turn.Steps))}
+	defer t.end(ctx)
+	t.log.Info("Turn started", "prompt", truncate.Runes(turn.Prompt, 80, "…"))
 
 	// What a runtime before this one left held belongs to the model call
 	// until it is made, then to the first step to run.
@@ -313,21 +272,7 @@ func (r *Runtime) runTurn(ctx context.Context, turn Turn, runID string, at *posi
 	}
 	// A resumed turn made its model call before it was interrupted.
 	if c := turn.LLM; c != nil && !at.modelDone() {
-		if stop(0, false, modelHeld) {
-			return rep
-		}
-		attach := ""
-		if h, ok := find(modelHeld, 0); ok {
-			attach = h.ID
-		}
-		cr := r.llm(ctx, runID, turn.Prompt, *c, attach)
-		rep.Commands = append(rep.Commands, cr)
-		if fatal(cr.Refused) {
-			rep.Error = "the API refused the session: " + cr.Refused.Error()
-			return rep
-		}
-		if cr.Held {
-			checkpoints.passivate(ctx, 0, false, []heldCommand{{ID: cr.ID, State: cr.State}})
+		if t.stop(ctx, 0, false, modelHeld) || t.modelCall(ctx, turn.Prompt, *c, modelHeld) {
 			return rep
 		}
 	}
@@ -339,74 +284,160 @@ func (r *Runtime) runTurn(ctx context.Context, turn Turn, runID string, at *posi
 		if i == at.first() {
 			held = stepHeld
 		}
-		if stop(i, true, held) {
+		if t.stop(ctx, i, true, held) || t.step(ctx, i, step, held) {
 			return rep
 		}
-		group := step.Parallel
-		if group == nil {
-			group = []Step{step}
-		}
-		// A group's commands are submitted one after another in script
-		// order, so that their IDs and their places in the lanes do not
-		// depend on how goroutines are scheduled, then followed to their
-		// ends together. Each submission of a group waits only briefly for
-		// its grant: a command the lane cannot start before another of the
-		// group ends must not hold up the submission of the rest.
-		wait := submitWait
-		if len(group) > 1 {
-			wait = groupSubmitWait
-		}
-		subs := make([]*submission, len(group))
-		for k, c := range group {
-			h, ok := find(held, k)
-			if ok && sessionapi.Final(h.State) {
-				continue // ended before the runtime resumed
-			}
-			subs[k] = r.tool(ctx, runID, c, h.ID, wait)
-		}
-		crs := make([]CommandReport, len(group))
-		var wg sync.WaitGroup
-		for k, s := range subs {
-			if s == nil {
-				continue
-			}
-			wg.Go(func() {
-				crs[k] = r.finish(ctx, s)
-				crs[k].Step, crs[k].Parallel = i+1, step.Parallel != nil
-			})
-		}
-		wg.Wait()
-		// left is the step as a passivation leaves it: every command
-		// submitted, with the state it had.
-		var done []CommandReport
-		var left []heldCommand
-		passivating := false
-		for k := range group {
-			if subs[k] == nil {
-				h, _ := find(held, k)
-				left = append(left, h)
-				continue
-			}
-			cr := crs[k]
-			rep.Commands = append(rep.Commands, cr)
-			done = append(done, cr)
-			left = append(left, heldCommand{Index: k, ID: cr.ID, State: cr.State})
-			passivating = passivating || cr.Held
-		}
-		for _, cr := range done {
-			if fatal(cr.Refused) {
-				rep.Error = "the API refused the session: " + cr.Refused.Error()
-				return rep
-			}
-		}
-		if passivating {
-			log.Info("Passivating in the middle of a step", "step", i+1, "held", len(left))
-			checkpoints.passivate(ctx, i, true, left)
-			return rep
-		}
-		checkpoints.round(ctx, i+1, done)
 	}
 	return rep
+}
+
+// turnRun is one run of a turn: what runTurn's parts share.
+type turnRun struct {
+	r           *Runtime
+	runID       string
+	run         *runState
+	log         logr.Logger
+	rep         *TurnReport
+	checkpoints *checkpointer
+}
+
+// boundary takes the steers that arrived and tells whether the run was
+// aborted.
+func (t *turnRun) boundary() bool {
+	steers, aborted := t.run.boundary()
+	for _, s := range steers {
+		t.log.Info("Steered", "text", truncate.Runes(s, 80, "…"))
+	}
+	t.rep.Steers = append(t.rep.Steers, steers...)
+	t.rep.Aborted = t.rep.Aborted || aborted
+	return t.rep.Aborted
+}
+
+// stop is the tool boundary before step next (before the model call while
+// modelCalled is false): it tells whether the turn ends there. A runtime
+// told to passivate saves its checkpoint there, with held, the commands of
+// that step a runtime before it left held.
+func (t *turnRun) stop(ctx context.Context, next int, modelCalled bool, held []heldCommand) bool {
+	if t.boundary() {
+		return true
+	}
+	if ctx.Err() != nil {
+		t.rep.Error = fmt.Sprintf("stopped: %v", context.Cause(ctx))
+		return true
+	}
+	if t.r.passivating() {
+		t.log.Info("Passivating at a tool boundary", "nextStep", next, "held", len(held))
+		t.checkpoints.passivate(ctx, next, modelCalled, held)
+		return true
+	}
+	return false
+}
+
+// end closes the turn's report and its checkpoints, however it ended.
+func (t *turnRun) end(ctx context.Context) {
+	t.boundary()
+	if ctx.Err() != nil && t.rep.Error == "" && !t.rep.Aborted {
+		t.rep.Error = fmt.Sprintf("stopped: %v", context.Cause(ctx)) // in its last step
+	}
+	t.checkpoints.end(ctx)
+	t.rep.Finished = t.r.clock().Now()
+	t.log.Info("Turn finished", "commands", len(t.rep.Commands), "aborted", t.rep.Aborted, "passivated", t.rep.Passivated, "steers", len(t.rep.Steers))
+}
+
+// modelCall makes the turn's model call, following the command a runtime
+// before this one left held for it; it tells whether the turn ends there.
+func (t *turnRun) modelCall(ctx context.Context, prompt string, c LLMCall, held []heldCommand) bool {
+	attach := ""
+	if h, ok := find(held, 0); ok {
+		attach = h.ID
+	}
+	cr := t.r.llm(ctx, t.runID, prompt, c, attach)
+	t.rep.Commands = append(t.rep.Commands, cr)
+	if fatal(cr.Refused) {
+		t.rep.Error = "the API refused the session: " + cr.Refused.Error()
+		return true
+	}
+	if cr.Held {
+		t.checkpoints.passivate(ctx, 0, false, []heldCommand{{ID: cr.ID, State: cr.State}})
+		return true
+	}
+	return false
+}
+
+// step runs step i of the turn (its parallel group, or the single command)
+// and saves the checkpoint of the completed round; it tells whether the
+// turn ends there.
+func (t *turnRun) step(ctx context.Context, i int, step Step, held []heldCommand) bool {
+	group := step.Parallel
+	if group == nil {
+		group = []Step{step}
+	}
+	subs := t.submitGroup(ctx, group, held)
+	crs := make([]CommandReport, len(group))
+	var wg sync.WaitGroup
+	for k, s := range subs {
+		if s == nil {
+			continue
+		}
+		wg.Go(func() {
+			crs[k] = t.r.finish(ctx, s)
+			crs[k].Step, crs[k].Parallel = i+1, step.Parallel != nil
+		})
+	}
+	wg.Wait()
+	// left is the step as a passivation leaves it: every command
+	// submitted, with the state it had.
+	var done []CommandReport
+	var left []heldCommand
+	passivating := false
+	for k := range group {
+		if subs[k] == nil {
+			h, _ := find(held, k)
+			left = append(left, h)
+			continue
+		}
+		cr := crs[k]
+		t.rep.Commands = append(t.rep.Commands, cr)
+		done = append(done, cr)
+		left = append(left, heldCommand{Index: k, ID: cr.ID, State: cr.State})
+		passivating = passivating || cr.Held
+	}
+	for _, cr := range done {
+		if fatal(cr.Refused) {
+			t.rep.Error = "the API refused the session: " + cr.Refused.Error()
+			return true
+		}
+	}
+	if passivating {
+		t.log.Info("Passivating in the middle of a step", "step", i+1, "held", len(left))
+		t.checkpoints.passivate(ctx, i, true, left)
+		return true
+	}
+	t.checkpoints.round(ctx, i+1, done)
+	return false
+}
+
+// submitGroup submits a group's commands one after another in script
+// order, so that their IDs and their places in the lanes do not depend on
+// how goroutines are scheduled; the caller then follows them to their ends
+// together. Each submission of a group waits only briefly for its grant: a
+// command the lane cannot start before another of the group ends must not
+// hold up the submission of the rest. A command that ended before the
+// runtime resumed gets no submission (nil).
+func (t *turnRun) submitGroup(ctx context.Context, group []Step, held []heldCommand) []*submission {
+	wait := submitWait
+	if len(group) > 1 {
+		wait = groupSubmitWait
+	}
+	subs := make([]*submission, len(group))
+	for k, c := range group {
+		h, ok := find(held, k)
+		if ok && sessionapi.Final(h.State) {
+			continue // ended before the runtime resumed
+		}
+		subs[k] = t.r.tool(ctx, t.runID, c, h.ID, wait)
+	}
+	return subs
 }
 
 // find returns the held command at index.
@@ -417,332 +448,4 @@ func find(held []heldCommand, index int) (heldCommand, bool) {
 		}
 	}
 	return heldCommand{}, false
-}
-
-// tool submits one tool command of a step, waiting at most wait for its
-// grant; attach, when set, is the ID of the command a runtime before this
-// one submitted for it. finish follows it.
-func (r *Runtime) tool(ctx context.Context, runID string, st Step, attach string, wait time.Duration) *submission {
-	req := sessionapi.SubmitRequest{Type: st.Type, Lane: st.Lane, Payload: st.Payload}
-	if st.Timeout != nil && st.Timeout.Duration > 0 {
-		req.Timeout = &metav1.Duration{Duration: st.Timeout.Duration}
-	}
-	return r.submit(ctx, runID, req, attach, wait, func(ctx context.Context, cmd *sessionapi.Command) (sessionapi.Result, *sessionapi.Usage) {
-		return r.execute(ctx, cmd, st.Payload), nil
-	})
-}
-
-// llmPayload is the payload of a turn's model call.
-type llmPayload struct {
-	Prompt       string `json:"prompt"`
-	InputTokens  int    `json:"inputTokens,omitempty"`
-	OutputTokens int    `json:"outputTokens,omitempty"`
-}
-
-// LLMOutput is the output a model call reports.
-type LLMOutput struct {
-	Text  string   `json:"text"`
-	Usage LLMUsage `json:"usage"`
-}
-
-// LLMUsage is the token usage of a model call.
-type LLMUsage struct {
-	InputTokens  int `json:"inputTokens"`
-	OutputTokens int `json:"outputTokens"`
-}
-
-// llm runs the turn's model call; attach is as for tool.
-func (r *Runtime) llm(ctx context.Context, runID, prompt string, c LLMCall, attach string) CommandReport {
-	payload, _ := json.Marshal(llmPayload{Prompt: prompt, InputTokens: c.InputTokens, OutputTokens: c.OutputTokens}) // strings and ints only
-	req := sessionapi.SubmitRequest{Type: llmType, Payload: payload}
-	return r.finish(ctx, r.submit(ctx, runID, req, attach, submitWait, func(ctx context.Context, _ *sessionapi.Command) (sessionapi.Result, *sessionapi.Usage) {
-		res := r.generate(ctx, prompt, c)
-		if !res.Success {
-			return res, nil // the call was stopped before the model answered
-		}
-		// The session's budget counts what the call consumed.
-		return res, &sessionapi.Usage{InputTokens: int64(c.InputTokens), OutputTokens: int64(c.OutputTokens)}
-	}))
-}
-
-// generate stands in for a granted model call: it takes c.Duration on the
-// runtime's clock and reports c's usage.
-func (r *Runtime) generate(ctx context.Context, prompt string, c LLMCall) sessionapi.Result {
-	if d := c.Duration.Duration; d > 0 {
-		t := r.clock().NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C():
-		case <-ctx.Done():
-			return sessionapi.Result{Error: fmt.Sprintf("model call stopped: %v", context.Cause(ctx))}
-		}
-	}
-	text := c.Text
-	if text == "" {
-		text = fmt.Sprintf("Scripted reply to %q.", shorten(prompt, 80))
-	}
-	out, _ := json.Marshal(LLMOutput{Text: text, Usage: LLMUsage{InputTokens: c.InputTokens, OutputTokens: c.OutputTokens}}) // strings and ints only
-	return sessionapi.Result{Success: true, Output: out}
-}
-
-// runAttempt runs a granted Internal or Hybrid attempt of a command and
-// says what it consumed, which is reported with its result.
-type runAttempt func(context.Context, *sessionapi.Command) (sessionapi.Result, *sessionapi.Usage)
-
-// submission is a command the runtime submitted, or attached to, and has
-// yet to follow to its end.
-type submission struct {
-	// cr is the report as far as it is known before the command is
-	// followed.
-	cr  CommandReport
-	cmd *sessionapi.Command
-	err error // of the submission or of reading the command attached to
-	fn  runAttempt
-	log logr.Logger
-}
-
-// submit names req with a new ID and submits it under runID, waiting at
-// most wait for its grant, or reads the command attach a runtime before
-// this one submitted. A command to attach to that the server no longer
-// knows (the manager restarted and lost it before it ran) is submitted
-// again under its ID. finish follows the command to its end.
-func (r *Runtime) submit(ctx context.Context, runID string, req sessionapi.SubmitRequest, attach string, wait time.Duration, fn runAttempt) *submission {
-	req.ID, req.RunID = attach, runID
-	if attach == "" {
-		req.ID = r.newID()
-	}
-	s := &submission{fn: fn, cr: CommandReport{ID: req.ID, Type: req.Type, Lane: req.Lane, Submitted: r.clock().Now()},
-		log: r.Log.WithValues("runId", runID, "commandId", req.ID, "type", req.Type)}
-	if attach != "" {
-		s.log.Info("Following a command a runtime before this one left queued")
-		s.cmd, s.err = r.Session.Get(ctx, req.ID, 0)
-		if !sessionapi.IsCode(s.err, sessionapi.CodeCommandNotFound) {
-			return s
-		}
-	} else {
-		s.log.V(1).Info("Submitting")
-	}
-	req.Wait = &metav1.Duration{Duration: wait}
-	s.cmd, s.err = r.Session.Submit(ctx, req)
-	return s
-}
-
-// finish follows a submitted command to its end: s.fn runs each Internal
-// or Hybrid grant; External commands are waited for. Once the runtime is
-// told to passivate, a command that has not started is left queued and
-// reported Held.
-func (r *Runtime) finish(ctx context.Context, s *submission) CommandReport {
-	cr, log := s.cr, s.log
-	cmd, held, err := s.cmd, false, s.err
-	if err == nil {
-		cmd, held, err = r.follow(ctx, cmd, s.fn)
-	}
-	cr.Finished = r.clock().Now()
-	cr.Held = held
-	if cmd != nil {
-		cr.ID, cr.Type, cr.Lane, cr.Mode, cr.State, cr.Attempts = cmd.ID, cmd.Type, cmd.Lane, cmd.Mode, cmd.State, cmd.Attempt
-		cr.Error = cmd.Error
-		if res := cmd.Result; res != nil {
-			cr.Output = res.Output
-			if cr.Error == "" {
-				cr.Error = res.Error
-			}
-		}
-	}
-	if held {
-		log.Info("Left queued for the runtime that resumes the session", "state", cr.State)
-		return cr
-	}
-	if err != nil {
-		cr.Refused = refusal(err)
-		cr.Error = err.Error()
-		if ctx.Err() != nil {
-			// The run was aborted or the runtime is stopping: say so rather
-			// than how the call in flight broke, and let go of the command.
-			// A submission cut short may still have been taken: the
-			// command is cancelled by the ID the runtime gave it.
-			cr.Error = fmt.Sprintf("the runtime stopped waiting: %v", context.Cause(ctx))
-			if cmd == nil || !cmd.Final() {
-				if last := r.cancel(ctx, s.cr.ID); last != nil {
-					cr.State, cr.Attempts = last.State, last.Attempt
-				}
-			}
-		}
-		log.Info("Command did not finish", "error", err.Error(), "state", cr.State)
-		return cr
-	}
-	log.V(1).Info("Command finished", "state", cr.State, "lane", cr.Lane, "mode", cr.Mode)
-	return cr
-}
-
-const (
-	// submitWait bounds how long a submission waits for its grant before
-	// the runtime polls for it, so that a runtime told to passivate can
-	// leave a command that has not started. A submission is never given up
-	// while in flight: the runtime could not tell whether it was taken.
-	submitWait = time.Second
-	// groupSubmitWait is the wait of each submission of a parallel group:
-	// long enough for an Internal grant given at once to come with the
-	// reply, short enough that a command left queued behind the group's
-	// others, or an External one (whose reply waits for its end), hardly
-	// delays the next submission.
-	groupSubmitWait = time.Millisecond
-	// pollWait is the wait of each long poll of a command.
-	pollWait = 30 * time.Second
-	// Bounds of the backoff between polls of a command whose grant the
-	// server reports at once.
-	minBackoff = 100 * time.Millisecond
-	maxBackoff = 5 * time.Second
-)
-
-// follow carries the submitted command cmd to its end as
-// sessionapi.SessionClient.RunWithUsage does: whenever the command holds a
-// grant of an attempt not seen before, fn runs it and its result is
-// reported. Once the runtime is told to passivate it stops waiting for a
-// command that has not started (queued, or waiting for a retry) and returns
-// it with held set: the session, paused, keeps it for the runtime that
-// resumes. A command that started is followed to its end.
-func (r *Runtime) follow(ctx context.Context, cmd *sessionapi.Command, fn runAttempt) (_ *sessionapi.Command, held bool, err error) {
-	handled := 0 // the last attempt passed to fn; attempts count from 1
-	var backoff time.Duration
-	for {
-		if cmd.Final() {
-			return cmd, false, nil
-		}
-		if g := cmd.Grant; g != nil && g.Attempt > handled {
-			handled = g.Attempt
-			attemptCtx, cancel := r.untilDeadline(ctx, g.Deadline, nil)
-			res, usage := fn(attemptCtx, cmd)
-			cancel()
-			next, err := r.Session.Report(ctx, cmd.ID, sessionapi.ReportRequest{Attempt: g.Attempt, Result: res, Usage: usage})
-			switch {
-			case err == nil:
-				cmd, backoff = next, 0
-				continue
-			case sessionapi.IsCode(err, sessionapi.CodeStaleAttempt), sessionapi.IsCode(err, sessionapi.CodeNotRunning):
-				// The attempt lost its slot; a retry brings a new grant.
-			default:
-				return cmd, false, err
-			}
-		}
-		started := cmd.Grant != nil || cmd.State == sessionapi.StateRunning
-		if !started && r.passivating() {
-			return cmd, true, nil
-		}
-		wctx, stopWaiting := ctx, context.CancelFunc(func() {})
-		switch {
-		case !started:
-			// A passivation request ends the wait: the command is then
-			// looked at again, and left if it still has not started.
-			wctx, stopWaiting = r.untilPassivation(ctx)
-		case cmd.Grant != nil:
-			// The server does not wait while the command holds a grant
-			// already handled: do not spin until the grant ends.
-			backoff = min(max(2*backoff, minBackoff), maxBackoff)
-			if err := r.sleep(ctx, backoff); err != nil {
-				return cmd, false, err
-			}
-		}
-		next, err := r.Session.Get(wctx, cmd.ID, pollWait)
-		stopWaiting()
-		if err != nil && ctx.Err() == nil && wctx.Err() != nil {
-			next, err = r.Session.Get(ctx, cmd.ID, 0)
-		}
-		if err != nil {
-			return cmd, false, err
-		}
-		cmd = next
-	}
-}
-
-// untilDeadline returns a context that ends with cause when the time the
-// runtime's clock says is left until deadline (a grant's, a time of the
-// server's clock) has passed; a zero deadline sets none. A context's
-// deadline is a wall-clock time, which a fake clock does not follow.
-func (r *Runtime) untilDeadline(ctx context.Context, deadline time.Time, cause error) (context.Context, context.CancelFunc) {
-	if deadline.IsZero() {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeoutCause(ctx, deadline.Sub(r.clock().Now()), cause)
-}
-
-// sleep waits for d on the runtime's clock, or until ctx ends.
-func (r *Runtime) sleep(ctx context.Context, d time.Duration) error {
-	t := r.clock().NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// cancelTimeout bounds the cancellation of a command the runtime stopped
-// waiting for.
-const cancelTimeout = 5 * time.Second
-
-// cancel cancels a command the runtime no longer waits for, because its run
-// was aborted or the runtime is stopping, so that an attempt holding a grant
-// does not keep its slot until it times out, and returns the command as it
-// then stands. It is best effort: nil means it is not known.
-func (r *Runtime) cancel(ctx context.Context, id string) *sessionapi.Command {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelTimeout)
-	defer cancel()
-	if _, err := r.Session.Cancel(ctx, sessionapi.CancelRequest{CommandID: id}); err != nil {
-		r.Log.V(1).Info("Could not cancel a command left behind", "commandId", id, "error", err.Error())
-		return nil
-	}
-	cmd, err := r.Session.Get(ctx, id, 0)
-	if err != nil {
-		return nil
-	}
-	return cmd
-}
-
-// execute runs a granted Internal or Hybrid attempt of a tool command with
-// the registry, as a worker would run it, and returns the attempt's result.
-// The attempt stops at the grant's deadline; an executor that panics fails
-// the attempt.
-func (r *Runtime) execute(ctx context.Context, cmd *sessionapi.Command, payload json.RawMessage) (res sessionapi.Result) {
-	if g := cmd.Grant; g != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = r.untilDeadline(ctx, g.Deadline, fmt.Errorf("attempt %d ran past its grant deadline", g.Attempt))
-		defer cancel()
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			res = sessionapi.Result{Error: fmt.Sprintf("executor for %q panicked: %v", cmd.Type, p)}
-		}
-	}()
-	out, err := r.executors().Run(ctx, worker.Task{CommandType: cmd.Type, Payload: payload})
-	return result(out, err)
-}
-
-// result turns what an executor returned into an attempt's result, the way
-// a worker reports it on an ExternalTask: the exit code and the output JSON
-// only when the command ran.
-func result(out worker.Output, err error) sessionapi.Result {
-	res := sessionapi.Result{Success: err == nil && out.Success}
-	switch {
-	case err != nil:
-		res.Error = err.Error()
-	case !out.Success && out.Error != "":
-		res.Error = out.Error
-	case !out.Success:
-		res.Error = "the command failed without an error message"
-	}
-	if err == nil || out.ExitCode != 0 || out.Stdout != "" || out.Stderr != "" {
-		res.ExitCode = out.ExitCode
-		res.Output, _ = json.Marshal(out) // strings, ints, bools and JSON only
-	}
-	return res
-}
-
-// shorten cuts s to at most n characters, marking the cut with an ellipsis.
-func shorten(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n-1]) + "…"
 }

@@ -35,7 +35,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/agentlane/agentlane/internal/worker"
+	"github.com/agentlane/agentlane/internal/executor"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
@@ -56,12 +56,12 @@ func TestLocalExecution(t *testing.T) {
 		t.Fatal(err)
 	}
 	later := time.Now().Add(time.Minute)
-	panicky := worker.NewRegistry(0)
-	panicky.Register("boom", worker.ExecutorFunc(func(context.Context, json.RawMessage) (worker.Output, error) {
+	panicky := executor.NewRegistry(0)
+	panicky.Register("boom", executor.ExecutorFunc(func(context.Context, json.RawMessage) (executor.Output, error) {
 		panic("out of cheese")
 	}))
 	cases := map[string]struct {
-		registry *worker.Registry
+		registry *executor.Registry
 		cmd      *sessionapi.Command
 		payload  string
 		want     sessionapi.Result
@@ -75,7 +75,7 @@ func TestLocalExecution(t *testing.T) {
 			want:    sessionapi.Result{Success: true, Output: json.RawMessage(`{"content":"alpha\n","bytes":6,"truncated":false}`)},
 		},
 		"read with a smaller limit from the registry": {
-			registry: worker.NewRegistry(3),
+			registry: executor.NewRegistry(3),
 			cmd:      granted("read", later),
 			payload:  `{"path":"` + file + `"}`,
 			want:     sessionapi.Result{Success: true, Output: json.RawMessage(`{"content":"alp","bytes":6,"truncated":true}`)},

@@ -43,7 +43,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/budget"
 	"github.com/agentlane/agentlane/internal/lanequeue"
+	"github.com/agentlane/agentlane/internal/scheduling"
 )
 
 // SessionCleanupFinalizer keeps an AgentSession until the operator has
@@ -60,7 +62,15 @@ const sessionRefreshInterval = time.Second
 // session's queued work.
 type AgentSessionReconciler struct {
 	client.Client
-	Schedulers *Schedulers
+	// Schedulers are the manager's lane schedulers, shared with the
+	// Session API.
+	Schedulers *scheduling.Schedulers
+	// Budgets is the manager's budget ledger, shared with the Session API:
+	// the reconciler writes each session's consumption into its status.
+	Budgets *budget.Ledger
+	// Passivations orders checkpoints saved through the Session API
+	// against passivation requests; the reconciler makes its own when nil.
+	Passivations *PassivationClock
 	// Recorder receives the session's Kubernetes Events (passivation,
 	// eviction, resume).
 	Recorder events.EventRecorder
@@ -69,6 +79,10 @@ type AgentSessionReconciler struct {
 	SessionAPIURL string
 	// Clock is the manager's clock; the real clock when nil.
 	Clock clock.PassiveClock
+
+	// activity remembers when each session last did something, for the
+	// idle reaper; the schedulers report it (Schedulers.OnSessionActivity).
+	activity activity
 }
 
 var _ reconcile.Reconciler = &AgentSessionReconciler{}
@@ -76,11 +90,18 @@ var _ reconcile.Reconciler = &AgentSessionReconciler{}
 // SetupWithManager registers the reconciler; it also reacts to its
 // LaneQueue appearing, changing or going away.
 func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if r.Client == nil || r.Schedulers == nil {
-		return errors.New("AgentSessionReconciler needs a Client and Schedulers")
+	if r.Client == nil || r.Schedulers == nil || r.Budgets == nil {
+		return errors.New("AgentSessionReconciler needs a Client, Schedulers and Budgets")
 	}
+	if r.Schedulers.OnSessionActivity != nil {
+		return errors.New("AgentSessionReconciler: the schedulers already report session activity elsewhere")
+	}
+	r.Schedulers.OnSessionActivity = r.activity.touch
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
+	}
+	if r.Passivations == nil {
+		r.Passivations = &PassivationClock{}
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&agentlanev1alpha1.AgentSession{}).
@@ -88,7 +109,7 @@ func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&policyv1.PodDisruptionBudget{}).
 		Watches(&agentlanev1alpha1.LaneQueue{}, handler.EnqueueRequestsFromMapFunc(r.queueSessions)).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.nodeSessions)).
-		WatchesRawSource(source.Channel(r.Schedulers.Budgets.Changes(), &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(r.Budgets.Changes(), &handler.EnqueueRequestForObject{})).
 		Named("agentsession").
 		Complete(r)
 }
@@ -139,9 +160,7 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 
 	old := s.Status.DeepCopy()
 	result, reconcileErr := r.reconcile(ctx, s)
-	if r.Schedulers.Budgets != nil {
-		r.Schedulers.Budgets.ApplyStatus(s)
-	}
+	r.Budgets.ApplyStatus(s)
 	if reconcileErr == nil {
 		s.Status.ObservedGeneration = s.Generation
 	}
@@ -154,7 +173,7 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 }
 
 func (r *AgentSessionReconciler) reconcile(ctx context.Context, s *agentlanev1alpha1.AgentSession) (ctrl.Result, error) {
-	r.Schedulers.SetRetention(client.ObjectKeyFromObject(s), RetentionLimitsOf(s.Spec.Retention))
+	r.Schedulers.SetRetention(client.ObjectKeyFromObject(s), scheduling.RetentionLimitsOf(s.Spec.Retention))
 	queueKey := types.NamespacedName{Namespace: s.Namespace, Name: s.Spec.QueueRef.Name}
 	lq := &agentlanev1alpha1.LaneQueue{}
 	if err := r.Get(ctx, queueKey, lq); err != nil {
@@ -273,9 +292,10 @@ func (r *AgentSessionReconciler) reconcileDelete(ctx context.Context, s *agentla
 		// deleted); try again shortly.
 		return fmt.Errorf("release the session's scheduler state: %w", err)
 	}
-	if r.Schedulers.Budgets != nil {
-		r.Schedulers.Budgets.Forget(client.ObjectKeyFromObject(s))
-	}
+	key := client.ObjectKeyFromObject(s)
+	r.Budgets.Forget(key)
+	r.activity.forget(key)
+	r.Passivations.forget(key)
 	logf.FromContext(ctx).Info("session deleted; its work was cancelled", "cancelled", n)
 	controllerutil.RemoveFinalizer(s, SessionCleanupFinalizer)
 	if err := r.Update(ctx, s); err != nil {

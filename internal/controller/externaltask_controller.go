@@ -21,18 +21,14 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -48,8 +44,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/identity"
 	"github.com/agentlane/agentlane/internal/lanequeue"
-	"github.com/agentlane/agentlane/internal/worker"
+	"github.com/agentlane/agentlane/internal/scheduling"
 )
 
 // CancelAnnotation, set to "true" on an ExternalTask, cancels it: a queued
@@ -98,7 +95,7 @@ const (
 // adopted where they run, so nothing is lost or run twice.
 type ExternalTaskReconciler struct {
 	client.Client
-	Schedulers *Schedulers
+	Schedulers *scheduling.Schedulers
 	// Recorder receives Kubernetes Events for tasks that fail for good.
 	Recorder events.EventRecorder
 	// APIReader reads around the cache, to tell a task that was just
@@ -140,45 +137,6 @@ func (k *taskKeys) in(ns string) []reconcile.Request {
 	return reqs
 }
 
-// writtenVersions tracks the versions of tasks made stale by the
-// controller's own writes.
-type writtenVersions struct {
-	mu       sync.Mutex
-	replaced map[types.NamespacedName]map[string]bool
-}
-
-// wrote records that a write replaced version rv of the task.
-func (w *writtenVersions) wrote(key types.NamespacedName, rv string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.replaced == nil {
-		w.replaced = make(map[types.NamespacedName]map[string]bool)
-	}
-	if w.replaced[key] == nil {
-		w.replaced[key] = make(map[string]bool)
-	}
-	w.replaced[key][rv] = true
-}
-
-// stale tells whether rv is a version the controller has already replaced.
-// The cache only moves forward, so once it shows any other version the
-// record is dropped.
-func (w *writtenVersions) stale(key types.NamespacedName, rv string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.replaced[key][rv] {
-		return true
-	}
-	delete(w.replaced, key)
-	return false
-}
-
-func (w *writtenVersions) forget(key types.NamespacedName) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.replaced, key)
-}
-
 var _ reconcile.Reconciler = &ExternalTaskReconciler{}
 
 // SetupWithManager registers the reconciler. It reacts to the tasks, to the
@@ -197,7 +155,7 @@ func (r *ExternalTaskReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&coordinationv1.Lease{}, r.leaseHandler()).
 		Watches(&agentlanev1alpha1.LaneQueue{}, handler.EnqueueRequestsFromMapFunc(r.unboundTasks)).
 		Watches(&agentlanev1alpha1.AgentSession{}, handler.EnqueueRequestsFromMapFunc(r.sessionTasks)).
-		WatchesRawSource(r.Schedulers.taskEvents.source()).
+		WatchesRawSource(r.Schedulers.TaskEvents().Source()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Named("externaltask").
 		Complete(r)
@@ -312,7 +270,7 @@ func (r *ExternalTaskReconciler) reconcile(ctx context.Context, req ctrl.Request
 	}
 
 	r.unbound.remove(req.NamespacedName)
-	if _, tracked := b.tasks.get(task.Name); !tracked {
+	if _, tracked := b.tasks.Get(task.Name); !tracked {
 		tk, err := r.admit(b, task)
 		if err != nil {
 			if errors.Is(err, lanequeue.ErrClosed) {
@@ -342,7 +300,7 @@ type binding struct {
 	lq        *agentlanev1alpha1.LaneQueue
 	queueKey  types.NamespacedName
 	queue     *lanequeue.Queue
-	tasks     *taskSet
+	tasks     *scheduling.TaskSet
 	session   *agentlanev1alpha1.AgentSession
 	problem   string
 	permanent bool
@@ -385,7 +343,7 @@ func (r *ExternalTaskReconciler) bind(ctx context.Context, task *agentlanev1alph
 	} else {
 		b.lq = lq
 	}
-	if q, ts, ok := r.Schedulers.tasksOf(b.queueKey); ok {
+	if q, ts, ok := r.Schedulers.TasksOf(b.queueKey); ok {
 		b.queue, b.tasks = q, ts
 	} else if b.problem == "" {
 		b.problem = fmt.Sprintf("LaneQueue %q has no running scheduler yet", queueName)
@@ -438,7 +396,7 @@ func (r *ExternalTaskReconciler) admit(b binding, task *agentlanev1alpha1.Extern
 	if id == nil && b.session != nil {
 		id = b.session.Spec.Identity
 	}
-	cmd.Labels = SchedulerIdentity(id)
+	cmd.Labels = identity.Scheduler(id)
 
 	var tk *lanequeue.Ticket
 	var err error
@@ -457,35 +415,11 @@ func (r *ExternalTaskReconciler) admit(b binding, task *agentlanev1alpha1.Extern
 	if err != nil {
 		return nil, err
 	}
-	b.tasks.put(task.Name, tk, false)
+	b.tasks.Put(task.Name, tk, false)
 	return tk, nil
 }
 
 func ptrInt(v int) *int { return &v }
-
-// held tells whether a worker or Job holds the task's current attempt.
-func held(st *agentlanev1alpha1.ExternalTaskStatus) bool {
-	return st.Attempt > 0 && !recorded(st, st.Attempt) &&
-		(st.Phase == agentlanev1alpha1.ExternalTaskDispatched || st.Phase == agentlanev1alpha1.ExternalTaskRunning)
-}
-
-// recorded tells whether attempt n already has its record.
-func recorded(st *agentlanev1alpha1.ExternalTaskStatus, n int32) bool {
-	return len(st.Attempts) > 0 && st.Attempts[len(st.Attempts)-1].Attempt >= n
-}
-
-// priorAttempts is how many attempts of a task that is not held have been
-// made: status.attempt once that attempt has its record; one less when it
-// has none, because then it was handed back or never reached a worker.
-func priorAttempts(st *agentlanev1alpha1.ExternalTaskStatus) int {
-	if st.Attempt <= 0 {
-		return 0
-	}
-	if recorded(st, st.Attempt) {
-		return int(st.Attempt)
-	}
-	return int(st.Attempt) - 1
-}
 
 // ensureMetadata labels the task with its queue, lane and session and makes
 // its session its owner, so that workers, Jobs, selectors and garbage
@@ -517,566 +451,4 @@ func (r *ExternalTaskReconciler) ensureMetadata(ctx context.Context, task *agent
 	}
 	r.written.wrote(client.ObjectKeyFromObject(task), orig.ResourceVersion)
 	return nil
-}
-
-// converge writes what the scheduler decided about the task: a granted
-// attempt is dispatched, a result is fed to the scheduler, an ended attempt
-// is recorded, a finished command gets its final phase.
-func (r *ExternalTaskReconciler) converge(ctx context.Context, b binding, task *agentlanev1alpha1.ExternalTask) (ctrl.Result, error) {
-	// Feeding a result or a loss to the scheduler changes its state; look
-	// again afterwards. Two reports are the most one pass can make.
-	for range 3 {
-		tt, ok := b.tasks.get(task.Name)
-		if !ok {
-			return ctrl.Result{}, nil
-		}
-		o, final := tt.ticket.Outcome()
-		n := int32(o.Attempts)
-		st := &task.Status
-		switch {
-		case final:
-			return ctrl.Result{}, r.finish(ctx, b, task, tt, o)
-
-		case o.State == lanequeue.StateRunning && st.Attempt == n && held(st):
-			// Attempt n is out with a worker or a Job.
-			end, requeue, err := r.checkHeld(ctx, task)
-			if err != nil || end == nil {
-				return ctrl.Result{RequeueAfter: requeue}, err
-			}
-			if err := closeAttempt(b, task, n, *end, st.Result); err != nil {
-				return ctrl.Result{}, err
-			}
-
-		case o.State == lanequeue.StateRunning:
-			// Attempt n is granted and nobody has it: dispatch it.
-			return r.dispatch(ctx, b, task, tt, o)
-
-		default:
-			// Waiting in the lane, or for a retry.
-			return ctrl.Result{}, r.setQueued(ctx, b, task, tt, o)
-		}
-	}
-	return ctrl.Result{RequeueAfter: retrySoon}, nil
-}
-
-// schedulerResult converts a task result for the scheduler.
-func schedulerResult(res *agentlanev1alpha1.TaskResult) lanequeue.Result {
-	if res == nil {
-		return lanequeue.Result{}
-	}
-	out := lanequeue.Result{Success: res.Success, Error: res.Error}
-	if res.Result != nil {
-		out.Output = res.Result.Raw
-	}
-	if res.ExitCode != nil {
-		out.ExitCode = int(*res.ExitCode)
-	}
-	return out
-}
-
-// closeAttempt reports to the scheduler that attempt n of the task ended:
-// with the worker's result res when there is one, else as a failure. It
-// remembers how, for the attempt's record. A scheduler that has already
-// closed the attempt (its timeout won) is not an error.
-func closeAttempt(b binding, task *agentlanev1alpha1.ExternalTask, n int32, end attemptEnd, res *agentlanev1alpha1.TaskResult) error {
-	b.tasks.markClosed(task.Name, n, end)
-	var err error
-	if res != nil {
-		err = b.queue.CompleteAttempt(task.Name, int(n), schedulerResult(res))
-	} else {
-		err = b.queue.FailAttempt(task.Name, int(n), errors.New(end.msg))
-	}
-	if err != nil && !errors.Is(err, lanequeue.ErrStaleAttempt) && !errors.Is(err, lanequeue.ErrNotFound) {
-		return fmt.Errorf("report attempt %d to the scheduler: %w", n, err)
-	}
-	return nil
-}
-
-// checkHeld looks at the holder of a task's current attempt. A non-nil end
-// reports that the attempt is over (a result arrived, the worker or Job was
-// lost); otherwise requeue says when to look again.
-func (r *ExternalTaskReconciler) checkHeld(ctx context.Context, task *agentlanev1alpha1.ExternalTask) (*attemptEnd, time.Duration, error) {
-	ended := func(outcome agentlanev1alpha1.AttemptOutcome, format string, args ...any) (*attemptEnd, time.Duration, error) {
-		return &attemptEnd{outcome: outcome, msg: fmt.Sprintf(format, args...)}, 0, nil
-	}
-	st := &task.Status
-	if res := st.Result; res != nil {
-		if res.Success {
-			return &attemptEnd{outcome: agentlanev1alpha1.AttemptSucceeded}, 0, nil
-		}
-		return &attemptEnd{outcome: agentlanev1alpha1.AttemptFailed, msg: res.Error}, 0, nil
-	}
-	now := r.Clock.Now()
-	if st.JobName != "" {
-		job := &batchv1.Job{}
-		err := r.Get(ctx, types.NamespacedName{Namespace: task.Namespace, Name: st.JobName}, job)
-		switch {
-		case apierrors.IsNotFound(err):
-			if st.DispatchedAt != nil && now.Sub(st.DispatchedAt.Time) < jobGrace {
-				return nil, time.Second, nil // the cache may not have the new Job yet
-			}
-			return ended(agentlanev1alpha1.AttemptFailed, "Job %s no longer exists", st.JobName)
-		case err != nil:
-			return nil, 0, err
-		}
-		if why, failed := jobFailure(job); failed {
-			return ended(agentlanev1alpha1.AttemptFailed, "%s", why)
-		}
-		if at, done := jobCompleted(job); done {
-			if wait := at.Add(jobGrace).Sub(now); wait > 0 {
-				return nil, wait, nil
-			}
-			return ended(agentlanev1alpha1.AttemptFailed, "Job %s completed without reporting a result", job.Name)
-		}
-		return nil, maxHeldCheck, nil
-	}
-
-	lease := &coordinationv1.Lease{}
-	err := r.Get(ctx, types.NamespacedName{Namespace: task.Namespace, Name: worker.LeaseName(st.Worker)}, lease)
-	switch {
-	case apierrors.IsNotFound(err):
-		return ended(agentlanev1alpha1.AttemptWorkerLost, "worker %s has no heartbeat Lease", st.Worker)
-	case err != nil:
-		return nil, 0, err
-	}
-	w, ok := parseWorkerLease(lease)
-	if !ok || !w.live(now) {
-		return ended(agentlanev1alpha1.AttemptWorkerLost, "the heartbeat of worker %s expired", st.Worker)
-	}
-	// Look again just after the Lease would lapse unless renewed.
-	return nil, min(w.expires.Sub(now)+100*time.Millisecond, maxHeldCheck), nil
-}
-
-// dispatch gives the granted attempt of the task to a worker, or creates its
-// Job, in one status write that also records the previous attempt if the
-// status still shows it.
-func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, task *agentlanev1alpha1.ExternalTask, tt trackedTask, o lanequeue.Outcome) (ctrl.Result, error) {
-	key := client.ObjectKeyFromObject(task)
-	orig := task.DeepCopy()
-	st := &task.Status
-	n := int32(o.Attempts)
-	now := metav1.NewTime(r.Clock.Now())
-	if st.Attempt > 0 && st.Attempt < n && !recorded(st, st.Attempt) {
-		r.recordEnded(st, tt, o, now)
-	}
-	lane := tt.ticket.Lane()
-	target := laneTarget(b.lq, lane)
-	if st.Attempt != n || st.JobName != "" {
-		clearAttempt(st)
-	}
-	st.Lane = agentlanev1alpha1.LaneName(lane)
-	st.Attempt = n
-	if st.QueuedAt == nil {
-		st.QueuedAt = &now
-	}
-	setInProgress(st, task.Generation, now)
-
-	if target != nil && target.Type == agentlanev1alpha1.ExternalTargetJob {
-		job, err := buildJob(task, target.JobTemplate, n, r.Scheme())
-		if err == nil {
-			err = r.Create(ctx, job)
-			if apierrors.IsAlreadyExists(err) {
-				err = nil
-			}
-		}
-		if err != nil {
-			if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || errors.Is(err, errNoJobTemplate) {
-				// The template cannot make a Job: fail the attempt so
-				// that the retry policy, not a hot loop, deals with it.
-				end := attemptEnd{outcome: agentlanev1alpha1.AttemptFailed,
-					msg: fmt.Sprintf("cannot create the Job for attempt %d: %v", n, err)}
-				return ctrl.Result{RequeueAfter: retrySoon}, closeAttempt(b, task, n, end, nil)
-			}
-			return ctrl.Result{}, fmt.Errorf("create the Job: %w", err)
-		}
-		st.Phase = agentlanev1alpha1.ExternalTaskDispatched
-		st.JobName, st.Worker, st.NodeName = job.Name, "", ""
-		st.DispatchedAt = &now
-		setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
-			agentlanev1alpha1.ExternalTaskJobPendingReason, fmt.Sprintf("Job %s runs attempt %d", job.Name, n))
-		return ctrl.Result{}, r.patchStatus(ctx, task, orig)
-	}
-
-	w, ok := r.pickWorker(ctx, task, b, lane, target)
-	if !ok {
-		r.awaiting.add(key)
-		st.Phase = agentlanev1alpha1.ExternalTaskQueued
-		st.Worker, st.NodeName = "", ""
-		setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
-			agentlanev1alpha1.ExternalTaskAwaitingWorkerReason,
-			fmt.Sprintf("attempt %d has a slot in lane %s; no live worker serving it has a free slot", n, lane))
-		return ctrl.Result{RequeueAfter: awaitWorkerInterval}, r.patchStatus(ctx, task, orig)
-	}
-	r.awaiting.remove(key)
-	st.Phase = agentlanev1alpha1.ExternalTaskDispatched
-	st.Worker, st.NodeName = w.name, w.node
-	st.DispatchedAt = &now
-	setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
-		agentlanev1alpha1.ExternalTaskAwaitingWorkerReason,
-		fmt.Sprintf("attempt %d dispatched to worker %s on node %s", n, w.name, w.node))
-	if err := r.patchStatus(ctx, task, orig); err != nil {
-		r.workers.release(key)
-		return ctrl.Result{}, err
-	}
-	logf.FromContext(ctx).V(1).Info("Dispatched", "attempt", n, "worker", w.name, "node", w.node)
-	return ctrl.Result{RequeueAfter: min(time.Until(w.expires)+100*time.Millisecond, maxHeldCheck)}, nil
-}
-
-// laneTarget returns the external target of lane in lq, nil for the worker
-// pool.
-func laneTarget(lq *agentlanev1alpha1.LaneQueue, lane string) *agentlanev1alpha1.ExternalTarget {
-	if lq == nil {
-		return nil
-	}
-	for i := range lq.Spec.Lanes {
-		if string(lq.Spec.Lanes[i].Name) == lane {
-			return lq.Spec.Lanes[i].ExternalTarget
-		}
-	}
-	return nil
-}
-
-// pickWorker chooses a live worker with a free slot that serves the task's
-// queue, lane and command type and matches the lane's workerSelector.
-func (r *ExternalTaskReconciler) pickWorker(ctx context.Context, task *agentlanev1alpha1.ExternalTask, b binding, lane string, target *agentlanev1alpha1.ExternalTarget) (workerInfo, bool) {
-	var selector labels.Selector
-	if target != nil && target.WorkerSelector != nil {
-		s, err := metav1.LabelSelectorAsSelector(target.WorkerSelector)
-		if err != nil {
-			logf.FromContext(ctx).Error(err, "Invalid workerSelector; no worker matches", "lane", lane)
-			return workerInfo{}, false
-		}
-		selector = s
-	}
-	leases := &coordinationv1.LeaseList{}
-	if err := r.List(ctx, leases, client.InNamespace(task.Namespace), client.MatchingLabels{worker.WorkerLabel: "true"}); err != nil {
-		logf.FromContext(ctx).Error(err, "List worker Leases")
-		return workerInfo{}, false
-	}
-	now := r.Clock.Now()
-	var candidates []workerInfo
-	for i := range leases.Items {
-		w, ok := parseWorkerLease(&leases.Items[i])
-		if ok && w.live(now) && !w.draining && w.serves(b.queueKey.Name, lane, string(task.Spec.CommandType), selector) {
-			candidates = append(candidates, w)
-		}
-	}
-	return r.workers.pick(client.ObjectKeyFromObject(task), candidates)
-}
-
-// setQueued writes that the task waits in its lane, recording the attempt
-// that just ended if the status still shows it.
-func (r *ExternalTaskReconciler) setQueued(ctx context.Context, b binding, task *agentlanev1alpha1.ExternalTask, tt trackedTask, o lanequeue.Outcome) error {
-	orig := task.DeepCopy()
-	st := &task.Status
-	now := metav1.NewTime(r.Clock.Now())
-	n := int32(o.Attempts)
-	r.awaiting.remove(client.ObjectKeyFromObject(task))
-	reason, msg := agentlanev1alpha1.ExternalTaskAwaitingWorkerReason, fmt.Sprintf("waiting for a slot in lane %s", tt.ticket.Lane())
-	switch {
-	case st.Attempt > 0 && st.Attempt == n && !recorded(st, n):
-		rec := r.recordEnded(st, tt, o, now)
-		clearAttempt(st)
-		reason = agentlanev1alpha1.ExternalTaskRetryBackoffReason
-		msg = fmt.Sprintf("attempt %d ended %s; retrying", n, rec.Outcome)
-		if rec.Outcome == agentlanev1alpha1.AttemptWorkerLost {
-			reason = agentlanev1alpha1.ExternalTaskWorkerLostReason
-		}
-		if r.Recorder != nil {
-			r.Recorder.Eventf(task, nil, corev1.EventTypeNormal, "Retrying", "Retry",
-				"attempt %d ended %s: %s", n, rec.Outcome, rec.Error)
-		}
-	case st.Phase == agentlanev1alpha1.ExternalTaskQueued:
-		// Already shows it, or shows why it waits.
-		return nil
-	}
-	st.Phase = agentlanev1alpha1.ExternalTaskQueued
-	st.Lane = agentlanev1alpha1.LaneName(tt.ticket.Lane())
-	if st.QueuedAt == nil {
-		st.QueuedAt = &now
-	}
-	setInProgress(st, task.Generation, now)
-	setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse, reason, msg)
-	return r.patchStatus(ctx, task, orig)
-}
-
-// finish writes the final phase the scheduler decided, recording the last
-// attempt if the status still shows it, and forgets the task.
-func (r *ExternalTaskReconciler) finish(ctx context.Context, b binding, task *agentlanev1alpha1.ExternalTask, tt trackedTask, o lanequeue.Outcome) error {
-	orig := task.DeepCopy()
-	st := &task.Status
-	now := metav1.NewTime(r.Clock.Now())
-	n := int32(o.Attempts)
-	phase := finalPhase(o.State)
-	msg := ""
-	if o.Err != nil {
-		msg = o.Err.Error()
-	}
-	if phase != agentlanev1alpha1.ExternalTaskSucceeded && st.Attempt > 0 && st.Attempt == n && !recorded(st, n) {
-		rec := r.recordEnded(st, tt, o, now)
-		if msg == "" {
-			msg = rec.Error
-		}
-	}
-	if phase == agentlanev1alpha1.ExternalTaskSucceeded && msg == "" {
-		msg = fmt.Sprintf("attempt %d succeeded", n)
-	}
-	r.closeTask(st, task.Generation, phase, msg, now)
-	if err := r.patchStatus(ctx, task, orig); err != nil {
-		return err
-	}
-	b.tasks.forget(task.Name)
-	r.workers.release(client.ObjectKeyFromObject(task))
-	if phase != agentlanev1alpha1.ExternalTaskSucceeded && phase != agentlanev1alpha1.ExternalTaskCancelled && r.Recorder != nil {
-		r.Recorder.Eventf(task, nil, corev1.EventTypeWarning, string(phase), "Finish", "task ended %s after %d attempts: %s", phase, n, msg)
-	}
-	logf.FromContext(ctx).V(1).Info("Task finished", "phase", phase, "attempts", n)
-	return nil
-}
-
-// finishUnscheduled ends a task the scheduler never took.
-func (r *ExternalTaskReconciler) finishUnscheduled(ctx context.Context, task *agentlanev1alpha1.ExternalTask, phase agentlanev1alpha1.ExternalTaskPhase, msg string) error {
-	orig := task.DeepCopy()
-	r.closeTask(&task.Status, task.Generation, phase, msg, metav1.NewTime(r.Clock.Now()))
-	if r.Recorder != nil {
-		r.Recorder.Eventf(task, nil, corev1.EventTypeWarning, string(phase), "Schedule", "%s", msg)
-	}
-	return r.patchStatus(ctx, task, orig)
-}
-
-// closeTask sets the final phase and conditions.
-func (r *ExternalTaskReconciler) closeTask(st *agentlanev1alpha1.ExternalTaskStatus, generation int64, phase agentlanev1alpha1.ExternalTaskPhase, msg string, now metav1.Time) {
-	st.Phase = phase
-	if st.FinishedAt == nil {
-		st.FinishedAt = &now
-	}
-	if phase != agentlanev1alpha1.ExternalTaskSucceeded {
-		setCondition(st, generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse, string(phase), msg)
-	}
-	setCondition(st, generation, now, agentlanev1alpha1.ExternalTaskFinishedCondition, metav1.ConditionTrue, string(phase), msg)
-}
-
-// finalPhase maps a scheduler's terminal state to the task phase.
-func finalPhase(s lanequeue.State) agentlanev1alpha1.ExternalTaskPhase {
-	switch s {
-	case lanequeue.StateSucceeded:
-		return agentlanev1alpha1.ExternalTaskSucceeded
-	case lanequeue.StateTimedOut:
-		return agentlanev1alpha1.ExternalTaskTimedOut
-	case lanequeue.StateDeadLettered:
-		return agentlanev1alpha1.ExternalTaskDeadLettered
-	case lanequeue.StateCancelled:
-		return agentlanev1alpha1.ExternalTaskCancelled
-	default:
-		return agentlanev1alpha1.ExternalTaskFailed
-	}
-}
-
-// recordEnded appends the record of the task's current attempt, which the
-// scheduler has closed. The outcome is the one the manager reported, else
-// the result the worker wrote, else cancellation or the scheduler's timeout.
-func (r *ExternalTaskReconciler) recordEnded(st *agentlanev1alpha1.ExternalTaskStatus, tt trackedTask, o lanequeue.Outcome, now metav1.Time) agentlanev1alpha1.TaskAttempt {
-	rec := agentlanev1alpha1.TaskAttempt{
-		Attempt: st.Attempt, Worker: st.Worker, NodeName: st.NodeName,
-		StartedAt: st.StartedAt, FinishedAt: st.FinishedAt,
-	}
-	switch {
-	case tt.closed == st.Attempt:
-		rec.Outcome, rec.Error = tt.closedAs.outcome, tt.closedAs.msg
-	case st.Result != nil && st.Result.Success:
-		rec.Outcome = agentlanev1alpha1.AttemptSucceeded
-	case st.Result != nil:
-		rec.Outcome, rec.Error = agentlanev1alpha1.AttemptFailed, st.Result.Error
-	case o.State == lanequeue.StateCancelled:
-		rec.Outcome = agentlanev1alpha1.AttemptCancelled
-		if o.Err != nil {
-			rec.Error = o.Err.Error()
-		}
-	default:
-		rec.Outcome = agentlanev1alpha1.AttemptTimedOut
-		rec.Error = fmt.Sprintf("attempt %d did not finish within its timeout", st.Attempt)
-	}
-	if rec.FinishedAt == nil {
-		rec.FinishedAt = &now
-	}
-	if rec.Worker == "" && st.JobName != "" {
-		rec.Worker = st.JobName
-	}
-	rec.Error = worker.TruncateRunes(rec.Error, maxAttemptError)
-	st.Attempts = append(st.Attempts, rec)
-	if extra := len(st.Attempts) - maxAttemptRecords; extra > 0 {
-		st.Attempts = slices.Delete(st.Attempts, 0, extra)
-	}
-	return rec
-}
-
-// clearAttempt removes what belonged to the previous attempt.
-func clearAttempt(st *agentlanev1alpha1.ExternalTaskStatus) {
-	st.Worker, st.NodeName, st.JobName = "", "", ""
-	st.StartedAt, st.FinishedAt, st.DispatchedAt, st.Result = nil, nil, nil, nil
-}
-
-// setInProgress makes sure the task shows Claimed and Finished=False, in
-// that order, so that a worker can update them in place (docs/workers.md).
-func setInProgress(st *agentlanev1alpha1.ExternalTaskStatus, generation int64, now metav1.Time) {
-	if meta.FindStatusCondition(st.Conditions, agentlanev1alpha1.ExternalTaskClaimedCondition) == nil {
-		setCondition(st, generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
-			agentlanev1alpha1.ExternalTaskAwaitingWorkerReason, "waiting for a slot")
-	}
-	setCondition(st, generation, now, agentlanev1alpha1.ExternalTaskFinishedCondition, metav1.ConditionFalse,
-		agentlanev1alpha1.ExternalTaskInProgressReason, "the task has not finished")
-}
-
-func setCondition(st *agentlanev1alpha1.ExternalTaskStatus, generation int64, now metav1.Time, typ string, status metav1.ConditionStatus, reason, msg string) {
-	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: worker.TruncateRunes(msg, maxConditionMessage),
-		ObservedGeneration: generation, LastTransitionTime: now,
-	})
-}
-
-// setWaiting shows why a task cannot be scheduled yet.
-func (r *ExternalTaskReconciler) setWaiting(ctx context.Context, task *agentlanev1alpha1.ExternalTask, why string) error {
-	orig := task.DeepCopy()
-	st := &task.Status
-	now := metav1.NewTime(r.Clock.Now())
-	if st.Phase == "" {
-		st.Phase = agentlanev1alpha1.ExternalTaskQueued
-	}
-	setInProgress(st, task.Generation, now)
-	setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
-		agentlanev1alpha1.ExternalTaskAwaitingWorkerReason, why)
-	return r.patchStatus(ctx, task, orig)
-}
-
-// patchStatus writes the status change from orig, only if there is one. The
-// patch carries the resourceVersion it was computed from, so a write based
-// on a stale read (the worker wrote in between) fails with a conflict and
-// the task is reconciled again from fresh state.
-func (r *ExternalTaskReconciler) patchStatus(ctx context.Context, task, orig *agentlanev1alpha1.ExternalTask) error {
-	task.Status.ObservedGeneration = task.Generation
-	if equality.Semantic.DeepEqual(orig.Status, task.Status) {
-		return nil
-	}
-	if err := r.Status().Patch(ctx, task, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("write status: %w", err)
-	}
-	r.written.wrote(client.ObjectKeyFromObject(task), orig.ResourceVersion)
-	return nil
-}
-
-// settleFinished reconciles the scheduler with a task whose phase is
-// already final, usually a worker's successful completion: the result is
-// reported, or, if the scheduler had moved on, its command is cancelled.
-// The API server decides: the write that reached it first counts.
-func (r *ExternalTaskReconciler) settleFinished(ctx context.Context, b binding, task *agentlanev1alpha1.ExternalTask) {
-	defer b.tasks.forget(task.Name)
-	tt, ok := b.tasks.get(task.Name)
-	if !ok {
-		return
-	}
-	if _, final := tt.ticket.Outcome(); final {
-		return
-	}
-	st := &task.Status
-	if st.Phase == agentlanev1alpha1.ExternalTaskSucceeded && st.Result != nil {
-		if err := b.queue.CompleteAttempt(task.Name, int(st.Attempt), schedulerResult(st.Result)); err == nil {
-			return
-		}
-	}
-	if err := b.queue.Cancel(task.Name); err != nil && !errors.Is(err, lanequeue.ErrNotFound) {
-		logf.FromContext(ctx).Error(err, "Cancel the scheduler's command of a finished task")
-	}
-}
-
-// reconcileFinished completes the record of a finished task and deletes it
-// once its queue's ttlAfterFinished has passed. Dead letters are kept, up to
-// the queue's deadLetter.maxSize (see the LaneQueue's retention sweep).
-func (r *ExternalTaskReconciler) reconcileFinished(ctx context.Context, task *agentlanev1alpha1.ExternalTask, lq *agentlanev1alpha1.LaneQueue) (ctrl.Result, error) {
-	r.release(client.ObjectKeyFromObject(task))
-	st := &task.Status
-	if !meta.IsStatusConditionTrue(st.Conditions, agentlanev1alpha1.ExternalTaskFinishedCondition) {
-		// A worker without the condition to update finished it.
-		orig := task.DeepCopy()
-		now := metav1.NewTime(r.Clock.Now())
-		msg := fmt.Sprintf("attempt %d %s", st.Attempt, st.Phase)
-		setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskFinishedCondition, metav1.ConditionTrue, string(st.Phase), msg)
-		if st.FinishedAt == nil {
-			st.FinishedAt = &now
-		}
-		if err := r.patchStatus(ctx, task, orig); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	if lq != nil {
-		// The queue's next status refresh runs its retention sweep (the
-		// session's maxFinishedTasks, the queue's maxFinished and
-		// dead-letter size), which now sees this task finished.
-		r.Schedulers.markDirty(client.ObjectKeyFromObject(lq))
-	}
-	if st.Phase == agentlanev1alpha1.ExternalTaskDeadLettered {
-		return ctrl.Result{}, nil
-	}
-	ttl := retentionOf(lq).ttl
-	left := finishedAt(task).Add(ttl).Sub(r.Clock.Now())
-	if left > 0 {
-		return ctrl.Result{RequeueAfter: left}, nil
-	}
-	if err := r.Delete(ctx, task, client.Preconditions{UID: &task.UID}); client.IgnoreNotFound(err) != nil {
-		return ctrl.Result{}, fmt.Errorf("delete the finished task: %w", err)
-	}
-	logf.FromContext(ctx).V(1).Info("Finished task deleted after its TTL", "ttl", ttl)
-	return ctrl.Result{}, nil
-}
-
-// finishedAt is when a finished task ended.
-func finishedAt(task *agentlanev1alpha1.ExternalTask) time.Time {
-	if c := meta.FindStatusCondition(task.Status.Conditions, agentlanev1alpha1.ExternalTaskFinishedCondition); c != nil && c.Status == metav1.ConditionTrue {
-		return c.LastTransitionTime.Time
-	}
-	if t := task.Status.FinishedAt; t != nil {
-		return t.Time
-	}
-	return task.CreationTimestamp.Time
-}
-
-// release drops what the controller keeps about a task that no longer
-// waits or holds a worker.
-func (r *ExternalTaskReconciler) release(key types.NamespacedName) {
-	r.workers.release(key)
-	r.awaiting.remove(key)
-	r.unbound.remove(key)
-}
-
-// stillExists tells whether a task the cache does not have is one the
-// scheduler holds whose object is being created, or was created after the
-// cache last heard of it: only an uncached read can tell it from a deleted
-// one.
-func (r *ExternalTaskReconciler) stillExists(ctx context.Context, key types.NamespacedName) bool {
-	tracked, creating := false, false
-	r.Schedulers.forEachTasks(key.Namespace, func(_ *lanequeue.Queue, ts *taskSet) {
-		if t, ok := ts.get(key.Name); ok {
-			tracked, creating = true, creating || t.creating
-		}
-	})
-	if creating {
-		return true
-	}
-	if !tracked || r.APIReader == nil {
-		return false
-	}
-	err := r.APIReader.Get(ctx, key, &agentlanev1alpha1.ExternalTask{})
-	return err == nil
-}
-
-// forgetDeleted cancels the scheduler's command of a task that was deleted:
-// deleting a task cancels it.
-func (r *ExternalTaskReconciler) forgetDeleted(key types.NamespacedName) {
-	r.written.forget(key)
-	r.release(key)
-	r.Schedulers.forEachTasks(key.Namespace, func(q *lanequeue.Queue, ts *taskSet) {
-		if ts.has(key.Name) {
-			_ = q.Cancel(key.Name)
-			ts.forget(key.Name)
-		}
-	})
 }

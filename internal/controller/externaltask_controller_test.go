@@ -33,7 +33,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
-	"github.com/agentlane/agentlane/internal/worker"
+	"github.com/agentlane/agentlane/internal/scheduling"
+	"github.com/agentlane/agentlane/internal/workerproto"
 )
 
 // In these specs the test plays the worker: it keeps a worker Lease and
@@ -72,9 +73,9 @@ func fakeWorker(ns, name string, capacity int) {
 	now := metav1.NewMicroTime(time.Now())
 	Expect(k8sClient.Create(ctx, &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns, Name: worker.LeaseName(name),
-			Labels:      map[string]string{worker.WorkerLabel: "true", worker.NodeLabel: "node-" + name},
-			Annotations: map[string]string{worker.CapacityAnnotation: fmt.Sprint(capacity)},
+			Namespace: ns, Name: workerproto.LeaseName(name),
+			Labels:      map[string]string{workerproto.WorkerLabel: "true", workerproto.NodeLabel: "node-" + name},
+			Annotations: map[string]string{workerproto.CapacityAnnotation: fmt.Sprint(capacity)},
 		},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), LeaseDurationSeconds: ptr.To[int32](3600), RenewTime: &now},
 	})).To(Succeed())
@@ -216,7 +217,7 @@ var _ = Describe("ExternalTask controller", func() {
 		Expect(cond(task, agentlanev1alpha1.ExternalTaskFinishedCondition)).To(And(
 			HaveField("Status", metav1.ConditionTrue), HaveField("Reason", "TimedOut")))
 		commands := func(event string) float64 {
-			return testutil.ToFloat64(laneCommands.WithLabelValues(ns, "q1", "execute", event))
+			return testutil.ToFloat64(scheduling.LaneCommands.WithLabelValues(ns, "q1", "execute", event))
 		}
 		Expect([]float64{commands("submitted"), commands("timed_out"), commands("retried"), commands("failed")}).
 			To(Equal([]float64{1, 2, 1, 1}), "the scheduler's Prometheus counters: submitted, timed_out, retried, failed")
@@ -237,8 +238,8 @@ var _ = Describe("ExternalTask controller", func() {
 		// A worker that stops marks its Lease draining, then hands back what
 		// it has not started.
 		lease := &coordinationv1.Lease{}
-		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: worker.LeaseName("leaving")}, lease)).To(Succeed())
-		lease.Annotations[worker.DrainingAnnotation] = "true"
+		Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: workerproto.LeaseName("leaving")}, lease)).To(Succeed())
+		lease.Annotations[workerproto.DrainingAnnotation] = "true"
 		Expect(k8sClient.Update(ctx, lease)).To(Succeed())
 		Expect(jsonPatch(task, `[{"op":"test","path":"/status/worker","value":"leaving"},
 			{"op":"replace","path":"/status/phase","value":"Queued"},{"op":"remove","path":"/status/worker"}]`)).To(Succeed())

@@ -41,6 +41,7 @@ import (
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/lanequeue"
+	"github.com/agentlane/agentlane/internal/scheduling"
 )
 
 // LaneQueueReconciler runs one lane scheduler per LaneQueue, built from its
@@ -48,7 +49,7 @@ import (
 // scheduler's per-lane counts and conditions in the LaneQueue's status.
 type LaneQueueReconciler struct {
 	client.Client
-	Schedulers *Schedulers
+	Schedulers *scheduling.Schedulers
 }
 
 var _ reconcile.Reconciler = &LaneQueueReconciler{}

@@ -28,6 +28,7 @@ import (
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/lanequeue"
+	"github.com/agentlane/agentlane/internal/scheduling"
 )
 
 // Defaults of a LaneQueue's taskRetention.
@@ -35,54 +36,6 @@ const (
 	DefaultTaskTTL     = time.Hour
 	DefaultMaxFinished = 1000
 )
-
-// Defaults of an AgentSession's spec.retention, the same as the CRD's.
-const (
-	DefaultMaxRuns             = 100
-	DefaultMaxEventsPerRun     = 10000
-	DefaultMaxEventBytesPerRun = 16 << 20
-	DefaultMaxTraceEvents      = 10000
-	DefaultMaxFinishedTasks    = 100
-)
-
-// RetentionLimits are an AgentSession's retention caps with the defaults
-// filled in. What each bounds:
-//   - MaxRuns: the runs whose events the Session API keeps for the
-//     session's stream, and the runs whose checkpoints the session store
-//     keeps (within the store's own bound);
-//   - MaxEventsPerRun and MaxEventBytesPerRun: one run's events in that
-//     log, bytes counted on the events' JSON;
-//   - MaxTraceEvents: the session's events in that log across runs;
-//   - MaxFinishedTasks: the session's finished ExternalTasks, and the ended
-//     commands the Session API still answers GET /commands/{id} for.
-//
-// The oldest go first; work in flight is never dropped.
-type RetentionLimits struct {
-	MaxRuns             int
-	MaxEventsPerRun     int
-	MaxEventBytesPerRun int64
-	MaxTraceEvents      int
-	MaxFinishedTasks    int
-}
-
-// RetentionLimitsOf reads a session's spec.retention; nil, or a field left
-// out, gets the default.
-func RetentionLimitsOf(r *agentlanev1alpha1.SessionRetention) RetentionLimits {
-	out := RetentionLimits{MaxRuns: DefaultMaxRuns, MaxEventsPerRun: DefaultMaxEventsPerRun,
-		MaxEventBytesPerRun: DefaultMaxEventBytesPerRun, MaxTraceEvents: DefaultMaxTraceEvents,
-		MaxFinishedTasks: DefaultMaxFinishedTasks}
-	if r == nil {
-		return out
-	}
-	out.MaxRuns = int(int32Or(r.MaxRuns, int32(out.MaxRuns)))
-	out.MaxEventsPerRun = int(int32Or(r.MaxEventsPerRun, int32(out.MaxEventsPerRun)))
-	if r.MaxEventBytesPerRun != nil {
-		out.MaxEventBytesPerRun = *r.MaxEventBytesPerRun
-	}
-	out.MaxTraceEvents = int(int32Or(r.MaxTraceEvents, int32(out.MaxTraceEvents)))
-	out.MaxFinishedTasks = int(int32Or(r.MaxFinishedTasks, int32(out.MaxFinishedTasks)))
-	return out
-}
 
 // retention is how many finished ExternalTasks a queue keeps, and how long.
 type retention struct {
@@ -121,7 +74,7 @@ func sweepFinished(ctx context.Context, c client.Client, lq *agentlanev1alpha1.L
 	}
 	keep := make(map[string]int, len(sessions))
 	for i := range sessions {
-		keep[sessions[i].Name] = RetentionLimitsOf(sessions[i].Spec.Retention).MaxFinishedTasks
+		keep[sessions[i].Name] = scheduling.RetentionLimitsOf(sessions[i].Spec.Retention).MaxFinishedTasks
 	}
 	deleted := 0
 	for _, t := range beyondRetention(list.Items, retentionOf(lq), keep) {

@@ -30,33 +30,6 @@ import (
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 )
 
-func TestRetentionLimitsOf(t *testing.T) {
-	defaults := RetentionLimits{MaxRuns: 100, MaxEventsPerRun: 10000, MaxEventBytesPerRun: 16 << 20,
-		MaxTraceEvents: 10000, MaxFinishedTasks: 100}
-	cases := map[string]struct {
-		in   *agentlanev1alpha1.SessionRetention
-		want RetentionLimits
-	}{
-		"no retention: the CRD's defaults": {want: defaults},
-		"fields left out keep their defaults": {
-			in:   &agentlanev1alpha1.SessionRetention{MaxRuns: ptr.To[int32](3), MaxFinishedTasks: ptr.To[int32](0)},
-			want: RetentionLimits{MaxRuns: 3, MaxEventsPerRun: 10000, MaxEventBytesPerRun: 16 << 20, MaxTraceEvents: 10000},
-		},
-		"every field": {
-			in: &agentlanev1alpha1.SessionRetention{MaxRuns: ptr.To[int32](1), MaxEventsPerRun: ptr.To[int32](2),
-				MaxEventBytesPerRun: ptr.To[int64](2048), MaxTraceEvents: ptr.To[int32](4), MaxFinishedTasks: ptr.To[int32](5)},
-			want: RetentionLimits{MaxRuns: 1, MaxEventsPerRun: 2, MaxEventBytesPerRun: 2048, MaxTraceEvents: 4, MaxFinishedTasks: 5},
-		},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, RetentionLimitsOf(tc.in)); diff != "" {
-				t.Errorf("(-want,+got):\n%s", diff)
-			}
-		})
-	}
-}
-
 // finishedTask is a task of session (none when "") in phase, finished at
 // second s after t0; a phase that has not finished has no finish time.
 func finishedTask(name, session string, phase agentlanev1alpha1.ExternalTaskPhase, s int) agentlanev1alpha1.ExternalTask {

@@ -18,6 +18,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -30,24 +31,49 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/agentlane/agentlane/internal/worker"
+	"github.com/agentlane/agentlane/internal/budget"
+	"github.com/agentlane/agentlane/internal/scheduling"
+	"github.com/agentlane/agentlane/internal/workerproto"
+
+	"k8s.io/utils/clock"
 )
+
+// Shared is what the controllers share with the Session API. The caller
+// (cmd/manager) builds each part once and hands the same objects to the
+// Session API (sessionserver.Server).
+type Shared struct {
+	// Schedulers are the lane schedulers; Setup adds them to the manager.
+	Schedulers *scheduling.Schedulers
+	// Budgets is the budget ledger; the AgentSession controller writes
+	// what it holds into status.
+	Budgets *budget.Ledger
+	// Passivations orders the checkpoints the Session API saves against
+	// passivation requests; a private one when nil.
+	Passivations *PassivationClock
+}
 
 // Setup registers agentlane's field indexes, the schedulers and every
 // controller with mgr.
-func Setup(ctx context.Context, mgr ctrl.Manager, schedulers *Schedulers, options ...SetupOption) error {
+func Setup(ctx context.Context, mgr ctrl.Manager, shared Shared, options ...SetupOption) error {
 	var opts setupOptions
 	for _, o := range options {
 		o(&opts)
 	}
+	schedulers := shared.Schedulers
+	if schedulers == nil || shared.Budgets == nil {
+		return errors.New("setup needs the Schedulers and the Budgets")
+	}
 	if err := SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
+	// One clock for the schedulers and every reconciler, so that a fake
+	// clock reaches task timestamps, TTLs and passivation deadlines alike.
+	if schedulers.Options.Clock == nil {
+		schedulers.Options.Clock = clock.RealClock{}
+	}
+	clk := schedulers.Options.Clock
 	if schedulers.Recorder == nil {
 		schedulers.Recorder = mgr.GetEventRecorder("agentlane-scheduler")
-	}
-	if schedulers.Budgets == nil {
-		schedulers.Budgets = &BudgetLedger{Publish: schedulers.Publish, Clock: schedulers.Options.Clock, Recorder: mgr.GetEventRecorder("agentlane-budget")}
 	}
 	if err := mgr.Add(schedulers); err != nil {
 		return fmt.Errorf("add the schedulers: %w", err)
@@ -55,13 +81,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, schedulers *Schedulers, option
 	if err := (&LaneQueueReconciler{Client: mgr.GetClient(), Schedulers: schedulers}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the LaneQueue controller: %w", err)
 	}
-	sessions := &AgentSessionReconciler{Client: mgr.GetClient(), Schedulers: schedulers,
-		Recorder: mgr.GetEventRecorder("agentlane-session"), SessionAPIURL: opts.SessionAPIURL, Clock: schedulers.Options.Clock}
+	sessions := &AgentSessionReconciler{Client: mgr.GetClient(), Schedulers: schedulers, Budgets: shared.Budgets,
+		Passivations: shared.Passivations, Recorder: mgr.GetEventRecorder("agentlane-session"),
+		SessionAPIURL: opts.SessionAPIURL, Clock: clk}
 	if err := sessions.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the AgentSession controller: %w", err)
 	}
 	tasks := &ExternalTaskReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Schedulers: schedulers,
-		Recorder: mgr.GetEventRecorder("agentlane-externaltask")}
+		Recorder: mgr.GetEventRecorder("agentlane-externaltask"), Clock: clk}
 	if err := tasks.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the ExternalTask controller: %w", err)
 	}
@@ -87,7 +114,7 @@ func WithSessionAPIURL(url string) SetupOption {
 // the Jobs agentlane creates for Job-target lanes.
 func CacheOptions() cache.Options {
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&coordinationv1.Lease{}:         {Label: labels.SelectorFromSet(labels.Set{worker.WorkerLabel: "true"})},
+		&coordinationv1.Lease{}:         {Label: labels.SelectorFromSet(labels.Set{workerproto.WorkerLabel: "true"})},
 		&batchv1.Job{}:                  {Label: labels.SelectorFromValidatedSet(nil).Add(mustRequirement(TaskLabel, selection.Exists))},
 		&corev1.Pod{}:                   {Label: labels.SelectorFromValidatedSet(nil).Add(mustRequirement(RuntimeLabel, selection.Exists))},
 		&policyv1.PodDisruptionBudget{}: {Label: labels.SelectorFromValidatedSet(nil).Add(mustRequirement(RuntimeLabel, selection.Exists))},

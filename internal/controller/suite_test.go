@@ -32,6 +32,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/agentlane/agentlane/internal/budget"
+	"github.com/agentlane/agentlane/internal/scheduling"
 	"github.com/agentlane/agentlane/internal/testenv"
 )
 
@@ -40,7 +42,7 @@ var (
 	cancel     context.CancelFunc
 	testEnv    *envtest.Environment
 	k8sClient  client.Client
-	schedulers *Schedulers
+	schedulers *scheduling.Schedulers
 )
 
 func TestControllers(t *testing.T) {
@@ -67,8 +69,9 @@ var _ = BeforeSuite(func() {
 		HealthProbeBindAddress: "0",
 	})
 	Expect(err).NotTo(HaveOccurred())
-	schedulers = &Schedulers{StatusInterval: 100 * time.Millisecond}
-	Expect(Setup(ctx, mgr, schedulers)).To(Succeed())
+	schedulers = &scheduling.Schedulers{StatusInterval: 100 * time.Millisecond}
+	budgets := &budget.Ledger{Publish: schedulers.Publish, Recorder: mgr.GetEventRecorder("agentlane-budget")}
+	Expect(Setup(ctx, mgr, Shared{Schedulers: schedulers, Budgets: budgets})).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())

@@ -19,7 +19,6 @@ package controller
 import (
 	"cmp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -27,10 +26,9 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
-	"github.com/agentlane/agentlane/internal/worker"
+	"github.com/agentlane/agentlane/internal/workerproto"
 )
 
 // workerInfo is a worker as its heartbeat Lease advertises it
@@ -48,28 +46,24 @@ type workerInfo struct {
 	expires time.Time
 }
 
-// parseWorkerLease reads a worker Lease; ok is false for a Lease that is
-// not a worker's heartbeat.
+// parseWorkerLease reads a worker Lease (workerproto.Parse); ok is false
+// for a Lease that is not a worker's heartbeat.
 func parseWorkerLease(l *coordinationv1.Lease) (workerInfo, bool) {
-	if l.Labels[worker.WorkerLabel] != "true" || ptr.Deref(l.Spec.HolderIdentity, "") == "" {
+	wl, ok := workerproto.Parse(l)
+	if !ok {
 		return workerInfo{}, false
 	}
-	w := workerInfo{
-		name:         *l.Spec.HolderIdentity,
-		node:         l.Labels[worker.NodeLabel],
-		labels:       labels.Set(l.Labels),
-		queues:       worker.SplitList(l.Annotations[worker.QueuesAnnotation]),
-		lanes:        worker.SplitList(l.Annotations[worker.LanesAnnotation]),
-		commandTypes: worker.SplitList(l.Annotations[worker.CommandTypesAnnotation]),
-		draining:     l.Annotations[worker.DrainingAnnotation] == "true",
-	}
-	if n, err := strconv.Atoi(l.Annotations[worker.CapacityAnnotation]); err == nil {
-		w.capacity = n
-	}
-	if l.Spec.RenewTime != nil && l.Spec.LeaseDurationSeconds != nil {
-		w.expires = l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
-	}
-	return w, true
+	return workerInfo{
+		name:         wl.Name,
+		node:         wl.NodeName,
+		labels:       labels.Set(wl.Labels),
+		capacity:     wl.Capacity,
+		queues:       wl.Queues,
+		lanes:        wl.Lanes,
+		commandTypes: wl.CommandTypes,
+		draining:     wl.Draining,
+		expires:      wl.Expires,
+	}, true
 }
 
 // live tells whether the worker's heartbeat is current at now.

@@ -27,17 +27,17 @@ import (
 	"k8s.io/utils/ptr"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
-	"github.com/agentlane/agentlane/internal/worker"
+	"github.com/agentlane/agentlane/internal/workerproto"
 )
 
 func TestParseWorkerLease(t *testing.T) {
 	renew := metav1.NewMicroTime(time.Date(2026, 5, 21, 14, 30, 0, 0, time.UTC))
 	l := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
-			Labels: map[string]string{worker.WorkerLabel: "true", worker.NodeLabel: "node-a", "zone": "z1"},
+			Labels: map[string]string{workerproto.WorkerLabel: "true", workerproto.NodeLabel: "node-a", "zone": "z1"},
 			Annotations: map[string]string{
-				worker.CapacityAnnotation: "3", worker.QueuesAnnotation: "q1, q2", worker.LanesAnnotation: "",
-				worker.CommandTypesAnnotation: "bash,exec", worker.DrainingAnnotation: "true",
+				workerproto.CapacityAnnotation: "3", workerproto.QueuesAnnotation: "q1, q2", workerproto.LanesAnnotation: "",
+				workerproto.CommandTypesAnnotation: "bash,exec", workerproto.DrainingAnnotation: "true",
 			},
 		},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("w1"), LeaseDurationSeconds: ptr.To[int32](3), RenewTime: &renew},
@@ -69,7 +69,7 @@ func TestParseWorkerLease(t *testing.T) {
 		}
 	}
 
-	l.Labels[worker.WorkerLabel] = "false"
+	l.Labels[workerproto.WorkerLabel] = "false"
 	if _, ok := parseWorkerLease(l); ok {
 		t.Error("a Lease without the worker label was taken for a worker")
 	}

@@ -19,13 +19,13 @@ package lanequeue
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"k8s.io/utils/clock"
+
+	"github.com/agentlane/agentlane/internal/truncate"
 )
 
 // MessageMode is how a session handles an inbound message (a user turn)
@@ -506,18 +506,9 @@ func summarize(ms []Message) string {
 	fmt.Fprintf(&b, "%d queued messages were dropped because the queue was full:", len(ms))
 	for _, m := range ms {
 		b.WriteString("\n- ")
-		b.WriteString(shorten(strings.Join(strings.Fields(m.Text), " "), SummaryLineLength))
+		b.WriteString(truncate.Runes(strings.Join(strings.Fields(m.Text), " "), SummaryLineLength, "…"))
 	}
 	return b.String()
-}
-
-// shorten cuts s to at most n characters, marking the cut with an ellipsis.
-func shorten(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
 }
 
 // unlock releases the lock and delivers the events made under it, in order.
@@ -534,85 +525,3 @@ func (in *Inbox) unlock() {
 		in.onEvent(ev)
 	}
 }
-
-// QueueDirective is a parsed "/queue" command: the fields it sets.
-type QueueDirective struct {
-	Mode     MessageMode
-	Debounce *time.Duration
-	Cap      *int
-	Drop     DropPolicy
-}
-
-func (d *QueueDirective) apply(o MessageOptions) MessageOptions {
-	if d.Mode != "" {
-		o.Mode = d.Mode
-	}
-	if d.Debounce != nil {
-		o.Debounce = *d.Debounce
-	}
-	if d.Cap != nil {
-		o.Cap = *d.Cap
-	}
-	if d.Drop != "" {
-		o.Drop = d.Drop
-	}
-	return o
-}
-
-// ParseQueueDirective reads a standalone "/queue" command:
-// "/queue <mode> [debounce:2s] [cap:25] [drop:old|new|summarize]" sets the
-// session's options, "/queue default" and "/queue reset" clear them (d is
-// nil). ok is false for any other text, which is an ordinary message.
-func ParseQueueDirective(text string) (d *QueueDirective, ok bool, err error) {
-	fields := strings.Fields(text)
-	if len(fields) == 0 || fields[0] != "/queue" {
-		return nil, false, nil
-	}
-	if len(fields) == 1 {
-		return nil, true, fmt.Errorf("%w: /queue needs a mode (followup, collect, steer, steer-backlog, interrupt), default or reset", ErrInvalidDirective)
-	}
-	d = &QueueDirective{}
-	for _, f := range fields[1:] {
-		name, value, hasValue := strings.Cut(f, ":")
-		switch {
-		case !hasValue && (f == "default" || f == "reset"):
-			if len(fields) > 2 {
-				return nil, true, fmt.Errorf("%w: /queue %s takes no options", ErrInvalidDirective, f)
-			}
-			return nil, true, nil
-		case !hasValue:
-			mode := MessageMode(f)
-			if f == "steer+backlog" {
-				mode = ModeSteerBacklog
-			}
-			if !mode.valid() {
-				return nil, true, fmt.Errorf("%w: unknown mode %q (followup, collect, steer, steer-backlog or interrupt)", ErrInvalidDirective, f)
-			}
-			d.Mode = mode
-		case name == "debounce":
-			v, err := time.ParseDuration(value)
-			if err != nil || v < 0 {
-				return nil, true, fmt.Errorf("%w: debounce %q is not a duration such as 2s", ErrInvalidDirective, value)
-			}
-			d.Debounce = &v
-		case name == "cap":
-			v, err := strconv.Atoi(value)
-			if err != nil || v < 1 {
-				return nil, true, fmt.Errorf("%w: cap %q is not a whole number of at least 1", ErrInvalidDirective, value)
-			}
-			d.Cap = &v
-		case name == "drop":
-			p := DropPolicy(value)
-			if !p.valid() {
-				return nil, true, fmt.Errorf("%w: drop %q is not old, new or summarize", ErrInvalidDirective, value)
-			}
-			d.Drop = p
-		default:
-			return nil, true, fmt.Errorf("%w: unknown option %q (debounce, cap, drop)", ErrInvalidDirective, name)
-		}
-	}
-	return d, true, nil
-}
-
-// ErrInvalidDirective: a /queue command the inbox cannot apply.
-var ErrInvalidDirective = errors.New("lanequeue: invalid /queue command")

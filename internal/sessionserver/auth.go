@@ -103,7 +103,7 @@ const maxCached = 10000
 
 func (a *KubeAuthorizer) now() time.Time {
 	if a.Clock == nil {
-		return time.Now()
+		return clock.RealClock{}.Now()
 	}
 	return a.Clock.Now()
 }

@@ -26,14 +26,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
-	"github.com/agentlane/agentlane/internal/controller"
+	"github.com/agentlane/agentlane/internal/budget"
 	"github.com/agentlane/agentlane/internal/lanequeue"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
 // budgetExhausted is the error a denied command fails with; its text
 // starts with the code, so that a runtime reading Command.error can tell.
-func budgetExhausted(d controller.BudgetDecision) error {
+func budgetExhausted(d budget.Decision) error {
 	return fmt.Errorf("%s: %s", sessionapi.CodeBudgetExhausted, d.Message)
 }
 
@@ -47,7 +47,7 @@ func (s *Server) admitBudget(sc *sessionCall, typ string) func(context.Context, 
 		if err := s.Client.Get(ctx, sc.key, sess); err != nil {
 			sess = sc.session
 		}
-		if d := s.Schedulers.Budgets.Check(ctx, sess, a.Lane, typ); d.Denied() {
+		if d := s.Budgets.Check(ctx, sess, a.Lane, typ); d.Denied() {
 			return lanequeue.Permanent(budgetExhausted(d))
 		}
 		return nil
@@ -58,7 +58,7 @@ func (s *Server) admitBudget(sc *sessionCall, typ string) func(context.Context, 
 // nothing of this server runs before its attempts start: a denied command
 // is refused with 409 BudgetExhausted and no ExternalTask is created.
 func (s *Server) checkExternalBudget(ctx context.Context, sc *sessionCall, lane, typ string) error {
-	if d := s.Schedulers.Budgets.Check(ctx, sc.session, lane, typ); d.Denied() {
+	if d := s.Budgets.Check(ctx, sc.session, lane, typ); d.Denied() {
 		return apiError(http.StatusConflict, sessionapi.CodeBudgetExhausted, budgetExhausted(d).Error())
 	}
 	return nil
@@ -93,16 +93,16 @@ func parseUsage(u *sessionapi.Usage) (usage, error) {
 
 // record adds usage to the session's account.
 func (s *Server) record(sc *sessionCall, used usage) (sessionapi.Consumed, error) {
-	u, err := s.Schedulers.Budgets.Record(sc.session, used.tokens, used.cost)
+	u, err := s.Budgets.Record(sc.session, used.tokens, used.cost)
 	if err != nil {
 		return sessionapi.Consumed{}, apiErrorf(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "usage: %v", err)
 	}
-	return controller.ConsumedOf(u), nil
+	return budget.ConsumedOf(u), nil
 }
 
 func (s *Server) getBudget(w http.ResponseWriter, _ *http.Request, sc *sessionCall) error {
-	d := s.Schedulers.Budgets.State(sc.session)
-	out := sessionapi.BudgetStatus{Consumed: controller.ConsumedOf(d.Consumed), Exhausted: d.Denied(),
+	d := s.Budgets.State(sc.session)
+	out := sessionapi.BudgetStatus{Consumed: budget.ConsumedOf(d.Consumed), Exhausted: d.Denied(),
 		Reason: d.Reason, Message: d.Message}
 	if b := sc.session.Spec.Budget; b != nil {
 		out.Guard, out.CheckEveryTool = b.Guard != nil, b.CheckEveryTool
@@ -132,9 +132,9 @@ func (s *Server) checkBudget(w http.ResponseWriter, r *http.Request, sc *session
 	if err != nil {
 		return schedulerError(err)
 	}
-	d := s.Schedulers.Budgets.Check(r.Context(), sc.session, lane, req.CommandType)
+	d := s.Budgets.Check(r.Context(), sc.session, lane, req.CommandType)
 	writeJSON(w, http.StatusOK, sessionapi.BudgetCheck{Decision: d.Decision, Checked: d.Checked,
-		Reason: d.Reason, Message: d.Message, Consumed: controller.ConsumedOf(d.Consumed)})
+		Reason: d.Reason, Message: d.Message, Consumed: budget.ConsumedOf(d.Consumed)})
 	return nil
 }
 
@@ -159,5 +159,5 @@ func decimalOf(q *resource.Quantity) string {
 	if q == nil {
 		return ""
 	}
-	return controller.FormatCost(*q)
+	return budget.FormatCost(*q)
 }

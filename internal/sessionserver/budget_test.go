@@ -39,7 +39,7 @@ import (
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/agentscript"
-	"github.com/agentlane/agentlane/internal/controller"
+	"github.com/agentlane/agentlane/internal/budget"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
@@ -98,7 +98,7 @@ var _ = Describe("Budgets", func() {
 		g.Expect(k8sClient.List(ctx, list, client.InNamespace(a.ns))).To(Succeed())
 		var notes []string
 		for _, e := range list.Items {
-			if e.Regarding.Kind == "AgentSession" && e.Regarding.Name == name && e.Reason == controller.BudgetThresholdHitReason {
+			if e.Regarding.Kind == "AgentSession" && e.Regarding.Name == name && e.Reason == budget.ThresholdHitReason {
 				Expect(e.Type).To(Equal("Warning"))
 				notes = append(notes, e.Note)
 			}
@@ -265,7 +265,7 @@ var _ = Describe("Budgets", func() {
 		type guard struct {
 			mu     sync.Mutex
 			answer string
-			asked  []controller.BudgetGuardRequest
+			asked  []budget.GuardRequest
 		}
 		var (
 			g   *guard
@@ -274,7 +274,7 @@ var _ = Describe("Budgets", func() {
 		BeforeEach(func() {
 			g = &guard{answer: `{"decision":"allow"}`}
 			srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				var req controller.BudgetGuardRequest
+				var req budget.GuardRequest
 				_ = json.NewDecoder(r.Body).Decode(&req)
 				g.mu.Lock()
 				g.asked = append(g.asked, req)
@@ -330,7 +330,7 @@ var _ = Describe("Budgets", func() {
 			g.mu.Lock()
 			defer g.mu.Unlock()
 			Expect(g.asked).To(HaveLen(2), "a tool is not checked; each llm attempt is")
-			Expect(g.asked[0]).To(Equal(controller.BudgetGuardRequest{Namespace: a.ns, Session: "s1", Lane: "generate", CommandType: "llm",
+			Expect(g.asked[0]).To(Equal(budget.GuardRequest{Namespace: a.ns, Session: "s1", Lane: "generate", CommandType: "llm",
 				Identity: sessionapi.Identity{TenantID: a.ns, Principal: "agent"}, Consumed: sessionapi.Consumed{Tokens: 0, Cost: "0"}}))
 		})
 

@@ -33,7 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
-	"github.com/agentlane/agentlane/internal/controller"
+	"github.com/agentlane/agentlane/internal/identity"
 	"github.com/agentlane/agentlane/internal/sessionstore"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
@@ -73,8 +73,8 @@ func (s *Server) saveCheckpoint(w http.ResponseWriter, r *http.Request, sc *sess
 	}
 	// The controller orders the checkpoint against a passivation request
 	// at full precision; the status keeps whole seconds.
-	if s.Schedulers != nil {
-		s.Schedulers.CheckpointSaved(sc.key, saved.Checkpoint.Time)
+	if s.Checkpoints != nil {
+		s.Checkpoints.CheckpointSaved(sc.key, saved.Checkpoint.Time)
 	}
 	// The checkpoint is stored: it is what a resume reads. The status only
 	// shows it, so a failure to update it is logged, not returned, lest the
@@ -178,7 +178,7 @@ func apiCheckpoint(cp sessionstore.Checkpoint) sessionapi.Checkpoint {
 		Turn:          cp.Turn,
 		Round:         cp.Round,
 		Time:          cp.Time,
-		Identity:      controller.WireIdentity(&cp.Identity),
+		Identity:      identity.Wire(&cp.Identity),
 		State:         cp.State,
 	}
 }

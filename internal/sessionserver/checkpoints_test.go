@@ -260,7 +260,7 @@ var _ = Describe("Checkpoints", func() {
 		a.newSession("s1", nil)
 		// A second server on the suite's schedulers, as a manager started
 		// with --session-store=none serves.
-		bare := &Server{Client: suiteServer.Client, Schedulers: suiteServer.Schedulers, Auth: suiteServer.Auth}
+		bare := &Server{Client: suiteServer.Client, Schedulers: suiteServer.Schedulers, Budgets: suiteServer.Budgets, Auth: suiteServer.Auth}
 		srv := httptest.NewServer(bare.Handler())
 		DeferCleanup(srv.Close)
 		c, err := sessionapi.NewClient(srv.URL, sessionapi.WithToken(a.token))

@@ -21,8 +21,8 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/agentlane/agentlane/internal/controller"
 	"github.com/agentlane/agentlane/internal/lanequeue"
+	"github.com/agentlane/agentlane/internal/scheduling"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
@@ -48,7 +48,7 @@ import (
 //
 // Not safe for concurrent use; sessionLog guards it.
 type eventLog struct {
-	limits controller.RetentionLimits
+	limits scheduling.RetentionLimits
 	lastID uint64
 	// entries are the retained events in id order, among evicted ones not
 	// yet compacted away; entries[0], if any, is retained.
@@ -93,7 +93,7 @@ type logItem struct {
 	Entry *logEntry
 }
 
-func newEventLog(limits controller.RetentionLimits) *eventLog {
+func newEventLog(limits scheduling.RetentionLimits) *eventLog {
 	return &eventLog{limits: limits, runs: map[string]*runLog{}}
 }
 
@@ -128,7 +128,7 @@ func (l *eventLog) append(ev sessionapi.Event) {
 }
 
 // setLimits applies new caps to what is retained.
-func (l *eventLog) setLimits(limits controller.RetentionLimits) {
+func (l *eventLog) setLimits(limits scheduling.RetentionLimits) {
 	if limits == l.limits {
 		return
 	}

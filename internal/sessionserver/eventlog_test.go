@@ -26,7 +26,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/agentlane/agentlane/internal/controller"
+	"github.com/agentlane/agentlane/internal/scheduling"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
@@ -35,7 +35,7 @@ import (
 type logStep struct {
 	ev     *sessionapi.Event
 	finish string
-	limits func(*controller.RetentionLimits)
+	limits func(*scheduling.RetentionLimits)
 }
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -73,7 +73,7 @@ func cluster() logStep {
 
 func finish(run string) logStep { return logStep{finish: run} }
 
-func caps(f func(*controller.RetentionLimits)) logStep { return logStep{limits: f} }
+func caps(f func(*scheduling.RetentionLimits)) logStep { return logStep{limits: f} }
 
 // command is a command of run that was submitted and ended.
 func command(run, cmd string) []logStep { return []logStep{submitted(run, cmd), completed(run, cmd)} }
@@ -198,7 +198,7 @@ func checkLog(t *testing.T, l *eventLog) {
 
 func TestEventLog(t *testing.T) {
 	cases := map[string]struct {
-		limits func(*controller.RetentionLimits)
+		limits func(*scheduling.RetentionLimits)
 		steps  []logStep
 		// cursor is the reader's Last-Event-ID.
 		cursor uint64
@@ -209,101 +209,101 @@ func TestEventLog(t *testing.T) {
 			want:  []string{"1 a", "2 a", "3 b", "4 b", "5 "},
 		},
 		"a run's oldest events go first beyond maxEventsPerRun": {
-			limits: func(r *controller.RetentionLimits) { r.MaxEventsPerRun = 3 },
+			limits: func(r *scheduling.RetentionLimits) { r.MaxEventsPerRun = 3 },
 			steps:  steps(event("a"), event("a"), event("a"), event("a"), event("a")),
 			want:   []string{"lost 2", "3 a", "4 a", "5 a"},
 		},
 		"maxEventsPerRun evicts within the run only, and each gap is counted": {
-			limits: func(r *controller.RetentionLimits) { r.MaxEventsPerRun = 2 },
+			limits: func(r *scheduling.RetentionLimits) { r.MaxEventsPerRun = 2 },
 			steps:  steps(event("a"), event("b"), event("a"), event("b"), event("a"), event("a")),
 			want:   []string{"lost 1", "2 b", "lost 1", "4 b", "5 a", "6 a"},
 		},
 		"a reader inside the retained range misses nothing before its first gap": {
-			limits: func(r *controller.RetentionLimits) { r.MaxEventsPerRun = 2 },
+			limits: func(r *scheduling.RetentionLimits) { r.MaxEventsPerRun = 2 },
 			steps:  steps(event("a"), event("b"), event("a"), event("b"), event("a"), event("a")),
 			cursor: 4,
 			want:   []string{"5 a", "6 a"},
 		},
 		"a reader at a cursor before a gap is told of that gap only": {
-			limits: func(r *controller.RetentionLimits) { r.MaxEventsPerRun = 2 },
+			limits: func(r *scheduling.RetentionLimits) { r.MaxEventsPerRun = 2 },
 			steps:  steps(event("a"), event("b"), event("a"), event("b"), event("a"), event("a")),
 			cursor: 2,
 			want:   []string{"lost 1", "4 b", "5 a", "6 a"},
 		},
 		"maxEventBytesPerRun evicts a run's oldest events, measured on their JSON": {
-			limits: func(r *controller.RetentionLimits) { r.MaxEventBytesPerRun = 3*eventSize("a", 1) - 1 },
+			limits: func(r *scheduling.RetentionLimits) { r.MaxEventBytesPerRun = 3*eventSize("a", 1) - 1 },
 			steps:  steps(event("a"), event("a"), event("a"), event("a"), event("b")),
 			want:   []string{"lost 2", "3 a", "4 a", "5 b"},
 		},
 		"a run keeps its newest event even when it alone is beyond maxEventBytesPerRun": {
-			limits: func(r *controller.RetentionLimits) { r.MaxEventBytesPerRun = 1024 },
+			limits: func(r *scheduling.RetentionLimits) { r.MaxEventBytesPerRun = 1024 },
 			steps:  steps(event("a"), text("a", 2000)),
 			want:   []string{"lost 1", "2 a"},
 		},
 		"maxTraceEvents evicts the session's oldest events whatever their run": {
-			limits: func(r *controller.RetentionLimits) { r.MaxTraceEvents = 3 },
+			limits: func(r *scheduling.RetentionLimits) { r.MaxTraceEvents = 3 },
 			steps:  steps(event("a"), event("b"), event("a"), event("b"), cluster()),
 			want:   []string{"lost 2", "3 a", "4 b", "5 "},
 		},
 		"maxRuns evicts the run that began first": {
-			limits: func(r *controller.RetentionLimits) { r.MaxRuns = 2 },
+			limits: func(r *scheduling.RetentionLimits) { r.MaxRuns = 2 },
 			steps:  steps(command("a", "1"), command("b", "2"), command("c", "3")),
 			want:   []string{"lost 2", "3 b", "4 b", "5 c", "6 c"},
 		},
 		"maxRuns never evicts the inbox's active run": {
-			limits: func(r *controller.RetentionLimits) { r.MaxRuns = 1 },
+			limits: func(r *scheduling.RetentionLimits) { r.MaxRuns = 1 },
 			steps:  steps(turn("a"), command("a", "1"), command("b", "2"), command("c", "3")),
 			want:   []string{"1 a", "2 a", "3 a", "lost 2", "6 c", "7 c"},
 		},
 		"an active run can be evicted once the runtime finishes it": {
-			limits: func(r *controller.RetentionLimits) { r.MaxRuns = 1 },
+			limits: func(r *scheduling.RetentionLimits) { r.MaxRuns = 1 },
 			steps:  steps(turn("a"), command("a", "1"), command("b", "2"), finish("a")),
 			want:   []string{"lost 3", "4 b", "5 b"},
 		},
 		"an aborted run can be evicted": {
-			limits: func(r *controller.RetentionLimits) { r.MaxRuns = 1 },
+			limits: func(r *scheduling.RetentionLimits) { r.MaxRuns = 1 },
 			steps:  steps(turn("a"), abort("a"), command("b", "2")),
 			want:   []string{"lost 2", "3 b", "4 b"},
 		},
 		"a new turn ends the previous run": {
-			limits: func(r *controller.RetentionLimits) { r.MaxRuns = 1 },
+			limits: func(r *scheduling.RetentionLimits) { r.MaxRuns = 1 },
 			steps:  steps(turn("a"), command("a", "1"), turn("b")),
 			want:   []string{"lost 3", "4 b"},
 		},
 		"maxRuns never evicts a run with a command in flight": {
-			limits: func(r *controller.RetentionLimits) { r.MaxRuns = 1 },
+			limits: func(r *scheduling.RetentionLimits) { r.MaxRuns = 1 },
 			steps:  steps(submitted("a", "1"), command("b", "2"), command("c", "3")),
 			want:   []string{"1 a", "lost 2", "4 c", "5 c"},
 		},
 		"a run whose commands all ended can be evicted": {
-			limits: func(r *controller.RetentionLimits) { r.MaxRuns = 1 },
+			limits: func(r *scheduling.RetentionLimits) { r.MaxRuns = 1 },
 			steps:  steps(submitted("a", "1"), submitted("a", "2"), completed("a", "1"), command("b", "3"), completed("a", "2"), command("c", "4")),
 			want:   []string{"lost 6", "7 c", "8 c"},
 		},
 		"the events of no run are not a run": {
-			limits: func(r *controller.RetentionLimits) { r.MaxRuns = 1 },
+			limits: func(r *scheduling.RetentionLimits) { r.MaxRuns = 1 },
 			steps:  steps(cluster(), command("a", "1"), cluster(), command("b", "2")),
 			want:   []string{"1 ", "lost 2", "4 ", "5 b", "6 b"},
 		},
 		"the events of no run are bounded like a run's": {
-			limits: func(r *controller.RetentionLimits) { r.MaxEventsPerRun = 2 },
+			limits: func(r *scheduling.RetentionLimits) { r.MaxEventsPerRun = 2 },
 			steps:  steps(cluster(), cluster(), event("a"), cluster()),
 			want:   []string{"lost 1", "2 ", "3 a", "4 "},
 		},
 		"lowering the caps trims at once": {
 			steps: steps(event("a"), event("a"), event("b"), event("b"), event("c"),
-				caps(func(r *controller.RetentionLimits) { r.MaxEventsPerRun, r.MaxRuns = 1, 2 })),
+				caps(func(r *scheduling.RetentionLimits) { r.MaxEventsPerRun, r.MaxRuns = 1, 2 })),
 			want: []string{"lost 3", "4 b", "5 c"},
 		},
 		"raising the caps brings nothing back": {
-			limits: func(r *controller.RetentionLimits) { r.MaxTraceEvents = 1 },
-			steps:  steps(event("a"), event("a"), caps(func(r *controller.RetentionLimits) { r.MaxTraceEvents = 10 }), event("a")),
+			limits: func(r *scheduling.RetentionLimits) { r.MaxTraceEvents = 1 },
+			steps:  steps(event("a"), event("a"), caps(func(r *scheduling.RetentionLimits) { r.MaxTraceEvents = 10 }), event("a")),
 			want:   []string{"lost 1", "2 a", "3 a"},
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			limits := controller.RetentionLimitsOf(nil)
+			limits := scheduling.RetentionLimitsOf(nil)
 			if tc.limits != nil {
 				tc.limits(&limits)
 			}
@@ -330,7 +330,7 @@ func TestEventLog(t *testing.T) {
 // event or counted in an events_lost.
 func TestEventLogAccountsForEveryID(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	limits := controller.RetentionLimits{MaxRuns: 3, MaxEventsPerRun: 7, MaxEventBytesPerRun: 6 * eventSize("r0", 1000),
+	limits := scheduling.RetentionLimits{MaxRuns: 3, MaxEventsPerRun: 7, MaxEventBytesPerRun: 6 * eventSize("r0", 1000),
 		MaxTraceEvents: 15, MaxFinishedTasks: 1}
 	l := newEventLog(limits)
 	inFlight := map[string]string{}

@@ -23,8 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	"github.com/agentlane/agentlane/internal/controller"
 	"github.com/agentlane/agentlane/internal/lanequeue"
+	"github.com/agentlane/agentlane/internal/scheduling"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
@@ -32,10 +32,10 @@ import (
 // log keeps (Server.RetainedEvents): the AgentSession default of
 // spec.retention.maxTraceEvents, so that by default every session keeps
 // what its spec asks for.
-const DefaultRetainedEvents = controller.DefaultMaxTraceEvents
+const DefaultRetainedEvents = scheduling.DefaultMaxTraceEvents
 
 // eventHub keeps a bounded log of every session's events and wakes the
-// streams that follow it. It implements controller.SessionObserver.
+// streams that follow it. It implements scheduling.SessionObserver.
 type eventHub struct {
 	// ceiling caps every session's maxTraceEvents.
 	ceiling int
@@ -67,7 +67,7 @@ func newEventHub(ceiling int, c clock.PassiveClock, cs *calls) *eventHub {
 
 // limits are a session's retention caps, with maxTraceEvents within the
 // hub's ceiling.
-func (h *eventHub) limits(r controller.RetentionLimits) controller.RetentionLimits {
+func (h *eventHub) limits(r scheduling.RetentionLimits) scheduling.RetentionLimits {
 	r.MaxTraceEvents = min(r.MaxTraceEvents, h.ceiling)
 	return r
 }
@@ -80,13 +80,13 @@ func (h *eventHub) log(key types.NamespacedName) *sessionLog {
 	if l == nil {
 		// Until the AgentSession controller reports the session's caps,
 		// the defaults apply.
-		l = &sessionLog{wake: make(chan struct{}), events: newEventLog(h.limits(controller.RetentionLimitsOf(nil)))}
+		l = &sessionLog{wake: make(chan struct{}), events: newEventLog(h.limits(scheduling.RetentionLimitsOf(nil)))}
 		h.sessions[key] = l
 	}
 	return l
 }
 
-// CommandEvent implements controller.SessionObserver.
+// CommandEvent implements scheduling.SessionObserver.
 func (h *eventHub) CommandEvent(queue types.NamespacedName, ev lanequeue.Event) {
 	out := sessionapi.Event{
 		Type:        string(ev.Type),
@@ -106,7 +106,7 @@ func (h *eventHub) CommandEvent(queue types.NamespacedName, ev lanequeue.Event) 
 	h.append(types.NamespacedName{Namespace: queue.Namespace, Name: ev.SessionKey}, out)
 }
 
-// InboxEvent implements controller.SessionObserver.
+// InboxEvent implements scheduling.SessionObserver.
 func (h *eventHub) InboxEvent(queue types.NamespacedName, ev lanequeue.InboxEvent) {
 	out := sessionapi.Event{
 		Time:    h.clock.Now().UTC(),
@@ -135,7 +135,7 @@ func (h *eventHub) InboxEvent(queue types.NamespacedName, ev lanequeue.InboxEven
 	h.append(types.NamespacedName{Namespace: queue.Namespace, Name: ev.Session}, out)
 }
 
-// ClusterEvent implements controller.SessionObserver.
+// ClusterEvent implements scheduling.SessionObserver.
 func (h *eventHub) ClusterEvent(session types.NamespacedName, ev sessionapi.Event) {
 	if ev.Time.IsZero() {
 		ev.Time = h.clock.Now().UTC()
@@ -143,9 +143,9 @@ func (h *eventHub) ClusterEvent(session types.NamespacedName, ev sessionapi.Even
 	h.append(session, ev)
 }
 
-// SessionRetention implements controller.SessionObserver: the session's
+// SessionRetention implements scheduling.SessionObserver: the session's
 // log, and its ended commands, are trimmed to the caps at once.
-func (h *eventHub) SessionRetention(session types.NamespacedName, limits controller.RetentionLimits) {
+func (h *eventHub) SessionRetention(session types.NamespacedName, limits scheduling.RetentionLimits) {
 	l := h.log(session)
 	l.mu.Lock()
 	l.events.setLimits(h.limits(limits))
@@ -153,7 +153,7 @@ func (h *eventHub) SessionRetention(session types.NamespacedName, limits control
 	h.calls.trim(session, limits.MaxFinishedTasks)
 }
 
-// SessionReleased implements controller.SessionObserver: the deleted
+// SessionReleased implements scheduling.SessionObserver: the deleted
 // session's log goes, and its streams end.
 func (h *eventHub) SessionReleased(namespace, name string) {
 	key := types.NamespacedName{Namespace: namespace, Name: name}

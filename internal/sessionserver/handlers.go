@@ -34,7 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
-	"github.com/agentlane/agentlane/internal/controller"
+	"github.com/agentlane/agentlane/internal/identity"
 	"github.com/agentlane/agentlane/internal/lanequeue"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
@@ -68,7 +68,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 		Payload:    req.Payload,
 		Priority:   req.Priority,
 		RunID:      req.RunID,
-		Labels:     controller.SchedulerIdentity(sc.session.Spec.Identity),
+		Labels:     identity.Scheduler(sc.session.Spec.Identity),
 	}
 	if req.Timeout != nil {
 		if req.Timeout.Duration <= 0 {
@@ -220,7 +220,7 @@ func commandOfTask(task *agentlanev1alpha1.ExternalTask) sessionapi.Command {
 	if cmd.Lane == "" {
 		cmd.Lane = string(task.Spec.Lane)
 	}
-	cmd.Labels = controller.WireIdentity(task.Spec.Identity)
+	cmd.Labels = identity.Wire(task.Spec.Identity)
 	switch st.Phase {
 	case agentlanev1alpha1.ExternalTaskDispatched, agentlanev1alpha1.ExternalTaskRunning:
 		cmd.State = sessionapi.StateRunning

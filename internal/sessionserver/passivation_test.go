@@ -37,6 +37,7 @@ import (
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/agentscript"
 	"github.com/agentlane/agentlane/internal/controller"
+	"github.com/agentlane/agentlane/internal/executor"
 	"github.com/agentlane/agentlane/internal/testenv"
 	"github.com/agentlane/agentlane/internal/worker"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
@@ -97,14 +98,14 @@ func (l *ledger) counts() map[string]int {
 }
 
 // registry runs "record" and "block" for the runtime and the worker.
-func (l *ledger) registry() *worker.Registry {
-	reg := worker.NewRegistry(worker.DefaultMaxOutputBytes)
-	run := func(ctx context.Context, payload json.RawMessage, block bool) (worker.Output, error) {
+func (l *ledger) registry() *executor.Registry {
+	reg := executor.NewRegistry(executor.DefaultMaxOutputBytes)
+	run := func(ctx context.Context, payload json.RawMessage, block bool) (executor.Output, error) {
 		var p struct {
 			Mark string `json:"mark"`
 		}
 		if err := json.Unmarshal(payload, &p); err != nil || p.Mark == "" {
-			return worker.Output{}, fmt.Errorf("payload %s has no mark", payload)
+			return executor.Output{}, fmt.Errorf("payload %s has no mark", payload)
 		}
 		l.mu.Lock()
 		l.marks = append(l.marks, p.Mark)
@@ -115,15 +116,15 @@ func (l *ledger) registry() *worker.Registry {
 			select {
 			case <-g.released:
 			case <-ctx.Done():
-				return worker.Output{}, ctx.Err()
+				return executor.Output{}, ctx.Err()
 			}
 		}
-		return worker.Output{Success: true, Stdout: p.Mark}, nil
+		return executor.Output{Success: true, Stdout: p.Mark}, nil
 	}
-	reg.Register("record", worker.ExecutorFunc(func(ctx context.Context, payload json.RawMessage) (worker.Output, error) {
+	reg.Register("record", executor.ExecutorFunc(func(ctx context.Context, payload json.RawMessage) (executor.Output, error) {
 		return run(ctx, payload, false)
 	}))
-	reg.Register("block", worker.ExecutorFunc(func(ctx context.Context, payload json.RawMessage) (worker.Output, error) {
+	reg.Register("block", executor.ExecutorFunc(func(ctx context.Context, payload json.RawMessage) (executor.Output, error) {
 		return run(ctx, payload, true)
 	}))
 	return reg
@@ -305,7 +306,7 @@ func envOf(pod *corev1.Pod) map[string]corev1.EnvVar {
 
 // startWorker runs a worker for the namespace's External tasks until the
 // spec ends.
-func startWorker(ns string, reg *worker.Registry) {
+func startWorker(ns string, reg *executor.Registry) {
 	GinkgoHelper()
 	w, err := worker.New(restConfig, worker.Options{Name: "worker-1", NodeName: "worker-node", Namespace: ns,
 		Capacity: 2, HeartbeatInterval: 200 * time.Millisecond, GracePeriod: time.Second, Registry: reg, Log: GinkgoLogr})

@@ -39,8 +39,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
-	"github.com/agentlane/agentlane/internal/controller"
+	"github.com/agentlane/agentlane/internal/budget"
 	"github.com/agentlane/agentlane/internal/lanequeue"
+	"github.com/agentlane/agentlane/internal/scheduling"
 	"github.com/agentlane/agentlane/internal/sessionstore"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
@@ -75,7 +76,13 @@ type Server struct {
 	// cache) and creates ExternalTasks.
 	Client client.Client
 	// Schedulers are the manager's lane schedulers.
-	Schedulers *controller.Schedulers
+	Schedulers *scheduling.Schedulers
+	// Budgets is the manager's budget ledger, shared with the AgentSession
+	// controller: the API checks and records consumption through it.
+	Budgets *budget.Ledger
+	// Checkpoints, when set, is told of every checkpoint the API saves
+	// (the AgentSession controller's passivation clock).
+	Checkpoints CheckpointObserver
 	// Auth authenticates and authorizes every session call.
 	Auth Authorizer
 	// Recorder, when set, records cluster events (peer invocations) as
@@ -107,9 +114,15 @@ type Server struct {
 	boundAddr string
 }
 
+// CheckpointObserver is told when a session saved a checkpoint through the
+// API, before status.lastCheckpoint shows it.
+type CheckpointObserver interface {
+	CheckpointSaved(session types.NamespacedName, at time.Time)
+}
+
 // Observer returns what the schedulers must report session events to
-// (controller.Schedulers.Observer). Call it before the schedulers start.
-func (s *Server) Observer() controller.SessionObserver {
+// (scheduling.Schedulers.Observer). Call it before the schedulers start.
+func (s *Server) Observer() scheduling.SessionObserver {
 	s.init()
 	return s.hub
 }
@@ -122,9 +135,6 @@ func (s *Server) init() {
 		s.Clock = clock.RealClock{}
 	}
 	s.hub = newEventHub(s.RetainedEvents, s.Clock, &s.calls)
-	if s.Schedulers != nil && s.Schedulers.Budgets == nil {
-		s.Schedulers.Budgets = &controller.BudgetLedger{Publish: s.Schedulers.Publish, Clock: s.Clock}
-	}
 	if s.MaxWait <= 0 {
 		s.MaxWait = DefaultMaxWait
 	}
@@ -142,6 +152,9 @@ func (s *Server) NeedLeaderElection() bool { return true }
 
 // Start serves until ctx ends. It implements manager.Runnable.
 func (s *Server) Start(ctx context.Context) error {
+	if s.Schedulers == nil || s.Budgets == nil {
+		return errors.New("session API: Schedulers and Budgets are required")
+	}
 	s.init()
 	ln, err := net.Listen("tcp", s.Addr)
 	if err != nil {
@@ -409,6 +422,9 @@ func init() {
 // KubeAuthorizer unless set, and makes the schedulers report session events
 // to it.
 func (s *Server) SetupWithManager(mgr ctrl.Manager) error {
+	if s.Schedulers == nil || s.Budgets == nil {
+		return errors.New("the Session API needs the Schedulers and the Budgets")
+	}
 	if s.Client == nil {
 		s.Client = mgr.GetClient()
 	}

@@ -37,7 +37,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/budget"
 	"github.com/agentlane/agentlane/internal/controller"
+	"github.com/agentlane/agentlane/internal/scheduling"
 	"github.com/agentlane/agentlane/internal/testenv"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
@@ -81,9 +83,12 @@ var _ = BeforeSuite(func() {
 		HealthProbeBindAddress: "0",
 	})
 	Expect(err).NotTo(HaveOccurred())
-	schedulers := &controller.Schedulers{StatusInterval: 100 * time.Millisecond}
-	Expect(controller.Setup(ctx, mgr, schedulers)).To(Succeed())
-	server := withStore(mgr, &Server{Addr: "127.0.0.1:0", Schedulers: schedulers, RetainedEvents: retainedEvents})
+	schedulers := &scheduling.Schedulers{StatusInterval: 100 * time.Millisecond}
+	shared := controller.Shared{Schedulers: schedulers, Passivations: &controller.PassivationClock{},
+		Budgets: &budget.Ledger{Publish: schedulers.Publish, Recorder: mgr.GetEventRecorder("agentlane-budget")}}
+	Expect(controller.Setup(ctx, mgr, shared)).To(Succeed())
+	server := withStore(mgr, &Server{Addr: "127.0.0.1:0", Schedulers: schedulers, Budgets: shared.Budgets,
+		Checkpoints: shared.Passivations, RetainedEvents: retainedEvents})
 	Expect(server.SetupWithManager(mgr)).To(Succeed())
 	go func() {
 		defer GinkgoRecover()

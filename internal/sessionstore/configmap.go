@@ -126,7 +126,7 @@ func (s *ConfigMaps) limits() (maxRuns, maxBytes int) {
 
 func (s *ConfigMaps) now() time.Time {
 	if s.Clock == nil {
-		return time.Now()
+		return clock.RealClock{}.Now()
 	}
 	return s.Clock.Now()
 }

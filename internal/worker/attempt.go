@@ -34,6 +34,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/executor"
+	"github.com/agentlane/agentlane/internal/truncate"
+	"github.com/agentlane/agentlane/internal/workerproto"
 )
 
 var (
@@ -79,22 +82,22 @@ var writeBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jit
 // status patches. The pool worker and one-shot mode share it.
 type attempts struct {
 	client   client.Client
-	registry *Registry
+	registry *executor.Registry
 	clock    clock.PassiveClock
 	log      logr.Logger
 }
 
 // claim moves the task's Dispatched attempt to Running. It returns an error
 // wrapping errAttemptLost when the attempt is no longer f's to claim.
-func (a *attempts) claim(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f fence, extra ...patchOp) error {
+func (a *attempts) claim(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f workerproto.Fence, extra ...workerproto.PatchOp) error {
 	now := a.now()
-	extra = append(extra, conditionOps(task, metav1.Condition{
+	extra = append(extra, workerproto.ConditionOps(task, metav1.Condition{
 		Type: agentlanev1alpha1.ExternalTaskClaimedCondition, Status: metav1.ConditionTrue,
 		Reason:             agentlanev1alpha1.ExternalTaskWorkerClaimedReason,
-		Message:            fmt.Sprintf("attempt %d claimed by %s", f.attempt, f.holder),
+		Message:            fmt.Sprintf("attempt %d claimed by %s", f.Attempt, f.Holder),
 		ObservedGeneration: task.Generation, LastTransitionTime: now,
 	})...)
-	body, err := claimPatch(f, now, extra...)
+	body, err := workerproto.ClaimPatch(f, now, extra...)
 	if err != nil {
 		return err
 	}
@@ -102,18 +105,18 @@ func (a *attempts) claim(ctx context.Context, task *agentlanev1alpha1.ExternalTa
 }
 
 // complete records the result of the task's Running attempt.
-func (a *attempts) complete(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f fence, result agentlanev1alpha1.TaskResult) error {
+func (a *attempts) complete(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f workerproto.Fence, result agentlanev1alpha1.TaskResult) error {
 	now := a.now()
-	var extra []patchOp
+	var extra []workerproto.PatchOp
 	if result.Success {
-		extra = conditionOps(task, metav1.Condition{
+		extra = workerproto.ConditionOps(task, metav1.Condition{
 			Type: agentlanev1alpha1.ExternalTaskFinishedCondition, Status: metav1.ConditionTrue,
 			Reason:             string(agentlanev1alpha1.ExternalTaskSucceeded),
-			Message:            fmt.Sprintf("attempt %d succeeded", f.attempt),
+			Message:            fmt.Sprintf("attempt %d succeeded", f.Attempt),
 			ObservedGeneration: task.Generation, LastTransitionTime: now,
 		})
 	}
-	body, err := completePatch(f, result, now, extra...)
+	body, err := workerproto.CompletePatch(f, result, now, extra...)
 	if err != nil {
 		return err
 	}
@@ -121,8 +124,8 @@ func (a *attempts) complete(ctx context.Context, task *agentlanev1alpha1.Externa
 }
 
 // handBack returns the task's attempt, in phase from, to its lane.
-func (a *attempts) handBack(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f fence, from agentlanev1alpha1.ExternalTaskPhase) error {
-	body, err := handBackPatch(f, from)
+func (a *attempts) handBack(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f workerproto.Fence, from agentlanev1alpha1.ExternalTaskPhase) error {
+	body, err := workerproto.HandBackPatch(f, from)
 	if err != nil {
 		return err
 	}
@@ -130,16 +133,16 @@ func (a *attempts) handBack(ctx context.Context, task *agentlanev1alpha1.Externa
 }
 
 // finish runs a claimed attempt and reports it; see run and settle.
-func (a *attempts) finish(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f fence, handBackOnShutdown bool) (string, error) {
+func (a *attempts) finish(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f workerproto.Fence, handBackOnShutdown bool) (string, error) {
 	out, runErr := a.run(ctx, task)
 	return a.settle(ctx, task, f, out, runErr, handBackOnShutdown)
 }
 
 // run runs a claimed attempt under ctx, unless ctx was already stopped
 // because the attempt was taken away.
-func (a *attempts) run(ctx context.Context, task *agentlanev1alpha1.ExternalTask) (Output, error) {
+func (a *attempts) run(ctx context.Context, task *agentlanev1alpha1.ExternalTask) (executor.Output, error) {
 	if err := context.Cause(ctx); errors.Is(err, errAttemptLost) {
-		return Output{}, err
+		return executor.Output{}, err
 	}
 	return a.execute(ctx, task)
 }
@@ -150,7 +153,7 @@ func (a *attempts) run(ctx context.Context, task *agentlanev1alpha1.ExternalTask
 // reported as failed otherwise; a run that ended by itself before the grace
 // period ran out is reported as usual. settle returns the outcome, and an error when the report could
 // not be written.
-func (a *attempts) settle(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f fence, out Output, runErr error, handBackOnShutdown bool) (string, error) {
+func (a *attempts) settle(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f workerproto.Fence, out executor.Output, runErr error, handBackOnShutdown bool) (string, error) {
 	writeCtx := context.WithoutCancel(ctx)
 	cause := context.Cause(ctx)
 	switch {
@@ -184,7 +187,7 @@ func lostOr(err error, outcome string) (string, error) {
 
 // execute runs the task's command under ctx, bounded by spec.timeout. An
 // executor that panics fails the run instead of the worker.
-func (a *attempts) execute(ctx context.Context, task *agentlanev1alpha1.ExternalTask) (out Output, err error) {
+func (a *attempts) execute(ctx context.Context, task *agentlanev1alpha1.ExternalTask) (out executor.Output, err error) {
 	if t := task.Spec.Timeout; t != nil && t.Duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, t.Duration, fmt.Errorf("attempt timed out after %s", t.Duration))
@@ -192,20 +195,20 @@ func (a *attempts) execute(ctx context.Context, task *agentlanev1alpha1.External
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			out, err = Output{}, fmt.Errorf("executor for %q panicked: %v", task.Spec.CommandType, r)
+			out, err = executor.Output{}, fmt.Errorf("executor for %q panicked: %v", task.Spec.CommandType, r)
 		}
 	}()
 	var payload json.RawMessage
 	if task.Spec.Payload != nil {
 		payload = task.Spec.Payload.Raw
 	}
-	return a.registry.Run(ctx, Task{CommandType: string(task.Spec.CommandType), Payload: payload})
+	return a.registry.Run(ctx, executor.Task{CommandType: string(task.Spec.CommandType), Payload: payload})
 }
 
 // taskResult turns what an executor returned into the result reported on the
 // task. exitCode and the output JSON are set only when a process ran, which
 // is not the case for an unknown command type or an invalid payload.
-func taskResult(out Output, err error) agentlanev1alpha1.TaskResult {
+func taskResult(out executor.Output, err error) agentlanev1alpha1.TaskResult {
 	r := agentlanev1alpha1.TaskResult{Success: err == nil && out.Success}
 	switch {
 	case err != nil:
@@ -215,7 +218,7 @@ func taskResult(out Output, err error) agentlanev1alpha1.TaskResult {
 	case !out.Success:
 		r.Error = "the command failed without an error message"
 	}
-	r.Error = TruncateRunes(r.Error, maxResultError)
+	r.Error = truncate.Runes(r.Error, maxResultError, "")
 	if err == nil || out.ExitCode != 0 || out.Stdout != "" || out.Stderr != "" {
 		code := int32(out.ExitCode)
 		r.ExitCode = &code
@@ -223,21 +226,6 @@ func taskResult(out Output, err error) agentlanev1alpha1.TaskResult {
 		r.Result = &runtime.RawExtension{Raw: raw}
 	}
 	return r
-}
-
-// TruncateRunes cuts s to at most n characters, the unit of CRD maxLength.
-func TruncateRunes(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := 0
-	for pos := range s {
-		if i == n {
-			return s[:pos]
-		}
-		i++
-	}
-	return s
 }
 
 func (a *attempts) now() metav1.Time { return metav1.NewTime(a.clock.Now()) }

@@ -19,15 +19,15 @@ limitations under the License.
 //
 // A Worker keeps a heartbeat Lease (lease.go), watches only the ExternalTasks
 // whose status.worker names it, claims each Dispatched attempt, runs it with
-// the executor Registry (executor.go) and reports the result (worker.go). On
-// shutdown it drains: it stops claiming, marks its Lease draining, lets the
-// running attempts finish within the grace period, hands back the rest and
-// deletes its Lease. RunTask (oneshot.go) runs a single task for a Job-target
-// lane.
+// an executor.Registry (internal/executor) and reports the result
+// (worker.go). On shutdown it drains: it stops claiming, marks its Lease
+// draining, lets the running attempts finish within the grace period, hands
+// back the rest and deletes its Lease. RunTask (oneshot.go) runs a single
+// task for a Job-target lane.
 //
 // Every status write that claims, completes or hands back an attempt is a
-// JSON Patch fenced by test operations (patch.go), so the API server rejects
-// it when the manager has taken the attempt away; the worker then drops that
-// write and never retries it. A worker therefore never needs to know whether
-// it still holds an attempt: the API server decides.
+// JSON Patch fenced by test operations (internal/workerproto), so the API
+// server rejects it when the manager has taken the attempt away; the worker
+// then drops that write and never retries it. A worker therefore never needs
+// to know whether it still holds an attempt: the API server decides.
 package worker

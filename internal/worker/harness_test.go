@@ -33,6 +33,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/executor"
+	"github.com/agentlane/agentlane/internal/workerproto"
 )
 
 // Defaults of the workers the specs start: quick heartbeats and grace
@@ -97,7 +99,7 @@ func startWorker(opts Options) *runningWorker {
 func (rw *runningWorker) stop() { rw.cancel() }
 
 func leaseKey(opts Options) client.ObjectKey {
-	return client.ObjectKey{Namespace: opts.Namespace, Name: LeaseName(opts.Name)}
+	return client.ObjectKey{Namespace: opts.Namespace, Name: workerproto.LeaseName(opts.Name)}
 }
 
 // taskBuilder builds ExternalTasks for the specs.
@@ -107,7 +109,7 @@ type taskBuilder struct {
 
 // bashTask returns a task that runs command with bash in queue q1.
 func bashTask(ns, name, command string) *taskBuilder {
-	raw, err := json.Marshal(ProcessPayload{Command: command})
+	raw, err := json.Marshal(executor.ProcessPayload{Command: command})
 	Expect(err).NotTo(HaveOccurred())
 	return &taskBuilder{task: &agentlanev1alpha1.ExternalTask{
 		ObjectMeta: metav1.ObjectMeta{
@@ -206,10 +208,10 @@ func resultOf(t *agentlanev1alpha1.ExternalTask) *agentlanev1alpha1.ExternalTask
 }
 
 // output decodes the command output the worker put in result.result.
-func output(t *agentlanev1alpha1.ExternalTask) Output {
+func output(t *agentlanev1alpha1.ExternalTask) executor.Output {
 	GinkgoHelper()
 	Expect(t.Status.Result.Result).NotTo(BeNil())
-	var out Output
+	var out executor.Output
 	Expect(json.Unmarshal(t.Status.Result.Result.Raw, &out)).To(Succeed())
 	return out
 }

@@ -18,10 +18,6 @@ package worker
 
 import (
 	"context"
-	"maps"
-	"math"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -31,60 +27,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/agentlane/agentlane/internal/workerproto"
 )
 
-// Labels and annotations of a worker's Lease, read by the manager to pick
-// workers for a lane (docs/workers.md).
-const (
-	// WorkerLabel marks a Lease as the heartbeat of an agentlane worker.
-	WorkerLabel = "agentlane.io/worker"
-	// NodeLabel carries the node the worker runs on.
-	NodeLabel = "agentlane.io/node"
-
-	// CapacityAnnotation is how many tasks the worker runs at once.
-	CapacityAnnotation = "agentlane.io/capacity"
-	// QueuesAnnotation lists the LaneQueues the worker serves, comma-separated;
-	// empty means all.
-	QueuesAnnotation = "agentlane.io/queues"
-	// LanesAnnotation lists the lanes the worker serves, comma-separated;
-	// empty means all.
-	LanesAnnotation = "agentlane.io/lanes"
-	// CommandTypesAnnotation lists the command types the worker's executors
-	// run, comma-separated.
-	CommandTypesAnnotation = "agentlane.io/command-types"
-	// DrainingAnnotation is "true" once the worker stops taking work.
-	DrainingAnnotation = "agentlane.io/draining"
-)
-
-// SplitList reads a comma-separated list, such as a Lease's queues
-// annotation or the --queues flag, dropping blanks around and between items.
-func SplitList(s string) []string {
-	var out []string
-	for _, v := range strings.Split(s, ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-// leasePrefix starts the name of every worker Lease.
-const leasePrefix = "agentlane-worker-"
-
-// LeaseName returns the name of the Lease of the worker called name.
-func LeaseName(name string) string { return leasePrefix + name }
-
-// leaseDuration is how long a Lease stays valid after a renewal: three
-// heartbeat intervals, so that two missed heartbeats do not lose the worker.
-// It is rounded up to whole seconds, and is at least one.
-func leaseDuration(heartbeat time.Duration) int32 {
-	s := math.Ceil((3 * heartbeat).Seconds())
-	return int32(max(1, min(s, math.MaxInt32)))
-}
-
-// leaseIdentity is what a worker advertises on its Lease.
+// leaseIdentity is what a worker advertises on its Lease, and where.
 type leaseIdentity struct {
 	namespace    string
 	name         string
@@ -97,39 +45,12 @@ type leaseIdentity struct {
 	heartbeat    time.Duration
 }
 
-// leaseMeta returns the labels and annotations of the Lease. draining adds
-// the draining annotation.
-func (id leaseIdentity) leaseMeta(draining bool) (labels, annotations map[string]string) {
-	labels = maps.Clone(id.labels)
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[WorkerLabel] = "true"
-	labels[NodeLabel] = id.nodeName
-	annotations = map[string]string{
-		CapacityAnnotation:     strconv.Itoa(id.capacity),
-		QueuesAnnotation:       strings.Join(id.queues, ","),
-		LanesAnnotation:        strings.Join(id.lanes, ","),
-		CommandTypesAnnotation: strings.Join(id.commandTypes, ","),
-	}
-	if draining {
-		annotations[DrainingAnnotation] = "true"
-	}
-	return labels, annotations
-}
-
-// apply makes lease advertise id as renewed at now. It replaces the labels
-// and annotations: a Lease left by an earlier run of the same worker may
-// advertise something else.
+// apply makes lease advertise id as renewed at now (workerproto.Encode).
 func (id leaseIdentity) apply(lease *coordinationv1.Lease, draining bool, now metav1.MicroTime) {
-	lease.Namespace, lease.Name = id.namespace, LeaseName(id.name)
-	lease.Labels, lease.Annotations = id.leaseMeta(draining)
-	if ptr.Deref(lease.Spec.HolderIdentity, "") != id.name || lease.Spec.AcquireTime == nil {
-		lease.Spec.AcquireTime = &now
-	}
-	lease.Spec.HolderIdentity = ptr.To(id.name)
-	lease.Spec.LeaseDurationSeconds = ptr.To(leaseDuration(id.heartbeat))
-	lease.Spec.RenewTime = &now
+	workerproto.Encode(lease, id.namespace, workerproto.Advertisement{
+		Name: id.name, NodeName: id.nodeName, Labels: id.labels, Capacity: id.capacity,
+		Queues: id.queues, Lanes: id.lanes, CommandTypes: id.commandTypes,
+	}, id.heartbeat, draining, now)
 }
 
 // heartbeat keeps a worker's Lease: it creates it, renews it every interval
@@ -173,7 +94,7 @@ func (h *heartbeat) renewLocked(ctx context.Context) error {
 		now := metav1.NewMicroTime(h.clock.Now())
 		if h.lease == nil {
 			cur := &coordinationv1.Lease{}
-			err := h.client.Get(ctx, client.ObjectKey{Namespace: h.id.namespace, Name: LeaseName(h.id.name)}, cur)
+			err := h.client.Get(ctx, client.ObjectKey{Namespace: h.id.namespace, Name: workerproto.LeaseName(h.id.name)}, cur)
 			switch {
 			case apierrors.IsNotFound(err):
 				h.id.apply(cur, h.draining, now)
@@ -212,7 +133,7 @@ func (h *heartbeat) run(ctx context.Context) {
 			return
 		case <-t.C():
 			if err := h.renew(ctx); err != nil && ctx.Err() == nil {
-				h.log.Error(err, "Lease renewal failed", "lease", LeaseName(h.id.name))
+				h.log.Error(err, "Lease renewal failed", "lease", workerproto.LeaseName(h.id.name))
 			}
 		}
 	}
@@ -231,7 +152,7 @@ func (h *heartbeat) drain(ctx context.Context) error {
 func (h *heartbeat) release(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: h.id.namespace, Name: LeaseName(h.id.name)}}
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: h.id.namespace, Name: workerproto.LeaseName(h.id.name)}}
 	h.lease = nil
 	return client.IgnoreNotFound(h.client.Delete(ctx, lease))
 }

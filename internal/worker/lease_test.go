@@ -25,6 +25,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/agentlane/agentlane/internal/workerproto"
 )
 
 func TestLeaseApply(t *testing.T) {
@@ -36,9 +38,9 @@ func TestLeaseApply(t *testing.T) {
 		capacity: 3, queues: []string{"q1", "q2"}, commandTypes: []string{"bash", "exec"},
 		heartbeat: 5 * time.Second,
 	}
-	wantLabels := map[string]string{"gpu": "a100", WorkerLabel: "true", NodeLabel: "node-a"}
+	wantLabels := map[string]string{"gpu": "a100", workerproto.WorkerLabel: "true", workerproto.NodeLabel: "node-a"}
 	wantAnnotations := map[string]string{
-		CapacityAnnotation: "3", QueuesAnnotation: "q1,q2", LanesAnnotation: "", CommandTypesAnnotation: "bash,exec",
+		workerproto.CapacityAnnotation: "3", workerproto.QueuesAnnotation: "q1,q2", workerproto.LanesAnnotation: "", workerproto.CommandTypesAnnotation: "bash,exec",
 	}
 	wantSpec := func(acquired metav1.MicroTime) coordinationv1.LeaseSpec {
 		return coordinationv1.LeaseSpec{
@@ -71,7 +73,7 @@ func TestLeaseApply(t *testing.T) {
 			lease: coordinationv1.Lease{
 				ObjectMeta: metav1.ObjectMeta{
 					Labels:      map[string]string{"old": "x"},
-					Annotations: map[string]string{CapacityAnnotation: "9", "stale": "y"},
+					Annotations: map[string]string{workerproto.CapacityAnnotation: "9", "stale": "y"},
 				},
 				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("someone-else"), AcquireTime: &earlier},
 			},
@@ -80,8 +82,8 @@ func TestLeaseApply(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{
 					Namespace: "agents", Name: "agentlane-worker-w1", Labels: wantLabels,
 					Annotations: map[string]string{
-						CapacityAnnotation: "3", QueuesAnnotation: "q1,q2", LanesAnnotation: "",
-						CommandTypesAnnotation: "bash,exec", DrainingAnnotation: "true",
+						workerproto.CapacityAnnotation: "3", workerproto.QueuesAnnotation: "q1,q2", workerproto.LanesAnnotation: "",
+						workerproto.CommandTypesAnnotation: "bash,exec", workerproto.DrainingAnnotation: "true",
 					},
 				},
 				Spec: wantSpec(now),
@@ -97,22 +99,8 @@ func TestLeaseApply(t *testing.T) {
 			}
 		})
 	}
-	if id.labels[WorkerLabel] != "" {
+	if id.labels[workerproto.WorkerLabel] != "" {
 		t.Errorf("apply changed the worker's own label map: %v", id.labels)
-	}
-}
-
-func TestLeaseDuration(t *testing.T) {
-	cases := map[time.Duration]int32{
-		5 * time.Second:         15,
-		200 * time.Millisecond:  1,
-		time.Millisecond:        1,
-		1500 * time.Millisecond: 5,
-	}
-	for heartbeat, want := range cases {
-		if got := leaseDuration(heartbeat); got != want {
-			t.Errorf("leaseDuration(%s) = %d, want %d", heartbeat, got, want)
-		}
 	}
 }
 
@@ -139,7 +127,7 @@ func TestOptionsValidate(t *testing.T) {
 			want:   []string{"cannot be a label value"},
 		},
 		"reserved label": {
-			change: func(o *Options) { o.Labels = map[string]string{NodeLabel: "elsewhere"} },
+			change: func(o *Options) { o.Labels = map[string]string{workerproto.NodeLabel: "elsewhere"} },
 			want:   []string{"label agentlane.io/node is set by the worker itself"},
 		},
 		"invalid label": {

@@ -30,6 +30,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/executor"
+	"github.com/agentlane/agentlane/internal/workerproto"
 )
 
 // Polling of a one-shot worker waiting for its task: quick at first, since
@@ -59,8 +61,8 @@ type TaskOptions struct {
 	// GracePeriod is how long the run may go on after ctx ends; it is then
 	// stopped and reported as failed.
 	GracePeriod time.Duration
-	// Registry runs the task; nil means NewRegistry(DefaultMaxOutputBytes).
-	Registry *Registry
+	// Registry runs the task; nil means executor.NewRegistry(executor.DefaultMaxOutputBytes).
+	Registry *executor.Registry
 	// Clock drives polling, the grace period and status timestamps; nil
 	// means the real clock.
 	Clock clock.WithTicker
@@ -100,7 +102,7 @@ func RunTask(ctx context.Context, cfg *rest.Config, o TaskOptions) error {
 		return err
 	}
 	if o.Registry == nil {
-		o.Registry = NewRegistry(DefaultMaxOutputBytes)
+		o.Registry = executor.NewRegistry(executor.DefaultMaxOutputBytes)
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
@@ -118,12 +120,12 @@ func RunTask(ctx context.Context, cfg *rest.Config, o TaskOptions) error {
 	if err != nil {
 		return err
 	}
-	f := jobFence(task.Status.JobName, task.Status.Attempt)
+	f := workerproto.JobFence(task.Status.JobName, task.Status.Attempt)
 	log := a.log.WithValues("externalTask", klog.KObj(task), "attempt", task.Status.Attempt, "job", task.Status.JobName)
 
-	extra := []patchOp{addOp(pathWorker, o.Name)}
+	extra := []workerproto.PatchOp{workerproto.AddOp(workerproto.PathWorker, o.Name)}
 	if o.NodeName != "" {
-		extra = append(extra, addOp(pathNodeName, o.NodeName))
+		extra = append(extra, workerproto.AddOp(workerproto.PathNodeName, o.NodeName))
 	}
 	if err := a.claim(context.WithoutCancel(ctx), task, f, extra...); err != nil {
 		return fmt.Errorf("claim attempt %d of %s: %w", task.Status.Attempt, o.Task, err)
@@ -201,7 +203,7 @@ func waitForJobDispatch(ctx context.Context, c client.Client, a *attempts, o Tas
 // reportRestarted reports as failed an attempt this pod claimed in an
 // earlier container (a Job with restartPolicy OnFailure): its run is lost.
 func reportRestarted(ctx context.Context, a *attempts, task *agentlanev1alpha1.ExternalTask) error {
-	f := jobFence(task.Status.JobName, task.Status.Attempt)
+	f := workerproto.JobFence(task.Status.JobName, task.Status.Attempt)
 	result := agentlanev1alpha1.TaskResult{
 		Error: fmt.Sprintf("worker %s restarted while it ran the attempt; its output is lost", task.Status.Worker),
 	}

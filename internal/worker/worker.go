@@ -43,6 +43,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/executor"
+	"github.com/agentlane/agentlane/internal/workerproto"
 )
 
 // WorkerField is the selectable field of ExternalTask that names the worker
@@ -69,8 +71,8 @@ type Options struct {
 	// GracePeriod is how long a stopping worker lets its running tasks
 	// finish before it hands them back.
 	GracePeriod time.Duration
-	// Registry runs the tasks; nil means NewRegistry(DefaultMaxOutputBytes).
-	Registry *Registry
+	// Registry runs the tasks; nil means executor.NewRegistry(executor.DefaultMaxOutputBytes).
+	Registry *executor.Registry
 	// Clock drives the heartbeat, the grace period and status timestamps;
 	// nil means the real clock.
 	Clock clock.WithTicker
@@ -84,7 +86,7 @@ func (o *Options) Validate() error {
 	if o.Name == "" {
 		errs = append(errs, errors.New("name is required"))
 	} else {
-		for _, msg := range validation.IsDNS1123Subdomain(LeaseName(o.Name)) {
+		for _, msg := range validation.IsDNS1123Subdomain(workerproto.LeaseName(o.Name)) {
 			errs = append(errs, fmt.Errorf("name %q cannot name a Lease: %s", o.Name, msg))
 		}
 	}
@@ -104,7 +106,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("grace period must not be negative, got %s", o.GracePeriod))
 	}
 	for k, v := range o.Labels {
-		if k == WorkerLabel || k == NodeLabel {
+		if k == workerproto.WorkerLabel || k == workerproto.NodeLabel {
 			errs = append(errs, fmt.Errorf("label %s is set by the worker itself", k))
 			continue
 		}
@@ -120,7 +122,7 @@ func (o *Options) Validate() error {
 
 func (o *Options) defaults() {
 	if o.Registry == nil {
-		o.Registry = NewRegistry(DefaultMaxOutputBytes)
+		o.Registry = executor.NewRegistry(executor.DefaultMaxOutputBytes)
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
@@ -241,9 +243,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer stop()
 
 	if err := w.lease.renew(ctx); err != nil {
-		return fmt.Errorf("register Lease %s: %w", LeaseName(w.opts.Name), err)
+		return fmt.Errorf("register Lease %s: %w", workerproto.LeaseName(w.opts.Name), err)
 	}
-	w.log.Info("Worker registered", "lease", LeaseName(w.opts.Name), "node", w.opts.NodeName,
+	w.log.Info("Worker registered", "lease", workerproto.LeaseName(w.opts.Name), "node", w.opts.NodeName,
 		"capacity", w.opts.Capacity, "queues", w.opts.Queues, "lanes", w.opts.Lanes)
 	beatCtx, stopBeat := context.WithCancel(life)
 	beatDone := make(chan struct{})
@@ -279,7 +281,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.wg.Wait()
 	stopHeartbeat()
 	if err := w.lease.release(life); err != nil {
-		return fmt.Errorf("delete Lease %s: %w", LeaseName(w.opts.Name), err)
+		return fmt.Errorf("delete Lease %s: %w", workerproto.LeaseName(w.opts.Name), err)
 	}
 	w.log.Info("Worker stopped")
 	return nil
@@ -422,13 +424,13 @@ func (w *Worker) start(task *agentlanev1alpha1.ExternalTask) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	r := &run{attempt: task.Status.Attempt, cancel: cancel}
 	w.runs[key] = r
-	f := workerFence(w.opts.Name, task.Status.Attempt)
+	f := workerproto.WorkerFence(w.opts.Name, task.Status.Attempt)
 	log := w.log.WithValues("externalTask", klog.KObj(task), "attempt", task.Status.Attempt)
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
 		defer w.runDone(key, r)
-		// The claim is sent even if the run was stopped meanwhile: the fence
+		// The claim is sent even if the run was stopped meanwhile: the workerproto.Fence
 		// settles it, and a half-sent claim must not look like a failure.
 		if err := w.attempts.claim(context.WithoutCancel(ctx), task, f); err != nil {
 			if !errors.Is(err, errAttemptLost) {
@@ -487,7 +489,7 @@ func (w *Worker) retryLater(key types.NamespacedName, attempt int32) {
 // goHandBack returns a Dispatched attempt the draining worker will not start.
 // w.mu is held.
 func (w *Worker) goHandBack(task *agentlanev1alpha1.ExternalTask) {
-	f := workerFence(w.opts.Name, task.Status.Attempt)
+	f := workerproto.WorkerFence(w.opts.Name, task.Status.Attempt)
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
@@ -508,7 +510,7 @@ func (w *Worker) goHandBack(task *agentlanev1alpha1.ExternalTask) {
 // under the same name, would otherwise hide the loss from the manager
 // forever. w.mu is held.
 func (w *Worker) goReportOrphan(task *agentlanev1alpha1.ExternalTask) {
-	f := workerFence(w.opts.Name, task.Status.Attempt)
+	f := workerproto.WorkerFence(w.opts.Name, task.Status.Attempt)
 	result := agentlanev1alpha1.TaskResult{
 		Error: fmt.Sprintf("worker %s restarted while it ran the attempt; its output is lost", w.opts.Name),
 	}

@@ -34,6 +34,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/executor"
+	"github.com/agentlane/agentlane/internal/workerproto"
 )
 
 var _ = Describe("Worker", func() {
@@ -119,7 +121,7 @@ var _ = Describe("Worker", func() {
 			Expect(cur.Status.Result.Success).To(BeTrue())
 			Expect(cur.Status.Result.ExitCode).To(Equal(ptr.To[int32](0)))
 			Expect(cur.Status.Result.Error).To(BeEmpty())
-			Expect(output(cur)).To(Equal(Output{Stdout: "hello\n", Stderr: "careful\n"}))
+			Expect(output(cur)).To(Equal(executor.Output{Stdout: "hello\n", Stderr: "careful\n"}))
 			Expect(cur.Status.StartedAt).NotTo(BeNil())
 			Expect(cur.Status.FinishedAt).NotTo(BeNil())
 			Expect(cur.Status.StartedAt.Time).To(BeTemporally(">=", cur.Status.DispatchedAt.Time))
@@ -258,14 +260,14 @@ var _ = Describe("Worker", func() {
 			}, 1500*time.Millisecond).Should(Succeed())
 		})
 
-		DescribeTable("the API server rejects a write whose fence no longer holds",
+		DescribeTable("the API server rejects a write whose workerproto.Fence no longer holds",
 			func(write string, status agentlanev1alpha1.ExternalTaskStatus, send func(*attempts, *agentlanev1alpha1.ExternalTask) error) {
 				t := bashTask(ns, "fenced", "true").create()
 				updateStatus(t, func(st *agentlanev1alpha1.ExternalTaskStatus) { *st = status })
 				before := get(Default, t).Status
 				rejected := counter(fencedWritesRejected.WithLabelValues(write))
 
-				a := &attempts{client: k8sClient, registry: NewRegistry(1024), clock: clock.RealClock{}, log: ctrl.Log}
+				a := &attempts{client: k8sClient, registry: executor.NewRegistry(1024), clock: clock.RealClock{}, log: ctrl.Log}
 				err := send(a, t)
 				Expect(err).To(MatchError(errAttemptLost))
 				Expect(apierrors.IsInvalid(err)).To(BeTrue(), "422: %v", err)
@@ -275,27 +277,27 @@ var _ = Describe("Worker", func() {
 			Entry("completion after the attempt moved on", writeComplete,
 				runningStatus("w-new", 2),
 				func(a *attempts, t *agentlanev1alpha1.ExternalTask) error {
-					return a.complete(suiteCtx, t, workerFence("w-old", 1), agentlanev1alpha1.TaskResult{Success: true})
+					return a.complete(suiteCtx, t, workerproto.WorkerFence("w-old", 1), agentlanev1alpha1.TaskResult{Success: true})
 				}),
 			Entry("completion of an attempt the manager already closed", writeComplete,
 				agentlanev1alpha1.ExternalTaskStatus{Phase: agentlanev1alpha1.ExternalTaskTimedOut, Attempt: 1, Worker: "w1"},
 				func(a *attempts, t *agentlanev1alpha1.ExternalTask) error {
-					return a.complete(suiteCtx, t, workerFence("w1", 1), agentlanev1alpha1.TaskResult{Success: true})
+					return a.complete(suiteCtx, t, workerproto.WorkerFence("w1", 1), agentlanev1alpha1.TaskResult{Success: true})
 				}),
 			Entry("claim of an attempt that is already running", writeClaim,
 				runningStatus("w1", 1),
 				func(a *attempts, t *agentlanev1alpha1.ExternalTask) error {
-					return a.claim(suiteCtx, t, workerFence("w1", 1))
+					return a.claim(suiteCtx, t, workerproto.WorkerFence("w1", 1))
 				}),
 			Entry("claim of an attempt dispatched to another worker", writeClaim,
 				agentlanev1alpha1.ExternalTaskStatus{Phase: agentlanev1alpha1.ExternalTaskDispatched, Attempt: 1, Worker: "w2"},
 				func(a *attempts, t *agentlanev1alpha1.ExternalTask) error {
-					return a.claim(suiteCtx, t, workerFence("w1", 1))
+					return a.claim(suiteCtx, t, workerproto.WorkerFence("w1", 1))
 				}),
 			Entry("hand back of an attempt that was cancelled", writeHandBack,
 				agentlanev1alpha1.ExternalTaskStatus{Phase: agentlanev1alpha1.ExternalTaskCancelled, Attempt: 1, Worker: "w1"},
 				func(a *attempts, t *agentlanev1alpha1.ExternalTask) error {
-					return a.handBack(suiteCtx, t, workerFence("w1", 1), agentlanev1alpha1.ExternalTaskRunning)
+					return a.handBack(suiteCtx, t, workerproto.WorkerFence("w1", 1), agentlanev1alpha1.ExternalTaskRunning)
 				}),
 		)
 	})

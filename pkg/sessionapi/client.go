@@ -29,6 +29,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 const (
@@ -78,7 +80,7 @@ func WithToken(token string) ClientOption {
 // read is kept.
 func WithTokenFile(path string) ClientOption {
 	return func(c *Client) {
-		c.token = (&tokenFile{path: path, now: time.Now}).get
+		c.token = (&tokenFile{path: path, now: clock.RealClock{}.Now}).get
 	}
 }
 

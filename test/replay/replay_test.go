@@ -42,8 +42,10 @@ import (
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/agentscript"
+	"github.com/agentlane/agentlane/internal/budget"
 	"github.com/agentlane/agentlane/internal/controller"
 	"github.com/agentlane/agentlane/internal/lanequeue"
+	"github.com/agentlane/agentlane/internal/scheduling"
 	"github.com/agentlane/agentlane/internal/sessionserver"
 	"github.com/agentlane/agentlane/internal/sessionstore"
 	"github.com/agentlane/agentlane/internal/testenv"
@@ -193,10 +195,13 @@ func runOnce(ctx context.Context, script agentscript.Script) runRecord {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	mgrCtx, stopManager := context.WithCancel(ctx)
-	schedulers := &controller.Schedulers{StatusInterval: 100 * time.Millisecond,
+	schedulers := &scheduling.Schedulers{StatusInterval: 100 * time.Millisecond,
 		Options: lanequeue.Options{Clock: clk, IDs: &lanequeue.SequentialIDs{}}}
-	Expect(controller.Setup(mgrCtx, mgr, schedulers)).To(Succeed())
-	server := &sessionserver.Server{Addr: "127.0.0.1:0", Schedulers: schedulers, Clock: clk,
+	shared := controller.Shared{Schedulers: schedulers, Passivations: &controller.PassivationClock{},
+		Budgets: &budget.Ledger{Publish: schedulers.Publish, Clock: clk, Recorder: mgr.GetEventRecorder("agentlane-budget")}}
+	Expect(controller.Setup(mgrCtx, mgr, shared)).To(Succeed())
+	server := &sessionserver.Server{Addr: "127.0.0.1:0", Schedulers: schedulers, Budgets: shared.Budgets,
+		Checkpoints: shared.Passivations, Clock: clk,
 		IDs:   &lanequeue.SequentialIDs{Prefix: "api"},
 		Store: &sessionstore.ConfigMaps{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Clock: clk}}
 	Expect(server.SetupWithManager(mgr)).To(Succeed())

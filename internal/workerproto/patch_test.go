@@ -14,12 +14,10 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package worker
+package workerproto
 
 import (
 	"encoding/json"
-	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -38,7 +36,7 @@ func TestPatches(t *testing.T) {
 		want  string
 	}{
 		"claim by a pool worker": {
-			build: func() ([]byte, error) { return claimPatch(workerFence("w1", 2), at) },
+			build: func() ([]byte, error) { return ClaimPatch(WorkerFence("w1", 2), at) },
 			want: `[
 				{"op":"test","path":"/status/worker","value":"w1"},
 				{"op":"test","path":"/status/attempt","value":2},
@@ -48,7 +46,7 @@ func TestPatches(t *testing.T) {
 		},
 		"claim by the pod of a Job": {
 			build: func() ([]byte, error) {
-				return claimPatch(jobFence("job-1", 1), at, addOp(pathWorker, "pod-x"), addOp(pathNodeName, "node-a"))
+				return ClaimPatch(JobFence("job-1", 1), at, AddOp(PathWorker, "pod-x"), AddOp(PathNodeName, "node-a"))
 			},
 			want: `[
 				{"op":"test","path":"/status/jobName","value":"job-1"},
@@ -61,7 +59,7 @@ func TestPatches(t *testing.T) {
 		},
 		"completion of a successful run": {
 			build: func() ([]byte, error) {
-				return completePatch(workerFence("w1", 2), agentlanev1alpha1.TaskResult{
+				return CompletePatch(WorkerFence("w1", 2), agentlanev1alpha1.TaskResult{
 					Success:  true,
 					Result:   &runtime.RawExtension{Raw: []byte(`{"exitCode":0,"stdout":"hi\n"}`)},
 					ExitCode: ptr.To[int32](0),
@@ -77,7 +75,7 @@ func TestPatches(t *testing.T) {
 		},
 		"completion of a failed run keeps the phase": {
 			build: func() ([]byte, error) {
-				return completePatch(workerFence("w1", 1), agentlanev1alpha1.TaskResult{
+				return CompletePatch(WorkerFence("w1", 1), agentlanev1alpha1.TaskResult{
 					Error: "exit code 3", ExitCode: ptr.To[int32](3),
 				}, at)
 			},
@@ -90,7 +88,7 @@ func TestPatches(t *testing.T) {
 		},
 		"hand back of a running attempt": {
 			build: func() ([]byte, error) {
-				return handBackPatch(workerFence("w1", 4), agentlanev1alpha1.ExternalTaskRunning)
+				return HandBackPatch(WorkerFence("w1", 4), agentlanev1alpha1.ExternalTaskRunning)
 			},
 			want: `[
 				{"op":"test","path":"/status/worker","value":"w1"},
@@ -102,7 +100,7 @@ func TestPatches(t *testing.T) {
 		},
 		"hand back of an unstarted attempt": {
 			build: func() ([]byte, error) {
-				return handBackPatch(workerFence("w1", 1), agentlanev1alpha1.ExternalTaskDispatched)
+				return HandBackPatch(WorkerFence("w1", 1), agentlanev1alpha1.ExternalTaskDispatched)
 			},
 			want: `[
 				{"op":"test","path":"/status/worker","value":"w1"},
@@ -132,83 +130,6 @@ func decode(t *testing.T, b []byte) any {
 		t.Fatalf("invalid JSON %s: %v", b, err)
 	}
 	return v
-}
-
-func TestTaskResult(t *testing.T) {
-	cases := map[string]struct {
-		out  Output
-		err  error
-		want agentlanev1alpha1.TaskResult
-	}{
-		"success": {
-			out: Output{Success: true, Stdout: "hi\n"},
-			want: agentlanev1alpha1.TaskResult{
-				Success: true, ExitCode: ptr.To[int32](0),
-				Result: &runtime.RawExtension{Raw: []byte(`{"exitCode":0,"stdout":"hi\n"}`)},
-			},
-		},
-		"non-zero exit": {
-			out: Output{ExitCode: 3, Stderr: "oops\n", Error: "exit code 3: oops"},
-			want: agentlanev1alpha1.TaskResult{
-				Error: "exit code 3: oops", ExitCode: ptr.To[int32](3),
-				Result: &runtime.RawExtension{Raw: []byte(`{"exitCode":3,"stdout":"","stderr":"oops\n"}`)},
-			},
-		},
-		"truncated output": {
-			out: Output{Success: true, Stdout: "xx", Truncated: true},
-			want: agentlanev1alpha1.TaskResult{
-				Success: true, ExitCode: ptr.To[int32](0),
-				Result: &runtime.RawExtension{Raw: []byte(`{"exitCode":0,"stdout":"xx","truncated":true}`)},
-			},
-		},
-		"stopped process": {
-			out: Output{ExitCode: -1, Stdout: "partial"},
-			err: errors.New("process stopped: attempt timed out after 1s"),
-			want: agentlanev1alpha1.TaskResult{
-				Error: "process stopped: attempt timed out after 1s", ExitCode: ptr.To[int32](-1),
-				Result: &runtime.RawExtension{Raw: []byte(`{"exitCode":-1,"stdout":"partial"}`)},
-			},
-		},
-		"nothing ran": {
-			err:  errors.New(`no executor for command type "teleport"`),
-			want: agentlanev1alpha1.TaskResult{Error: `no executor for command type "teleport"`},
-		},
-		"failure without a message": {
-			out: Output{},
-			want: agentlanev1alpha1.TaskResult{
-				Error: "the command failed without an error message", ExitCode: ptr.To[int32](0),
-				Result: &runtime.RawExtension{Raw: []byte(`{"exitCode":0,"stdout":""}`)},
-			},
-		},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, taskResult(tc.out, tc.err)); diff != "" {
-				t.Errorf("result (-want,+got):\n%s", diff)
-			}
-		})
-	}
-}
-
-func TestTruncateRunes(t *testing.T) {
-	cases := map[string]struct {
-		s    string
-		n    int
-		want string
-	}{
-		"short":             {s: "abc", n: 5, want: "abc"},
-		"cut":               {s: "abcdef", n: 3, want: "abc"},
-		"multi-byte kept":   {s: "ééé", n: 3, want: "ééé"},
-		"multi-byte cut":    {s: "éééé", n: 2, want: "éé"},
-		"long error is cut": {s: strings.Repeat("x", maxResultError+10), n: maxResultError, want: strings.Repeat("x", maxResultError)},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, TruncateRunes(tc.s, tc.n)); diff != "" {
-				t.Errorf("(-want,+got):\n%s", diff)
-			}
-		})
-	}
 }
 
 func TestConditionOps(t *testing.T) {
@@ -245,7 +166,7 @@ func TestConditionOps(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err := json.Marshal(conditionOps(task, tc.cond))
+			got, err := json.Marshal(ConditionOps(task, tc.cond))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package controller
+package scheduling
 
 import (
 	"context"
@@ -64,19 +64,15 @@ type Schedulers struct {
 	// events, for the Session API's event streams.
 	Observer SessionObserver
 
-	// Budgets keeps what each session consumed; the Session API checks and
-	// records through it and the AgentSession controller writes it into
-	// status. Setup creates it when nil.
-	Budgets *BudgetLedger
+	// OnSessionActivity, when set, is told each time a session does
+	// something (a command or inbox event), for the AgentSession
+	// controller's idle reaper. Calls come from the queues' goroutines and
+	// must return quickly.
+	OnSessionActivity func(session types.NamespacedName, at time.Time)
 
 	// taskEvents wakes the ExternalTask controller for the tasks whose
 	// scheduler state changed: granted a slot, timed out, retried, finished.
-	taskEvents requestSink
-
-	// activity remembers when each session last did something.
-	activity activity
-	// passivations orders checkpoints and passivation requests.
-	passivations passivationClock
+	taskEvents RequestSink
 
 	mu     sync.Mutex
 	queues map[types.NamespacedName]*scheduler
@@ -131,15 +127,27 @@ type scheduler struct {
 	// ref identifies the LaneQueue for Kubernetes Events.
 	ref *corev1.ObjectReference
 	// tasks are the ExternalTasks the scheduler holds.
-	tasks *taskSet
+	tasks *TaskSet
 }
+
+// touched reports a session's activity to OnSessionActivity, if set.
+func (s *Schedulers) touched(session types.NamespacedName, at time.Time) {
+	if s.OnSessionActivity != nil {
+		s.OnSessionActivity(session, at)
+	}
+}
+
+// TaskEvents is where the schedulers wake the ExternalTask controller for
+// the tasks whose scheduler state changed; the controller watches its
+// Source.
+func (s *Schedulers) TaskEvents() *RequestSink { return &s.taskEvents }
 
 // now reads the schedulers' clock.
 func (s *Schedulers) now() time.Time {
 	if s.Options.Clock != nil {
 		return s.Options.Clock.Now()
 	}
-	return time.Now()
+	return clock.RealClock{}.Now()
 }
 
 // Changes returns the channel on which the LaneQueues whose scheduler state
@@ -159,7 +167,7 @@ func (s *Schedulers) changes() chan event.GenericEvent {
 
 // Get returns the scheduler of the LaneQueue key, if it runs.
 func (s *Schedulers) Get(key types.NamespacedName) (*lanequeue.Queue, bool) {
-	q, _, ok := s.tasksOf(key)
+	q, _, ok := s.TasksOf(key)
 	return q, ok
 }
 
@@ -189,7 +197,7 @@ func (s *Schedulers) lookup(key types.NamespacedName) (*scheduler, bool) {
 // takes the task over when it sees the object. If create fails, the command
 // is cancelled and forgotten.
 func (s *Schedulers) SubmitTask(key types.NamespacedName, cmd lanequeue.Command, create func(lane string) error) (*lanequeue.Ticket, error) {
-	q, ts, ok := s.tasksOf(key)
+	q, ts, ok := s.TasksOf(key)
 	if !ok {
 		return nil, fmt.Errorf("%w: LaneQueue %s has no running scheduler", lanequeue.ErrClosed, key)
 	}
@@ -198,20 +206,21 @@ func (s *Schedulers) SubmitTask(key types.NamespacedName, cmd lanequeue.Command,
 	if err != nil {
 		return nil, err
 	}
-	ts.put(cmd.ID, tk, true)
+	ts.Put(cmd.ID, tk, true)
 	if err := create(tk.Lane()); err != nil {
 		_ = q.Cancel(cmd.ID)
-		ts.forget(cmd.ID)
+		ts.Forget(cmd.ID)
 		return nil, err
 	}
-	ts.created(cmd.ID)
+	ts.Created(cmd.ID)
 	return tk, nil
 }
 
 // ReleaseSession cancels the commands of the deleted AgentSession name in
 // the scheduler of the LaneQueue key, if it runs, and drops its scheduler,
-// inbox and observer state. It returns how many commands were cancelled; it
-// fails while a cancelled command still runs.
+// inbox and observer state (the AgentSession controller forgets its own).
+// It returns how many commands were cancelled; it fails while a cancelled
+// command still runs.
 func (s *Schedulers) ReleaseSession(key types.NamespacedName, name string) (int, error) {
 	n := 0
 	if q, in, ok := s.Session(key); ok {
@@ -221,17 +230,15 @@ func (s *Schedulers) ReleaseSession(key types.NamespacedName, name string) (int,
 		}
 		in.ForgetSession(name)
 	}
-	s.activity.forget(types.NamespacedName{Namespace: key.Namespace, Name: name})
-	s.passivations.forget(types.NamespacedName{Namespace: key.Namespace, Name: name})
 	if s.Observer != nil {
 		s.Observer.SessionReleased(key.Namespace, name)
 	}
 	return n, nil
 }
 
-// tasksOf returns the scheduler of the LaneQueue key and the ExternalTasks
+// TasksOf returns the scheduler of the LaneQueue key and the ExternalTasks
 // it holds, if it runs.
-func (s *Schedulers) tasksOf(key types.NamespacedName) (*lanequeue.Queue, *taskSet, bool) {
+func (s *Schedulers) TasksOf(key types.NamespacedName) (*lanequeue.Queue, *TaskSet, bool) {
 	sc, ok := s.lookup(key)
 	if !ok {
 		return nil, nil, false
@@ -239,9 +246,9 @@ func (s *Schedulers) tasksOf(key types.NamespacedName) (*lanequeue.Queue, *taskS
 	return sc.queue, sc.tasks, true
 }
 
-// forEachTasks calls fn for every running scheduler in namespace, outside
+// ForEachTasks calls fn for every running scheduler in namespace, outside
 // the lock.
-func (s *Schedulers) forEachTasks(namespace string, fn func(*lanequeue.Queue, *taskSet)) {
+func (s *Schedulers) ForEachTasks(namespace string, fn func(*lanequeue.Queue, *TaskSet)) {
 	s.mu.Lock()
 	var found []*scheduler
 	for k, sc := range s.queues {
@@ -278,7 +285,7 @@ func (s *Schedulers) Ensure(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Confi
 	// Every external attempt the scheduler grants belongs to an
 	// ExternalTask (its command ID is the task's name): wake the task's
 	// reconcile to dispatch it.
-	opts.OnExternalTask = func(x lanequeue.ExternalTask) { s.taskEvents.add(taskRequest(ns, x.ID)) }
+	opts.OnExternalTask = func(x lanequeue.ExternalTask) { s.taskEvents.Add(TaskRequest(ns, x.ID)) }
 	q, err := lanequeue.New(cfg, opts)
 	if err != nil {
 		return false, fmt.Errorf("start the scheduler: %w", err)
@@ -288,7 +295,7 @@ func (s *Schedulers) Ensure(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Confi
 		inboxOpts.Clock = c
 	}
 	inboxOpts.OnEvent = func(ev lanequeue.InboxEvent) {
-		s.activity.touch(types.NamespacedName{Namespace: key.Namespace, Name: ev.Session}, s.now())
+		s.touched(types.NamespacedName{Namespace: key.Namespace, Name: ev.Session}, s.now())
 		if s.Observer != nil {
 			s.Observer.InboxEvent(key, ev)
 		}
@@ -297,7 +304,7 @@ func (s *Schedulers) Ensure(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Confi
 		queue: q,
 		inbox: lanequeue.NewInbox(inboxOpts),
 		sub:   q.Subscribe(4096),
-		tasks: &taskSet{},
+		tasks: &TaskSet{},
 		ref: &corev1.ObjectReference{
 			APIVersion: agentlanev1alpha1.GroupVersion.String(),
 			Kind:       "LaneQueue",
@@ -334,15 +341,15 @@ func (s *Schedulers) Remove(key types.NamespacedName) {
 // until the subscription closes.
 func (s *Schedulers) consume(key types.NamespacedName, sc *scheduler) {
 	for ev := range sc.sub.Events() {
-		s.markDirty(key)
+		s.MarkDirty(key)
 		if ev.SessionKey != "" {
-			s.activity.touch(types.NamespacedName{Namespace: key.Namespace, Name: ev.SessionKey}, ev.Time)
+			s.touched(types.NamespacedName{Namespace: key.Namespace, Name: ev.SessionKey}, ev.Time)
 			if s.Observer != nil {
 				s.Observer.CommandEvent(key, ev)
 			}
 		}
-		if taskEnding(ev.Type) && sc.tasks.has(ev.CommandID) {
-			s.taskEvents.add(taskRequest(key.Namespace, ev.CommandID))
+		if taskEnding(ev.Type) && sc.tasks.Has(ev.CommandID) {
+			s.taskEvents.Add(TaskRequest(key.Namespace, ev.CommandID))
 		}
 		if s.Recorder == nil {
 			continue
@@ -381,7 +388,9 @@ func alertLevel(level lanequeue.AlertLevel) string {
 	}
 }
 
-func (s *Schedulers) markDirty(key types.NamespacedName) {
+// MarkDirty asks for the LaneQueue key's status to be refreshed at the next
+// interval.
+func (s *Schedulers) MarkDirty(key types.NamespacedName) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.markDirtyLocked(key)
@@ -427,7 +436,7 @@ func (s *Schedulers) Start(ctx context.Context) error {
 			default:
 				// The controller is far behind; it will see the queue on a
 				// later tick.
-				s.markDirty(k)
+				s.MarkDirty(k)
 				log.V(1).Info("status refresh deferred", "laneQueue", k)
 			}
 		}

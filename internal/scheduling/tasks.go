@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package controller
+package scheduling
 
 import (
 	"context"
@@ -29,99 +29,103 @@ import (
 	"github.com/agentlane/agentlane/internal/lanequeue"
 )
 
-// trackedTask is what the manager remembers about an ExternalTask its
+// TrackedTask is what the manager remembers about an ExternalTask its
 // scheduler holds: the scheduler's ticket, and how the last attempt the
 // manager itself closed ended, so that the attempt is recorded with the
 // right outcome even if the status write has to be retried.
-type trackedTask struct {
-	ticket *lanequeue.Ticket
-	// closed is the attempt the manager reported to the scheduler (a
-	// worker's result, a lost worker, a failed Job), and closedAs how it
+type TrackedTask struct {
+	Ticket *lanequeue.Ticket
+	// Closed is the attempt the manager reported to the scheduler (a
+	// worker's result, a lost worker, a failed Job), and ClosedAs how it
 	// ended.
-	closed   int32
-	closedAs attemptEnd
-	// creating is set while the task's object is being created for a
+	Closed   int32
+	ClosedAs AttemptEnd
+	// Creating is set while the task's object is being created for a
 	// command submitted through the Session API: its absence from the cache
 	// then does not mean it was deleted.
-	creating bool
+	Creating bool
 }
 
-// attemptEnd is how an attempt ended, as the manager saw it.
-type attemptEnd struct {
-	outcome agentlanev1alpha1.AttemptOutcome
-	msg     string
+// AttemptEnd is how an attempt ended, as the manager saw it.
+type AttemptEnd struct {
+	Outcome agentlanev1alpha1.AttemptOutcome
+	Msg     string
 }
 
-// taskSet holds the tracked tasks of one scheduler, keyed by task name (a
+// TaskSet holds the tracked tasks of one scheduler, keyed by task name (a
 // task's command ID is its name).
-type taskSet struct {
+type TaskSet struct {
 	mu    sync.Mutex
-	tasks map[string]*trackedTask
+	tasks map[string]*TrackedTask
 }
 
-func (ts *taskSet) get(name string) (trackedTask, bool) {
+// Get returns the tracked task name.
+func (ts *TaskSet) Get(name string) (TrackedTask, bool) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	t, ok := ts.tasks[name]
 	if !ok {
-		return trackedTask{}, false
+		return TrackedTask{}, false
 	}
 	return *t, true
 }
 
-func (ts *taskSet) has(name string) bool {
+// Has tells whether task name is tracked.
+func (ts *TaskSet) Has(name string) bool {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	_, ok := ts.tasks[name]
 	return ok
 }
 
-// put tracks the command of task name; creating says that its object is
+// Put tracks the command of task name; creating says that its object is
 // still being created.
-func (ts *taskSet) put(name string, tk *lanequeue.Ticket, creating bool) {
+func (ts *TaskSet) Put(name string, tk *lanequeue.Ticket, creating bool) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if ts.tasks == nil {
-		ts.tasks = make(map[string]*trackedTask)
+		ts.tasks = make(map[string]*TrackedTask)
 	}
-	ts.tasks[name] = &trackedTask{ticket: tk, creating: creating}
+	ts.tasks[name] = &TrackedTask{Ticket: tk, Creating: creating}
 }
 
-// created marks the object of task name as created.
-func (ts *taskSet) created(name string) {
+// Created marks the object of task name as created.
+func (ts *TaskSet) Created(name string) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if t, ok := ts.tasks[name]; ok {
-		t.creating = false
+		t.Creating = false
 	}
 }
 
-// markClosed remembers how the manager closed attempt of task name.
-func (ts *taskSet) markClosed(name string, attempt int32, end attemptEnd) {
+// MarkClosed remembers how the manager closed attempt of task name.
+func (ts *TaskSet) MarkClosed(name string, attempt int32, end AttemptEnd) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if t, ok := ts.tasks[name]; ok {
-		t.closed, t.closedAs = attempt, end
+		t.Closed, t.ClosedAs = attempt, end
 	}
 }
 
-func (ts *taskSet) forget(name string) {
+// Forget stops tracking task name.
+func (ts *TaskSet) Forget(name string) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	delete(ts.tasks, name)
 }
 
-// requestSink feeds reconcile requests from outside the cache (scheduler
+// RequestSink feeds reconcile requests from outside the cache (scheduler
 // hooks and events) straight into a controller's work queue. Requests that
 // arrive before the controller starts are kept until it does. Adding never
 // blocks, so a scheduler hook that adds a request returns at once.
-type requestSink struct {
+type RequestSink struct {
 	mu      sync.Mutex
 	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
 	pending []reconcile.Request
 }
 
-func (s *requestSink) add(req reconcile.Request) {
+// Add queues req.
+func (s *RequestSink) Add(req reconcile.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.queue == nil {
@@ -131,9 +135,9 @@ func (s *requestSink) add(req reconcile.Request) {
 	s.queue.Add(req)
 }
 
-// source returns the controller source that connects the sink to the
+// Source returns the controller source that connects the sink to the
 // controller's queue.
-func (s *requestSink) source() source.Source {
+func (s *RequestSink) Source() source.Source {
 	return source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -146,7 +150,7 @@ func (s *requestSink) source() source.Source {
 	})
 }
 
-// taskRequest is the reconcile request of the ExternalTask name in namespace.
-func taskRequest(namespace, name string) reconcile.Request {
+// TaskRequest is the reconcile request of the ExternalTask name in namespace.
+func TaskRequest(namespace, name string) reconcile.Request {
 	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: namespace, Name: name}}
 }

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package controller
+package scheduling
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,24 +29,24 @@ import (
 var (
 	laneLabels = []string{"namespace", "queue", "lane"}
 
-	lanePending = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	LanePending = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "agentlane_lane_pending_commands",
 		Help: "Commands waiting in a lane to start, queued or backing off before a retry.",
 	}, laneLabels)
-	laneActive = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	LaneActive = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "agentlane_lane_active_commands",
 		Help: "Commands running in a lane.",
 	}, laneLabels)
-	laneCommands = prometheus.NewCounterVec(prometheus.CounterOpts{
+	LaneCommands = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "agentlane_lane_commands_total",
 		Help: "Commands of a lane by what happened to them: submitted, completed, failed, retried, timed_out, dead_lettered, cancelled.",
 	}, append(laneLabels, "event"))
-	laneWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	LaneWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "agentlane_lane_wait_duration_seconds",
 		Help:    "Seconds from a command becoming ready to starting.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 	}, laneLabels)
-	laneRun = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	LaneRun = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "agentlane_lane_run_duration_seconds",
 		Help:    "Seconds from a command's start to the end of the attempt.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
@@ -54,7 +54,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(lanePending, laneActive, laneCommands, laneWait, laneRun)
+	metrics.Registry.MustRegister(LanePending, LaneActive, LaneCommands, LaneWait, LaneRun)
 }
 
 // queueMetrics adapts one LaneQueue's scheduler metrics to Prometheus.
@@ -65,15 +65,15 @@ type queueMetrics struct {
 var _ lanequeue.MetricsProvider = queueMetrics{}
 
 func (m queueMetrics) counter(lane, event string) lanequeue.CounterMetric {
-	return laneCommands.WithLabelValues(m.namespace, m.queue, lane, event)
+	return LaneCommands.WithLabelValues(m.namespace, m.queue, lane, event)
 }
 
 func (m queueMetrics) NewPendingMetric(lane string) lanequeue.GaugeMetric {
-	return lanePending.WithLabelValues(m.namespace, m.queue, lane)
+	return LanePending.WithLabelValues(m.namespace, m.queue, lane)
 }
 
 func (m queueMetrics) NewActiveMetric(lane string) lanequeue.GaugeMetric {
-	return laneActive.WithLabelValues(m.namespace, m.queue, lane)
+	return LaneActive.WithLabelValues(m.namespace, m.queue, lane)
 }
 
 func (m queueMetrics) NewSubmittedMetric(lane string) lanequeue.CounterMetric {
@@ -105,19 +105,19 @@ func (m queueMetrics) NewCancelledMetric(lane string) lanequeue.CounterMetric {
 }
 
 func (m queueMetrics) NewWaitDurationMetric(lane string) lanequeue.HistogramMetric {
-	return laneWait.WithLabelValues(m.namespace, m.queue, lane)
+	return LaneWait.WithLabelValues(m.namespace, m.queue, lane)
 }
 
 func (m queueMetrics) NewRunDurationMetric(lane string) lanequeue.HistogramMetric {
-	return laneRun.WithLabelValues(m.namespace, m.queue, lane)
+	return LaneRun.WithLabelValues(m.namespace, m.queue, lane)
 }
 
 // forget removes the queue's series once its scheduler is gone.
 func (m queueMetrics) forget() {
 	match := prometheus.Labels{"namespace": m.namespace, "queue": m.queue}
-	lanePending.DeletePartialMatch(match)
-	laneActive.DeletePartialMatch(match)
-	laneCommands.DeletePartialMatch(match)
-	laneWait.DeletePartialMatch(match)
-	laneRun.DeletePartialMatch(match)
+	LanePending.DeletePartialMatch(match)
+	LaneActive.DeletePartialMatch(match)
+	LaneCommands.DeletePartialMatch(match)
+	LaneWait.DeletePartialMatch(match)
+	LaneRun.DeletePartialMatch(match)
 }

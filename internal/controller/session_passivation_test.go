@@ -73,12 +73,12 @@ func TestPassivationClockCheckpointed(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			var c passivationClock
+			var c PassivationClock
 			if tc.remember {
 				c.request(key, requested)
 			}
 			for _, at := range tc.saved {
-				c.save(key, at)
+				c.CheckpointSaved(key, at)
 			}
 			p := &agentlanev1alpha1.PassivationStatus{Reason: agentlanev1alpha1.PassivationNodeDrain, RequestedAt: second(requested)}
 			if got := c.checkpointed(key, p, tc.status); got != tc.want {

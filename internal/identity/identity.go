@@ -14,7 +14,11 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package controller
+// Package identity converts an AgentSession's or ExternalTask's identity
+// labels (api/v1alpha1.Identity) to the forms the lane scheduler and the
+// Session API carry, so that every path that moves them (commands, tasks,
+// events, checkpoints) converts them the same way.
+package identity
 
 import (
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
@@ -22,9 +26,9 @@ import (
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
-// SchedulerIdentity is a session's or task's identity labels as the
+// Scheduler is a session's or task's identity labels as the
 // scheduler carries them; nil is no identity.
-func SchedulerIdentity(id *agentlanev1alpha1.Identity) lanequeue.Identity {
+func Scheduler(id *agentlanev1alpha1.Identity) lanequeue.Identity {
 	if id == nil {
 		return lanequeue.Identity{}
 	}
@@ -32,9 +36,9 @@ func SchedulerIdentity(id *agentlanev1alpha1.Identity) lanequeue.Identity {
 		AgentTemplateID: id.AgentTemplateID, CorrelationID: id.CorrelationID}
 }
 
-// WireIdentity is a session's or task's identity labels as the Session API
+// Wire is a session's or task's identity labels as the Session API
 // shows them; nil is no identity.
-func WireIdentity(id *agentlanev1alpha1.Identity) sessionapi.Identity {
+func Wire(id *agentlanev1alpha1.Identity) sessionapi.Identity {
 	if id == nil {
 		return sessionapi.Identity{}
 	}

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package controller
+package budget
 
 import (
 	"context"
@@ -63,10 +63,10 @@ func (p *published) hits() []string {
 	return out
 }
 
-func newLedger() (*BudgetLedger, *published, *events.FakeRecorder) {
+func newLedger() (*Ledger, *published, *events.FakeRecorder) {
 	p := &published{}
 	rec := events.NewFakeRecorder(100)
-	return &BudgetLedger{Publish: p.publish, Recorder: rec}, p, rec
+	return &Ledger{Publish: p.publish, Recorder: rec}, p, rec
 }
 
 // budgetSession is an AgentSession with budget b.
@@ -91,7 +91,7 @@ func tokenBudget(soft, hard int64) *agentlanev1alpha1.Budget {
 	return &agentlanev1alpha1.Budget{Tokens: t}
 }
 
-func record(t *testing.T, l *BudgetLedger, s *agentlanev1alpha1.AgentSession, tokens int64, cost string) agentlanev1alpha1.BudgetUsage {
+func record(t *testing.T, l *Ledger, s *agentlanev1alpha1.AgentSession, tokens int64, cost string) agentlanev1alpha1.BudgetUsage {
 	t.Helper()
 	q := resource.MustParse("0")
 	if cost != "" {
@@ -119,8 +119,8 @@ func TestBudgetCovers(t *testing.T) {
 		"a read tool with checkEveryTool": {&agentlanev1alpha1.Budget{CheckEveryTool: true}, "query", "read", true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if got := BudgetCovers(tc.budget, tc.lane, tc.typ); got != tc.wantCovered {
-				t.Errorf("BudgetCovers = %v, want %v", got, tc.wantCovered)
+			if got := Covers(tc.budget, tc.lane, tc.typ); got != tc.wantCovered {
+				t.Errorf("Covers = %v, want %v", got, tc.wantCovered)
 			}
 		})
 	}
@@ -186,7 +186,7 @@ func TestBudgetHardLimitDeniesCoveredCommands(t *testing.T) {
 	}
 	record(t, l, s, 1, "")
 	d := l.Check(ctx, s, "generate", "llm")
-	want := BudgetDecision{Decision: sessionapi.BudgetDeny, Checked: true,
+	want := Decision{Decision: sessionapi.BudgetDeny, Checked: true,
 		Reason:   agentlanev1alpha1.AgentSessionHardLimitReason,
 		Message:  "tokens consumed 100 reached the hard limit 100",
 		Consumed: agentlanev1alpha1.BudgetUsage{TokensConsumed: 100}}
@@ -313,11 +313,11 @@ type guard struct {
 	mu     sync.Mutex
 	answer string // a JSON body, or "" for a 500
 	delay  time.Duration
-	asked  []BudgetGuardRequest
+	asked  []GuardRequest
 }
 
 func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var req BudgetGuardRequest
+	var req GuardRequest
 	_ = json.NewDecoder(r.Body).Decode(&req)
 	g.mu.Lock()
 	g.asked = append(g.asked, req)
@@ -395,7 +395,7 @@ func TestBudgetGuard(t *testing.T) {
 			l, pub, _ := newLedger()
 			s := withGuard(url, tc.policy)
 			record(t, l, s, 10, "0.5")
-			var d BudgetDecision
+			var d Decision
 			for range 2 { // one event per crossing, however many checks
 				d = l.Check(context.Background(), s, "generate", "llm")
 			}
@@ -417,7 +417,7 @@ func TestBudgetGuard(t *testing.T) {
 		record(t, l, s, 42, "0.125")
 		l.Check(context.Background(), s, "generate", "llm")
 		l.Check(context.Background(), s, "execute", "bash") // not covered: the guard is not asked
-		want := []BudgetGuardRequest{{Namespace: "ns", Session: "s1", Lane: "generate", CommandType: "llm",
+		want := []GuardRequest{{Namespace: "ns", Session: "s1", Lane: "generate", CommandType: "llm",
 			Identity: sessionapi.Identity{TenantID: "acme", Principal: "agent"},
 			Consumed: sessionapi.Consumed{Tokens: 42, Cost: "0.125"}}}
 		g.mu.Lock()

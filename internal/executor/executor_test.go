@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package worker
+package executor
 
 import (
 	"context"
@@ -247,47 +247,5 @@ func TestCommandTypes(t *testing.T) {
 	}))
 	if diff := cmp.Diff([]string{"bash", "exec", "noop", "read"}, r.CommandTypes()); diff != "" {
 		t.Errorf("command types (-want,+got):\n%s", diff)
-	}
-}
-
-// The result a worker reports for a read carries the read's JSON, and a
-// failed read carries its error and no output, like a program that could not
-// start; process results keep their own fields.
-func TestReadTaskResult(t *testing.T) {
-	dir := t.TempDir()
-	path := writeFile(t, dir, "a.txt", "alpha")
-	r := NewRegistry(0)
-	run := func(task Task) string {
-		t.Helper()
-		out, err := r.Run(context.Background(), task)
-		got, mErr := json.Marshal(taskResult(out, err))
-		if mErr != nil {
-			t.Fatal(mErr)
-		}
-		return string(got)
-	}
-	cases := map[string]struct {
-		task Task
-		want string
-	}{
-		"read": {
-			task: Task{CommandType: "read", Payload: readPayload(t, ReadPayload{Path: path})},
-			want: `{"success":true,"result":{"content":"alpha","bytes":5,"truncated":false},"exitCode":0}`,
-		},
-		"missing file": {
-			task: Task{CommandType: "read", Payload: readPayload(t, ReadPayload{Path: filepath.Join(dir, "b.txt")})},
-			want: `{"success":false,"error":"read ` + filepath.Join(dir, "b.txt") + `: no such file or directory"}`,
-		},
-		"bash": {
-			task: Task{CommandType: "bash", Payload: payload(t, ProcessPayload{Command: "echo hi"})},
-			want: `{"success":true,"result":{"exitCode":0,"stdout":"hi\n"},"exitCode":0}`,
-		},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, run(tc.task)); diff != "" {
-				t.Errorf("task result (-want,+got):\n%s", diff)
-			}
-		})
 	}
 }

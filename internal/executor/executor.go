@@ -14,7 +14,13 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package worker
+// Package executor runs the command types of External-lane tasks: a Registry
+// maps each command type ("bash", "exec", "read", and any a program adds) to
+// an Executor. Workers (internal/worker) and the scripted agent runtime
+// (internal/agentscript) build their own Registry; the package has no
+// Kubernetes dependencies, so an HTTP-only binary such as cmd/agent can link
+// it without the API client.
+package executor
 
 import (
 	"bytes"
@@ -164,22 +170,20 @@ type ProcessExecutor struct {
 
 var _ Executor = &ProcessExecutor{}
 
-// Execute runs the payload's process and waits for it. A process that exits
-// non-zero is a completed run with Success false, not an error; an error means
-// the process could not be run or was stopped by ctx.
-func (p *ProcessExecutor) Execute(ctx context.Context, raw json.RawMessage) (Output, error) {
+// parse reads a process payload and returns the command line it runs.
+func (p *ProcessExecutor) parse(raw json.RawMessage) (ProcessPayload, []string, error) {
 	var pl ProcessPayload
 	if len(raw) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&pl); err != nil {
-			return Output{}, fmt.Errorf("invalid payload: %w", err)
+			return pl, nil, fmt.Errorf("invalid payload: %w", err)
 		}
 	}
 	var argv []string
 	switch {
 	case p.Shell && pl.Command == "":
-		return Output{}, errors.New("invalid payload: command is required")
+		return pl, nil, errors.New("invalid payload: command is required")
 	case p.Shell:
 		shell := "bash"
 		if _, err := exec.LookPath(shell); err != nil {
@@ -187,22 +191,17 @@ func (p *ProcessExecutor) Execute(ctx context.Context, raw json.RawMessage) (Out
 		}
 		argv = []string{shell, "-c", pl.Command}
 	case len(pl.Args) == 0:
-		return Output{}, errors.New("invalid payload: args is required")
+		return pl, nil, errors.New("invalid payload: args is required")
 	default:
 		argv = pl.Args
 	}
+	return pl, argv, nil
+}
 
-	limit := p.MaxOutputBytes
-	if limit <= 0 {
-		limit = DefaultMaxOutputBytes
-	}
-	grace := p.KillGrace
-	if grace <= 0 {
-		grace = 2 * time.Second
-	}
-	stdout := &limitedBuffer{limit: limit}
-	stderr := &limitedBuffer{limit: limit}
-
+// command builds the process of argv with the payload's working
+// directory, input and environment (added to the worker's own, in key
+// order), in a process group of its own.
+func command(pl ProcessPayload, argv []string, stdout, stderr io.Writer) *exec.Cmd {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = pl.WorkingDir
 	cmd.Stdout, cmd.Stderr = stdout, stderr
@@ -219,6 +218,29 @@ func (p *ProcessExecutor) Execute(ctx context.Context, raw json.RawMessage) (Out
 		cmd.Env = append(cmd.Env, k+"="+pl.Env[k])
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd
+}
+
+// Execute runs the payload's process and waits for it. A process that exits
+// non-zero is a completed run with Success false, not an error; an error means
+// the process could not be run or was stopped by ctx.
+func (p *ProcessExecutor) Execute(ctx context.Context, raw json.RawMessage) (Output, error) {
+	pl, argv, err := p.parse(raw)
+	if err != nil {
+		return Output{}, err
+	}
+	limit := p.MaxOutputBytes
+	if limit <= 0 {
+		limit = DefaultMaxOutputBytes
+	}
+	grace := p.KillGrace
+	if grace <= 0 {
+		grace = 2 * time.Second
+	}
+	stdout := &limitedBuffer{limit: limit}
+	stderr := &limitedBuffer{limit: limit}
+
+	cmd := command(pl, argv, stdout, stderr)
 
 	if err := cmd.Start(); err != nil {
 		return Output{}, fmt.Errorf("start %s: %w", argv[0], err)
@@ -226,7 +248,6 @@ func (p *ProcessExecutor) Execute(ctx context.Context, raw json.RawMessage) (Out
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
 
-	var err error
 	select {
 	case err = <-waited:
 	case <-ctx.Done():

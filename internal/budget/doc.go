@@ -1,0 +1,24 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+// Package budget keeps what each AgentSession consumed against its budget
+// (tokens and cost, soft and hard limits, an optional HTTP guard) and emits
+// BudgetThresholdHit once per crossing.
+//
+// cmd/manager builds one Ledger and hands it to the Session API, which
+// checks commands and records usage through it, and to the AgentSession
+// controller, which copies it into status (ApplyStatus), watches Changes and
+// forgets deleted sessions. See docs/architecture.md.
+package budget

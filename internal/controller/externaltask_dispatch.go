@@ -1,0 +1,211 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/lanequeue"
+	"github.com/agentlane/agentlane/internal/scheduling"
+	"github.com/agentlane/agentlane/internal/workerproto"
+)
+
+// checkHeld looks at the holder of a task's current attempt. A non-nil end
+// reports that the attempt is over (a result arrived, the worker or Job was
+// lost); otherwise requeue says when to look again.
+func (r *ExternalTaskReconciler) checkHeld(ctx context.Context, task *agentlanev1alpha1.ExternalTask) (*scheduling.AttemptEnd, time.Duration, error) {
+	ended := func(outcome agentlanev1alpha1.AttemptOutcome, format string, args ...any) (*scheduling.AttemptEnd, time.Duration, error) {
+		return &scheduling.AttemptEnd{Outcome: outcome, Msg: fmt.Sprintf(format, args...)}, 0, nil
+	}
+	st := &task.Status
+	if res := st.Result; res != nil {
+		if res.Success {
+			return &scheduling.AttemptEnd{Outcome: agentlanev1alpha1.AttemptSucceeded}, 0, nil
+		}
+		return &scheduling.AttemptEnd{Outcome: agentlanev1alpha1.AttemptFailed, Msg: res.Error}, 0, nil
+	}
+	now := r.Clock.Now()
+	if st.JobName != "" {
+		job := &batchv1.Job{}
+		err := r.Get(ctx, types.NamespacedName{Namespace: task.Namespace, Name: st.JobName}, job)
+		switch {
+		case apierrors.IsNotFound(err):
+			if st.DispatchedAt != nil && now.Sub(st.DispatchedAt.Time) < jobGrace {
+				return nil, time.Second, nil // the cache may not have the new Job yet
+			}
+			return ended(agentlanev1alpha1.AttemptFailed, "Job %s no longer exists", st.JobName)
+		case err != nil:
+			return nil, 0, err
+		}
+		if why, failed := jobFailure(job); failed {
+			return ended(agentlanev1alpha1.AttemptFailed, "%s", why)
+		}
+		if at, done := jobCompleted(job); done {
+			if wait := at.Add(jobGrace).Sub(now); wait > 0 {
+				return nil, wait, nil
+			}
+			return ended(agentlanev1alpha1.AttemptFailed, "Job %s completed without reporting a result", job.Name)
+		}
+		return nil, maxHeldCheck, nil
+	}
+
+	lease := &coordinationv1.Lease{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: task.Namespace, Name: workerproto.LeaseName(st.Worker)}, lease)
+	switch {
+	case apierrors.IsNotFound(err):
+		return ended(agentlanev1alpha1.AttemptWorkerLost, "worker %s has no heartbeat Lease", st.Worker)
+	case err != nil:
+		return nil, 0, err
+	}
+	w, ok := parseWorkerLease(lease)
+	if !ok || !w.live(now) {
+		return ended(agentlanev1alpha1.AttemptWorkerLost, "the heartbeat of worker %s expired", st.Worker)
+	}
+	// Look again just after the Lease would lapse unless renewed.
+	return nil, min(w.expires.Sub(now)+100*time.Millisecond, maxHeldCheck), nil
+}
+
+// dispatch gives the granted attempt of the task to a worker, or creates its
+// Job, in one status write that also records the previous attempt if the
+// status still shows it.
+func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, task *agentlanev1alpha1.ExternalTask, tt scheduling.TrackedTask, o lanequeue.Outcome) (ctrl.Result, error) {
+	key := client.ObjectKeyFromObject(task)
+	orig := task.DeepCopy()
+	st := &task.Status
+	n := int32(o.Attempts)
+	now := metav1.NewTime(r.Clock.Now())
+	if st.Attempt > 0 && st.Attempt < n && !recorded(st, st.Attempt) {
+		r.recordEnded(st, tt, o, now)
+	}
+	lane := tt.Ticket.Lane()
+	target := laneTarget(b.lq, lane)
+	if st.Attempt != n || st.JobName != "" {
+		clearAttempt(st)
+	}
+	st.Lane = agentlanev1alpha1.LaneName(lane)
+	st.Attempt = n
+	if st.QueuedAt == nil {
+		st.QueuedAt = &now
+	}
+	setInProgress(st, task.Generation, now)
+
+	if target != nil && target.Type == agentlanev1alpha1.ExternalTargetJob {
+		job, err := buildJob(task, target.JobTemplate, n, r.Scheme())
+		if err == nil {
+			err = r.Create(ctx, job)
+			if apierrors.IsAlreadyExists(err) {
+				err = nil
+			}
+		}
+		if err != nil {
+			if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || errors.Is(err, errNoJobTemplate) {
+				// The template cannot make a Job: fail the attempt so
+				// that the retry policy, not a hot loop, deals with it.
+				end := scheduling.AttemptEnd{Outcome: agentlanev1alpha1.AttemptFailed,
+					Msg: fmt.Sprintf("cannot create the Job for attempt %d: %v", n, err)}
+				return ctrl.Result{RequeueAfter: retrySoon}, closeAttempt(b, task, n, end, nil)
+			}
+			return ctrl.Result{}, fmt.Errorf("create the Job: %w", err)
+		}
+		st.Phase = agentlanev1alpha1.ExternalTaskDispatched
+		st.JobName, st.Worker, st.NodeName = job.Name, "", ""
+		st.DispatchedAt = &now
+		setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
+			agentlanev1alpha1.ExternalTaskJobPendingReason, fmt.Sprintf("Job %s runs attempt %d", job.Name, n))
+		return ctrl.Result{}, r.patchStatus(ctx, task, orig)
+	}
+
+	w, ok := r.pickWorker(ctx, task, b, lane, target)
+	if !ok {
+		r.awaiting.add(key)
+		st.Phase = agentlanev1alpha1.ExternalTaskQueued
+		st.Worker, st.NodeName = "", ""
+		setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
+			agentlanev1alpha1.ExternalTaskAwaitingWorkerReason,
+			fmt.Sprintf("attempt %d has a slot in lane %s; no live worker serving it has a free slot", n, lane))
+		return ctrl.Result{RequeueAfter: awaitWorkerInterval}, r.patchStatus(ctx, task, orig)
+	}
+	r.awaiting.remove(key)
+	st.Phase = agentlanev1alpha1.ExternalTaskDispatched
+	st.Worker, st.NodeName = w.name, w.node
+	st.DispatchedAt = &now
+	setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
+		agentlanev1alpha1.ExternalTaskAwaitingWorkerReason,
+		fmt.Sprintf("attempt %d dispatched to worker %s on node %s", n, w.name, w.node))
+	if err := r.patchStatus(ctx, task, orig); err != nil {
+		r.workers.release(key)
+		return ctrl.Result{}, err
+	}
+	logf.FromContext(ctx).V(1).Info("Dispatched", "attempt", n, "worker", w.name, "node", w.node)
+	return ctrl.Result{RequeueAfter: min(w.expires.Sub(r.Clock.Now())+100*time.Millisecond, maxHeldCheck)}, nil
+}
+
+// laneTarget returns the external target of lane in lq, nil for the worker
+// pool.
+func laneTarget(lq *agentlanev1alpha1.LaneQueue, lane string) *agentlanev1alpha1.ExternalTarget {
+	if lq == nil {
+		return nil
+	}
+	for i := range lq.Spec.Lanes {
+		if string(lq.Spec.Lanes[i].Name) == lane {
+			return lq.Spec.Lanes[i].ExternalTarget
+		}
+	}
+	return nil
+}
+
+// pickWorker chooses a live worker with a free slot that serves the task's
+// queue, lane and command type and matches the lane's workerSelector.
+func (r *ExternalTaskReconciler) pickWorker(ctx context.Context, task *agentlanev1alpha1.ExternalTask, b binding, lane string, target *agentlanev1alpha1.ExternalTarget) (workerInfo, bool) {
+	var selector labels.Selector
+	if target != nil && target.WorkerSelector != nil {
+		s, err := metav1.LabelSelectorAsSelector(target.WorkerSelector)
+		if err != nil {
+			logf.FromContext(ctx).Error(err, "Invalid workerSelector; no worker matches", "lane", lane)
+			return workerInfo{}, false
+		}
+		selector = s
+	}
+	leases := &coordinationv1.LeaseList{}
+	if err := r.List(ctx, leases, client.InNamespace(task.Namespace), client.MatchingLabels{workerproto.WorkerLabel: "true"}); err != nil {
+		logf.FromContext(ctx).Error(err, "List worker Leases")
+		return workerInfo{}, false
+	}
+	now := r.Clock.Now()
+	var candidates []workerInfo
+	for i := range leases.Items {
+		w, ok := parseWorkerLease(&leases.Items[i])
+		if ok && w.live(now) && !w.draining && w.serves(b.queueKey.Name, lane, string(task.Spec.CommandType), selector) {
+			candidates = append(candidates, w)
+		}
+	}
+	return r.workers.pick(client.ObjectKeyFromObject(task), candidates)
+}

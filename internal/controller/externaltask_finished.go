@@ -1,0 +1,152 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/lanequeue"
+	"github.com/agentlane/agentlane/internal/scheduling"
+)
+
+// settleFinished reconciles the scheduler with a task whose phase is
+// already final, usually a worker's successful completion: the result is
+// reported, or, if the scheduler had moved on, its command is cancelled.
+// The API server decides: the write that reached it first counts.
+func (r *ExternalTaskReconciler) settleFinished(ctx context.Context, b binding, task *agentlanev1alpha1.ExternalTask) {
+	defer b.tasks.Forget(task.Name)
+	tt, ok := b.tasks.Get(task.Name)
+	if !ok {
+		return
+	}
+	if _, final := tt.Ticket.Outcome(); final {
+		return
+	}
+	st := &task.Status
+	if st.Phase == agentlanev1alpha1.ExternalTaskSucceeded && st.Result != nil {
+		if err := b.queue.CompleteAttempt(task.Name, int(st.Attempt), schedulerResult(st.Result)); err == nil {
+			return
+		}
+	}
+	if err := b.queue.Cancel(task.Name); err != nil && !errors.Is(err, lanequeue.ErrNotFound) {
+		logf.FromContext(ctx).Error(err, "Cancel the scheduler's command of a finished task")
+	}
+}
+
+// reconcileFinished completes the record of a finished task and deletes it
+// once its queue's ttlAfterFinished has passed. Dead letters are kept, up to
+// the queue's deadLetter.maxSize (see the LaneQueue's retention sweep).
+func (r *ExternalTaskReconciler) reconcileFinished(ctx context.Context, task *agentlanev1alpha1.ExternalTask, lq *agentlanev1alpha1.LaneQueue) (ctrl.Result, error) {
+	r.release(client.ObjectKeyFromObject(task))
+	st := &task.Status
+	if !meta.IsStatusConditionTrue(st.Conditions, agentlanev1alpha1.ExternalTaskFinishedCondition) {
+		// A worker without the condition to update finished it.
+		orig := task.DeepCopy()
+		now := metav1.NewTime(r.Clock.Now())
+		msg := fmt.Sprintf("attempt %d %s", st.Attempt, st.Phase)
+		setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskFinishedCondition, metav1.ConditionTrue, string(st.Phase), msg)
+		if st.FinishedAt == nil {
+			st.FinishedAt = &now
+		}
+		if err := r.patchStatus(ctx, task, orig); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if lq != nil {
+		// The queue's next status refresh runs its retention sweep (the
+		// session's maxFinishedTasks, the queue's maxFinished and
+		// dead-letter size), which now sees this task finished.
+		r.Schedulers.MarkDirty(client.ObjectKeyFromObject(lq))
+	}
+	if st.Phase == agentlanev1alpha1.ExternalTaskDeadLettered {
+		return ctrl.Result{}, nil
+	}
+	ttl := retentionOf(lq).ttl
+	left := finishedAt(task).Add(ttl).Sub(r.Clock.Now())
+	if left > 0 {
+		return ctrl.Result{RequeueAfter: left}, nil
+	}
+	if err := r.Delete(ctx, task, client.Preconditions{UID: &task.UID}); client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, fmt.Errorf("delete the finished task: %w", err)
+	}
+	logf.FromContext(ctx).V(1).Info("Finished task deleted after its TTL", "ttl", ttl)
+	return ctrl.Result{}, nil
+}
+
+// finishedAt is when a finished task ended.
+func finishedAt(task *agentlanev1alpha1.ExternalTask) time.Time {
+	if c := meta.FindStatusCondition(task.Status.Conditions, agentlanev1alpha1.ExternalTaskFinishedCondition); c != nil && c.Status == metav1.ConditionTrue {
+		return c.LastTransitionTime.Time
+	}
+	if t := task.Status.FinishedAt; t != nil {
+		return t.Time
+	}
+	return task.CreationTimestamp.Time
+}
+
+// release drops what the controller keeps about a task that no longer
+// waits or holds a worker.
+func (r *ExternalTaskReconciler) release(key types.NamespacedName) {
+	r.workers.release(key)
+	r.awaiting.remove(key)
+	r.unbound.remove(key)
+}
+
+// stillExists tells whether a task the cache does not have is one the
+// scheduler holds whose object is being created, or was created after the
+// cache last heard of it: only an uncached read can tell it from a deleted
+// one.
+func (r *ExternalTaskReconciler) stillExists(ctx context.Context, key types.NamespacedName) bool {
+	tracked, creating := false, false
+	r.Schedulers.ForEachTasks(key.Namespace, func(_ *lanequeue.Queue, ts *scheduling.TaskSet) {
+		if t, ok := ts.Get(key.Name); ok {
+			tracked, creating = true, creating || t.Creating
+		}
+	})
+	if creating {
+		return true
+	}
+	if !tracked || r.APIReader == nil {
+		return false
+	}
+	err := r.APIReader.Get(ctx, key, &agentlanev1alpha1.ExternalTask{})
+	return err == nil
+}
+
+// forgetDeleted cancels the scheduler's command of a task that was deleted:
+// deleting a task cancels it.
+func (r *ExternalTaskReconciler) forgetDeleted(key types.NamespacedName) {
+	r.written.forget(key)
+	r.release(key)
+	r.Schedulers.ForEachTasks(key.Namespace, func(q *lanequeue.Queue, ts *scheduling.TaskSet) {
+		if ts.Has(key.Name) {
+			_ = q.Cancel(key.Name)
+			ts.Forget(key.Name)
+		}
+	})
+}

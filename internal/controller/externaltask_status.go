@@ -1,0 +1,375 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/lanequeue"
+	"github.com/agentlane/agentlane/internal/scheduling"
+	"github.com/agentlane/agentlane/internal/truncate"
+)
+
+// writtenVersions tracks the versions of tasks made stale by the
+// controller's own writes.
+type writtenVersions struct {
+	mu       sync.Mutex
+	replaced map[types.NamespacedName]map[string]bool
+}
+
+// wrote records that a write replaced version rv of the task.
+func (w *writtenVersions) wrote(key types.NamespacedName, rv string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.replaced == nil {
+		w.replaced = make(map[types.NamespacedName]map[string]bool)
+	}
+	if w.replaced[key] == nil {
+		w.replaced[key] = make(map[string]bool)
+	}
+	w.replaced[key][rv] = true
+}
+
+// stale tells whether rv is a version the controller has already replaced.
+// The cache only moves forward, so once it shows any other version the
+// record is dropped.
+func (w *writtenVersions) stale(key types.NamespacedName, rv string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.replaced[key][rv] {
+		return true
+	}
+	delete(w.replaced, key)
+	return false
+}
+
+func (w *writtenVersions) forget(key types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.replaced, key)
+}
+
+// held tells whether a worker or Job holds the task's current attempt.
+func held(st *agentlanev1alpha1.ExternalTaskStatus) bool {
+	return st.Attempt > 0 && !recorded(st, st.Attempt) &&
+		(st.Phase == agentlanev1alpha1.ExternalTaskDispatched || st.Phase == agentlanev1alpha1.ExternalTaskRunning)
+}
+
+// recorded tells whether attempt n already has its record.
+func recorded(st *agentlanev1alpha1.ExternalTaskStatus, n int32) bool {
+	return len(st.Attempts) > 0 && st.Attempts[len(st.Attempts)-1].Attempt >= n
+}
+
+// priorAttempts is how many attempts of a task that is not held have been
+// made: status.attempt once that attempt has its record; one less when it
+// has none, because then it was handed back or never reached a worker.
+func priorAttempts(st *agentlanev1alpha1.ExternalTaskStatus) int {
+	if st.Attempt <= 0 {
+		return 0
+	}
+	if recorded(st, st.Attempt) {
+		return int(st.Attempt)
+	}
+	return int(st.Attempt) - 1
+}
+
+// converge writes what the scheduler decided about the task: a granted
+// attempt is dispatched, a result is fed to the scheduler, an ended attempt
+// is recorded, a finished command gets its final phase.
+func (r *ExternalTaskReconciler) converge(ctx context.Context, b binding, task *agentlanev1alpha1.ExternalTask) (ctrl.Result, error) {
+	// Feeding a result or a loss to the scheduler changes its state; look
+	// again afterwards. Two reports are the most one pass can make.
+	for range 3 {
+		tt, ok := b.tasks.Get(task.Name)
+		if !ok {
+			return ctrl.Result{}, nil
+		}
+		o, final := tt.Ticket.Outcome()
+		n := int32(o.Attempts)
+		st := &task.Status
+		switch {
+		case final:
+			return ctrl.Result{}, r.finish(ctx, b, task, tt, o)
+
+		case o.State == lanequeue.StateRunning && st.Attempt == n && held(st):
+			// Attempt n is out with a worker or a Job.
+			end, requeue, err := r.checkHeld(ctx, task)
+			if err != nil || end == nil {
+				return ctrl.Result{RequeueAfter: requeue}, err
+			}
+			if err := closeAttempt(b, task, n, *end, st.Result); err != nil {
+				return ctrl.Result{}, err
+			}
+
+		case o.State == lanequeue.StateRunning:
+			// Attempt n is granted and nobody has it: dispatch it.
+			return r.dispatch(ctx, b, task, tt, o)
+
+		default:
+			// Waiting in the lane, or for a retry.
+			return ctrl.Result{}, r.setQueued(ctx, b, task, tt, o)
+		}
+	}
+	return ctrl.Result{RequeueAfter: retrySoon}, nil
+}
+
+// schedulerResult converts a task result for the scheduler.
+func schedulerResult(res *agentlanev1alpha1.TaskResult) lanequeue.Result {
+	if res == nil {
+		return lanequeue.Result{}
+	}
+	out := lanequeue.Result{Success: res.Success, Error: res.Error}
+	if res.Result != nil {
+		out.Output = res.Result.Raw
+	}
+	if res.ExitCode != nil {
+		out.ExitCode = int(*res.ExitCode)
+	}
+	return out
+}
+
+// closeAttempt reports to the scheduler that attempt n of the task ended:
+// with the worker's result res when there is one, else as a failure. It
+// remembers how, for the attempt's record. A scheduler that has already
+// closed the attempt (its timeout won) is not an error.
+func closeAttempt(b binding, task *agentlanev1alpha1.ExternalTask, n int32, end scheduling.AttemptEnd, res *agentlanev1alpha1.TaskResult) error {
+	b.tasks.MarkClosed(task.Name, n, end)
+	var err error
+	if res != nil {
+		err = b.queue.CompleteAttempt(task.Name, int(n), schedulerResult(res))
+	} else {
+		err = b.queue.FailAttempt(task.Name, int(n), errors.New(end.Msg))
+	}
+	if err != nil && !errors.Is(err, lanequeue.ErrStaleAttempt) && !errors.Is(err, lanequeue.ErrNotFound) {
+		return fmt.Errorf("report attempt %d to the scheduler: %w", n, err)
+	}
+	return nil
+}
+
+// setQueued writes that the task waits in its lane, recording the attempt
+// that just ended if the status still shows it.
+func (r *ExternalTaskReconciler) setQueued(ctx context.Context, b binding, task *agentlanev1alpha1.ExternalTask, tt scheduling.TrackedTask, o lanequeue.Outcome) error {
+	orig := task.DeepCopy()
+	st := &task.Status
+	now := metav1.NewTime(r.Clock.Now())
+	n := int32(o.Attempts)
+	r.awaiting.remove(client.ObjectKeyFromObject(task))
+	reason, msg := agentlanev1alpha1.ExternalTaskAwaitingWorkerReason, fmt.Sprintf("waiting for a slot in lane %s", tt.Ticket.Lane())
+	switch {
+	case st.Attempt > 0 && st.Attempt == n && !recorded(st, n):
+		rec := r.recordEnded(st, tt, o, now)
+		clearAttempt(st)
+		reason = agentlanev1alpha1.ExternalTaskRetryBackoffReason
+		msg = fmt.Sprintf("attempt %d ended %s; retrying", n, rec.Outcome)
+		if rec.Outcome == agentlanev1alpha1.AttemptWorkerLost {
+			reason = agentlanev1alpha1.ExternalTaskWorkerLostReason
+		}
+		if r.Recorder != nil {
+			r.Recorder.Eventf(task, nil, corev1.EventTypeNormal, "Retrying", "Retry",
+				"attempt %d ended %s: %s", n, rec.Outcome, rec.Error)
+		}
+	case st.Phase == agentlanev1alpha1.ExternalTaskQueued:
+		// Already shows it, or shows why it waits.
+		return nil
+	}
+	st.Phase = agentlanev1alpha1.ExternalTaskQueued
+	st.Lane = agentlanev1alpha1.LaneName(tt.Ticket.Lane())
+	if st.QueuedAt == nil {
+		st.QueuedAt = &now
+	}
+	setInProgress(st, task.Generation, now)
+	setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse, reason, msg)
+	return r.patchStatus(ctx, task, orig)
+}
+
+// finish writes the final phase the scheduler decided, recording the last
+// attempt if the status still shows it, and forgets the task.
+func (r *ExternalTaskReconciler) finish(ctx context.Context, b binding, task *agentlanev1alpha1.ExternalTask, tt scheduling.TrackedTask, o lanequeue.Outcome) error {
+	orig := task.DeepCopy()
+	st := &task.Status
+	now := metav1.NewTime(r.Clock.Now())
+	n := int32(o.Attempts)
+	phase := finalPhase(o.State)
+	msg := ""
+	if o.Err != nil {
+		msg = o.Err.Error()
+	}
+	if phase != agentlanev1alpha1.ExternalTaskSucceeded && st.Attempt > 0 && st.Attempt == n && !recorded(st, n) {
+		rec := r.recordEnded(st, tt, o, now)
+		if msg == "" {
+			msg = rec.Error
+		}
+	}
+	if phase == agentlanev1alpha1.ExternalTaskSucceeded && msg == "" {
+		msg = fmt.Sprintf("attempt %d succeeded", n)
+	}
+	r.closeTask(st, task.Generation, phase, msg, now)
+	if err := r.patchStatus(ctx, task, orig); err != nil {
+		return err
+	}
+	b.tasks.Forget(task.Name)
+	r.workers.release(client.ObjectKeyFromObject(task))
+	if phase != agentlanev1alpha1.ExternalTaskSucceeded && phase != agentlanev1alpha1.ExternalTaskCancelled && r.Recorder != nil {
+		r.Recorder.Eventf(task, nil, corev1.EventTypeWarning, string(phase), "Finish", "task ended %s after %d attempts: %s", phase, n, msg)
+	}
+	logf.FromContext(ctx).V(1).Info("Task finished", "phase", phase, "attempts", n)
+	return nil
+}
+
+// finishUnscheduled ends a task the scheduler never took.
+func (r *ExternalTaskReconciler) finishUnscheduled(ctx context.Context, task *agentlanev1alpha1.ExternalTask, phase agentlanev1alpha1.ExternalTaskPhase, msg string) error {
+	orig := task.DeepCopy()
+	r.closeTask(&task.Status, task.Generation, phase, msg, metav1.NewTime(r.Clock.Now()))
+	if r.Recorder != nil {
+		r.Recorder.Eventf(task, nil, corev1.EventTypeWarning, string(phase), "Schedule", "%s", msg)
+	}
+	return r.patchStatus(ctx, task, orig)
+}
+
+// closeTask sets the final phase and conditions.
+func (r *ExternalTaskReconciler) closeTask(st *agentlanev1alpha1.ExternalTaskStatus, generation int64, phase agentlanev1alpha1.ExternalTaskPhase, msg string, now metav1.Time) {
+	st.Phase = phase
+	if st.FinishedAt == nil {
+		st.FinishedAt = &now
+	}
+	if phase != agentlanev1alpha1.ExternalTaskSucceeded {
+		setCondition(st, generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse, string(phase), msg)
+	}
+	setCondition(st, generation, now, agentlanev1alpha1.ExternalTaskFinishedCondition, metav1.ConditionTrue, string(phase), msg)
+}
+
+// finalPhase maps a scheduler's terminal state to the task phase.
+func finalPhase(s lanequeue.State) agentlanev1alpha1.ExternalTaskPhase {
+	switch s {
+	case lanequeue.StateSucceeded:
+		return agentlanev1alpha1.ExternalTaskSucceeded
+	case lanequeue.StateTimedOut:
+		return agentlanev1alpha1.ExternalTaskTimedOut
+	case lanequeue.StateDeadLettered:
+		return agentlanev1alpha1.ExternalTaskDeadLettered
+	case lanequeue.StateCancelled:
+		return agentlanev1alpha1.ExternalTaskCancelled
+	default:
+		return agentlanev1alpha1.ExternalTaskFailed
+	}
+}
+
+// recordEnded appends the record of the task's current attempt, which the
+// scheduler has closed. The outcome is the one the manager reported, else
+// the result the worker wrote, else cancellation or the scheduler's timeout.
+func (r *ExternalTaskReconciler) recordEnded(st *agentlanev1alpha1.ExternalTaskStatus, tt scheduling.TrackedTask, o lanequeue.Outcome, now metav1.Time) agentlanev1alpha1.TaskAttempt {
+	rec := agentlanev1alpha1.TaskAttempt{
+		Attempt: st.Attempt, Worker: st.Worker, NodeName: st.NodeName,
+		StartedAt: st.StartedAt, FinishedAt: st.FinishedAt,
+	}
+	switch {
+	case tt.Closed == st.Attempt:
+		rec.Outcome, rec.Error = tt.ClosedAs.Outcome, tt.ClosedAs.Msg
+	case st.Result != nil && st.Result.Success:
+		rec.Outcome = agentlanev1alpha1.AttemptSucceeded
+	case st.Result != nil:
+		rec.Outcome, rec.Error = agentlanev1alpha1.AttemptFailed, st.Result.Error
+	case o.State == lanequeue.StateCancelled:
+		rec.Outcome = agentlanev1alpha1.AttemptCancelled
+		if o.Err != nil {
+			rec.Error = o.Err.Error()
+		}
+	default:
+		rec.Outcome = agentlanev1alpha1.AttemptTimedOut
+		rec.Error = fmt.Sprintf("attempt %d did not finish within its timeout", st.Attempt)
+	}
+	if rec.FinishedAt == nil {
+		rec.FinishedAt = &now
+	}
+	if rec.Worker == "" && st.JobName != "" {
+		rec.Worker = st.JobName
+	}
+	rec.Error = truncate.Runes(rec.Error, maxAttemptError, "")
+	st.Attempts = append(st.Attempts, rec)
+	if extra := len(st.Attempts) - maxAttemptRecords; extra > 0 {
+		st.Attempts = slices.Delete(st.Attempts, 0, extra)
+	}
+	return rec
+}
+
+// clearAttempt removes what belonged to the previous attempt.
+func clearAttempt(st *agentlanev1alpha1.ExternalTaskStatus) {
+	st.Worker, st.NodeName, st.JobName = "", "", ""
+	st.StartedAt, st.FinishedAt, st.DispatchedAt, st.Result = nil, nil, nil, nil
+}
+
+// setInProgress makes sure the task shows Claimed and Finished=False, in
+// that order, so that a worker can update them in place (docs/workers.md).
+func setInProgress(st *agentlanev1alpha1.ExternalTaskStatus, generation int64, now metav1.Time) {
+	if meta.FindStatusCondition(st.Conditions, agentlanev1alpha1.ExternalTaskClaimedCondition) == nil {
+		setCondition(st, generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
+			agentlanev1alpha1.ExternalTaskAwaitingWorkerReason, "waiting for a slot")
+	}
+	setCondition(st, generation, now, agentlanev1alpha1.ExternalTaskFinishedCondition, metav1.ConditionFalse,
+		agentlanev1alpha1.ExternalTaskInProgressReason, "the task has not finished")
+}
+
+func setCondition(st *agentlanev1alpha1.ExternalTaskStatus, generation int64, now metav1.Time, typ string, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: truncate.Runes(msg, maxConditionMessage, ""),
+		ObservedGeneration: generation, LastTransitionTime: now,
+	})
+}
+
+// setWaiting shows why a task cannot be scheduled yet.
+func (r *ExternalTaskReconciler) setWaiting(ctx context.Context, task *agentlanev1alpha1.ExternalTask, why string) error {
+	orig := task.DeepCopy()
+	st := &task.Status
+	now := metav1.NewTime(r.Clock.Now())
+	if st.Phase == "" {
+		st.Phase = agentlanev1alpha1.ExternalTaskQueued
+	}
+	setInProgress(st, task.Generation, now)
+	setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
+		agentlanev1alpha1.ExternalTaskAwaitingWorkerReason, why)
+	return r.patchStatus(ctx, task, orig)
+}
+
+// patchStatus writes the status change from orig, only if there is one. The
+// patch carries the resourceVersion it was computed from, so a write based
+// on a stale read (the worker wrote in between) fails with a conflict and
+// the task is reconciled again from fresh state.
+func (r *ExternalTaskReconciler) patchStatus(ctx context.Context, task, orig *agentlanev1alpha1.ExternalTask) error {
+	task.Status.ObservedGeneration = task.Generation
+	if equality.Semantic.DeepEqual(orig.Status, task.Status) {
+		return nil
+	}
+	if err := r.Status().Patch(ctx, task, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("write status: %w", err)
+	}
+	r.written.wrote(client.ObjectKeyFromObject(task), orig.ResourceVersion)
+	return nil
+}

@@ -1,0 +1,225 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/pkg/sessionapi"
+)
+
+// RuntimeLabel marks a session's runtime pod and its PodDisruptionBudget;
+// its value is the session's name.
+const RuntimeLabel = "agentlane.io/session-runtime"
+
+// Environment variables the operator sets in every container of a runtime
+// pod; sessionapi documents them.
+const (
+	EnvSessionAPIURL      = sessionapi.EnvSessionAPIURL
+	EnvNamespace          = sessionapi.EnvNamespace
+	EnvSession            = sessionapi.EnvSession
+	EnvTenantID           = sessionapi.EnvTenantID
+	EnvPrincipal          = sessionapi.EnvPrincipal
+	EnvAgentTemplateID    = sessionapi.EnvAgentTemplateID
+	EnvCorrelationID      = sessionapi.EnvCorrelationID
+	EnvResumeRunID        = sessionapi.EnvResumeRunID
+	EnvCheckpointLocation = sessionapi.EnvCheckpointLocation
+	EnvPodName            = sessionapi.EnvPodName
+	EnvNodeName           = sessionapi.EnvNodeName
+)
+
+// evict removes the pod's disruption budget, then evicts the pod through
+// the Eviction API.
+func (r *AgentSessionReconciler) evict(ctx context.Context, s *agentlanev1alpha1.AgentSession, pod *corev1.Pod) error {
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: runtimeBudgetName(s)}}
+	if err := r.Delete(ctx, pdb); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete the runtime pod's disruption budget: %w", err)
+	}
+	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}
+	if err := r.SubResource("eviction").Create(ctx, pod, ev); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("evict runtime pod %s: %w", pod.Name, err)
+	}
+	return nil
+}
+
+// runtimePod returns the session's runtime pod that is not being deleted,
+// if any.
+func (r *AgentSessionReconciler) runtimePod(ctx context.Context, s *agentlanev1alpha1.AgentSession) (*corev1.Pod, error) {
+	pods := &corev1.PodList{}
+	if err := r.List(ctx, pods, client.InNamespace(s.Namespace), client.MatchingLabels{RuntimeLabel: s.Name}); err != nil {
+		return nil, fmt.Errorf("list runtime pods: %w", err)
+	}
+	var found *corev1.Pod
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if !p.DeletionTimestamp.IsZero() || !metav1.IsControlledBy(p, s) {
+			continue
+		}
+		if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+			continue
+		}
+		if found == nil || p.CreationTimestamp.After(found.CreationTimestamp.Time) {
+			found = p
+		}
+	}
+	return found, nil
+}
+
+// ensureRuntime creates the session's runtime pod and its disruption budget
+// when they are missing.
+func (r *AgentSessionReconciler) ensureRuntime(ctx context.Context, s *agentlanev1alpha1.AgentSession, pod *corev1.Pod) (*corev1.Pod, error) {
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: runtimeBudgetName(s)}}
+	if err := r.Get(ctx, client.ObjectKeyFromObject(pdb), pdb); apierrors.IsNotFound(err) {
+		pdb.Labels = map[string]string{RuntimeLabel: s.Name}
+		zero := intstr.FromInt32(0)
+		pdb.Spec = policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: &zero,
+			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{RuntimeLabel: s.Name}},
+		}
+		if err := controllerutil.SetControllerReference(s, pdb, r.Scheme()); err != nil {
+			return nil, err
+		}
+		if err := r.Create(ctx, pdb); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("create the runtime pod's disruption budget: %w", err)
+		}
+	} else if err != nil {
+		return nil, err
+	}
+	if pod != nil {
+		return pod, nil
+	}
+	pod = r.newRuntimePod(s)
+	if err := controllerutil.SetControllerReference(s, pod, r.Scheme()); err != nil {
+		return nil, err
+	}
+	if err := r.Create(ctx, pod); err != nil {
+		if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
+			s.Status.Phase = agentlanev1alpha1.SessionFailed
+			setReady(s, metav1.ConditionFalse, agentlanev1alpha1.AgentSessionPodFailedReason,
+				fmt.Sprintf("spec.runtime.podTemplate is refused: %v", err))
+			r.event(s, corev1.EventTypeWarning, agentlanev1alpha1.AgentSessionPodFailedReason, "CreatePod", "spec.runtime.podTemplate is refused: %v", err)
+			return nil, nil
+		}
+		return nil, fmt.Errorf("create the runtime pod: %w", err)
+	}
+	r.event(s, corev1.EventTypeNormal, "RuntimePodCreated", "CreatePod", "created runtime pod %s%s", pod.Name, checkpointNote(s))
+	return pod, nil
+}
+
+// newRuntimePod builds the session's pod from its template, with the
+// session's identity and the Session API's address in every container.
+func (r *AgentSessionReconciler) newRuntimePod(s *agentlanev1alpha1.AgentSession) *corev1.Pod {
+	tmpl := s.Spec.Runtime.PodTemplate.DeepCopy()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:    s.Namespace,
+			GenerateName: s.Name + "-",
+			Labels:       maps.Clone(tmpl.Labels),
+			Annotations:  tmpl.Annotations,
+		},
+		Spec: tmpl.Spec,
+	}
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	pod.Labels[RuntimeLabel] = s.Name
+	pod.Labels[agentlanev1alpha1.SessionLabel] = s.Name
+	env := []corev1.EnvVar{
+		{Name: EnvNamespace, Value: s.Namespace},
+		{Name: EnvSession, Value: s.Name},
+	}
+	if r.SessionAPIURL != "" {
+		env = append(env, corev1.EnvVar{Name: EnvSessionAPIURL, Value: r.SessionAPIURL})
+	}
+	if id := s.Spec.Identity; id != nil {
+		for name, v := range map[string]string{EnvTenantID: id.TenantID, EnvPrincipal: id.Principal,
+			EnvAgentTemplateID: id.AgentTemplateID, EnvCorrelationID: id.CorrelationID} {
+			if v != "" {
+				env = append(env, corev1.EnvVar{Name: name, Value: v})
+			}
+		}
+	}
+	if cp := s.Status.LastCheckpoint; cp != nil {
+		env = append(env, corev1.EnvVar{Name: EnvResumeRunID, Value: cp.RunID})
+		if cp.Location != "" {
+			env = append(env, corev1.EnvVar{Name: EnvCheckpointLocation, Value: cp.Location})
+		}
+	}
+	env = append(env,
+		corev1.EnvVar{Name: EnvPodName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+		corev1.EnvVar{Name: EnvNodeName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
+	)
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		for _, e := range env {
+			if !slices.ContainsFunc(c.Env, func(have corev1.EnvVar) bool { return have.Name == e.Name }) {
+				c.Env = append(c.Env, e)
+			}
+		}
+	}
+	return pod
+}
+
+// runtimeBudgetName names the disruption budget of a session's pod.
+func runtimeBudgetName(s *agentlanev1alpha1.AgentSession) string {
+	return "agentlane-runtime-" + s.Name
+}
+
+// showPod records the runtime pod in the session's status.
+func (r *AgentSessionReconciler) showPod(s *agentlanev1alpha1.AgentSession, pod *corev1.Pod) {
+	if pod == nil {
+		s.Status.PodName = ""
+		return
+	}
+	s.Status.PodName = pod.Name
+	if pod.Spec.NodeName != "" {
+		s.Status.NodeName = pod.Spec.NodeName
+	}
+}
+
+func podNote(pod *corev1.Pod) string {
+	if pod == nil || pod.Spec.NodeName == "" {
+		return ""
+	}
+	return " on node " + pod.Spec.NodeName
+}
+
+func podName(pod *corev1.Pod) string {
+	if pod == nil {
+		return "(none)"
+	}
+	return pod.Name
+}
+
+func podPhase(pod *corev1.Pod) string {
+	if pod == nil || pod.Status.Phase == "" {
+		return "not created"
+	}
+	return string(pod.Status.Phase)
+}
