@@ -249,7 +249,8 @@ var _ = Describe("Session runtime pods and passivation", func() {
 
 		second := runtimePodOf(s, first.Name)
 		Expect(second.Spec.Containers[0].Env).To(ContainElement(corev1.EnvVar{Name: EnvResumeRunID, Value: "run-1"}))
-		Expect(phaseOf(s)(Default)).To(Equal(agentlanev1alpha1.SessionResuming))
+		// The reconcile that creates the pod writes the phase just after.
+		Eventually(phaseOf(s)).Should(Equal(agentlanev1alpha1.SessionResuming))
 		Consistently(waiting.State, "300ms").Should(Equal(lanequeue.StateQueued), "queued work waits for the new pod")
 		run(second, nodeB)
 		Eventually(func(g Gomega) {
