@@ -53,7 +53,7 @@ node_index() { # node-3 -> 3
 
 need_root() {
 	[[ "$(uname -s)" == Linux ]] || die "the local cluster needs Linux"
-	[[ "$(id -u)" -eq 0 ]] || die "the local cluster needs root (network namespaces, mounts, cgroups and containerd); run it as root, for example: sudo make $1"
+	[[ "$(id -u)" -eq 0 ]] || die "the local cluster needs root (network namespaces, mounts, cgroups and containerd); run it as root, for example: sudo $1"
 }
 
 # ensure_packages installs containerd, runc, the CNI plugins, iptables and
@@ -374,7 +374,7 @@ cmd_up() {
 		esac
 	done
 	[[ "${nodes}" =~ ^[1-9][0-9]?$ ]] || die "--nodes must be a number from 1 to 99"
-	need_root cluster-up
+	need_root "make cluster-up"
 	if alive "${CLUSTER_DIR}/pids/kube-apiserver"; then
 		die "a cluster is up (${CLUSTER_DIR}); run 'make cluster-down' first"
 	fi
@@ -439,7 +439,7 @@ kill_node_processes() {
 }
 
 cmd_kill_node() {
-	need_root cluster-down
+	need_root "hack/cluster.sh kill-node NAME"
 	[[ $# -eq 1 ]] || die "usage: hack/cluster.sh kill-node NAME"
 	local i
 	i="$(node_index "$1")"
@@ -465,7 +465,7 @@ remove_cgroups() {
 }
 
 cmd_down() {
-	need_root cluster-down
+	need_root "make cluster-down"
 	local nodes=0 i name
 	[[ -f "${CLUSTER_DIR}/nodes-count" ]] && nodes="$(cat "${CLUSTER_DIR}/nodes-count")"
 	# Nodes that a failed run left without a count are found by namespace.

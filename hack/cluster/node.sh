@@ -24,7 +24,7 @@ for _ in $(seq 1 100); do
 	sleep 0.1
 done
 for archive in "${images}"/*.tar; do
-	ctr --address "${dir}/containerd.sock" -n k8s.io images import --no-unpack=false "${archive}" >>"${cluster_dir}/logs/${name}-images.log" 2>&1
+	ctr --address "${dir}/containerd.sock" -n k8s.io images import "${archive}" >>"${cluster_dir}/logs/${name}-images.log" 2>&1
 done
 
 "${bin}/kubelet" --config "${dir}/kubelet.yaml" --kubeconfig "${cluster_dir}/${name}.kubeconfig" \
