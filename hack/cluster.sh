@@ -135,7 +135,7 @@ EOF
 
 make_pki() {
 	local nodes="$1" pki="${CLUSTER_DIR}/pki" i
-	mkdir -p "${pki}"
+	mkdir -p -m 0700 "${pki}"
 	openssl ecparam -name prime256v1 -genkey -noout -out "${pki}/ca.key" 2>/dev/null
 	openssl req -x509 -new -key "${pki}/ca.key" -subj "/CN=agentlane-cluster-ca" -days 30 -sha256 \
 		-addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
@@ -157,6 +157,9 @@ subjectAltName=IP:${APISERVER_IP},IP:10.96.0.1,IP:127.0.0.1,DNS:kubernetes,DNS:k
 		kubeconfig "$(node_name "$i")"
 	done
 	cp "${CLUSTER_DIR}/admin.kubeconfig" "${CLUSTER_DIR}/kubeconfig"
+	# The keys and the kubeconfigs that name them are root's alone.
+	chmod 0700 "${pki}"
+	chmod 0600 "${pki}"/*.key "${CLUSTER_DIR}"/*.kubeconfig "${CLUSTER_DIR}/kubeconfig"
 }
 
 # --- network ------------------------------------------------------------------
