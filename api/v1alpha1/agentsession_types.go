@@ -324,11 +324,9 @@ type SessionRuntime struct {
 	// podTemplate is the pod that runs the session's agent runtime. The
 	// operator creates one pod from it while the session is Active, evicts it
 	// on passivation and creates a new one on resume. It adds the session's
-	// identity and a reference to its last checkpoint. The template is stored
-	// as given and checked when the pod is created, not at admission.
-	// +kubebuilder:pruning:PreserveUnknownFields
-	// +kubebuilder:validation:Schemaless
-	// +kubebuilder:validation:Type=object
+	// identity and a reference to its last checkpoint. The API server checks
+	// the template against the Pod schema at admission, so a template that
+	// cannot be decoded is refused, not stored.
 	// +required
 	PodTemplate corev1.PodTemplateSpec `json:"podTemplate"`
 

@@ -171,11 +171,9 @@ type ExternalTarget struct {
 	// jobTemplate is the batch Job the operator creates for each task when
 	// type is Job; it is required then and not allowed otherwise. It supplies
 	// the image, resources and placement; the operator adds the task reference
-	// the one-shot worker needs, and owner references. The template is stored
-	// as given and checked when the Job is created, not at admission.
-	// +kubebuilder:pruning:PreserveUnknownFields
-	// +kubebuilder:validation:Schemaless
-	// +kubebuilder:validation:Type=object
+	// the one-shot worker needs, and owner references. The API server checks
+	// the template against the Job schema at admission, so a template that
+	// cannot be decoded is refused, not stored.
 	// +optional
 	JobTemplate *batchv1.JobTemplateSpec `json:"jobTemplate,omitempty"`
 }

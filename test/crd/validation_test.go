@@ -442,6 +442,46 @@ spec:
   commandType: bash
   timeout: 0s
 `, "timeout must be a positive duration"),
+		// Templates that do not decode into a Pod or a Job: stored, they
+		// would break every cache that lists the kind.
+		Entry("session podTemplate with a number for its containers", `
+apiVersion: agentlane.io/v1alpha1
+kind: AgentSession
+metadata: {generateName: bad-}
+spec:
+  queueRef: {name: a3s}
+  runtime:
+    podTemplate:
+      spec: {containers: 5}
+`, "spec.runtime.podTemplate.spec.containers: Invalid value: \"integer\": spec.runtime.podTemplate.spec.containers in body must be of type array"),
+		Entry("session podTemplate with a string for a container's ports", `
+apiVersion: agentlane.io/v1alpha1
+kind: AgentSession
+metadata: {generateName: bad-}
+spec:
+  queueRef: {name: a3s}
+  runtime:
+    podTemplate:
+      spec:
+        containers: [{name: agent, image: agent:v1, ports: "8080"}]
+`, "spec.runtime.podTemplate.spec.containers[0].ports: Invalid value: \"string\""),
+		Entry("lane jobTemplate with a string for its backoffLimit", `
+apiVersion: agentlane.io/v1alpha1
+kind: LaneQueue
+metadata: {generateName: bad-}
+spec:
+  lanes:
+  - name: build
+    handlerMode: External
+    externalTarget:
+      type: Job
+      jobTemplate:
+        spec:
+          backoffLimit: "none"
+          template:
+            spec:
+              containers: [{name: worker, image: agentlane:dev}]
+`, "spec.lanes[0].externalTarget.jobTemplate.spec.backoffLimit: Invalid value: \"string\""),
 		Entry("task with negative priority", `
 apiVersion: agentlane.io/v1alpha1
 kind: ExternalTask
