@@ -201,6 +201,29 @@ var _ = Describe("agentlane on a real cluster", Ordered, func() {
 		Expect(nodeOf(systemNamespace, task.Status.Worker)).To(Equal(task.Status.NodeName))
 	})
 
+	It("refuses a session whose runtime pod template is privileged or mounts the node's filesystem", func() {
+		for spec, want := range map[string]string{
+			"containers: [{name: agent, image: agentlane:dev, securityContext: {privileged: true}}]": "privileged containers are not allowed in spec.runtime.podTemplate",
+			"containers: [{name: agent, image: agentlane:dev}]\nvolumes: [{name: root, hostPath: {path: /}}]": "hostPath volumes are not allowed in spec.runtime.podTemplate",
+		} {
+			doc := fmt.Sprintf(`
+apiVersion: agentlane.io/v1alpha1
+kind: AgentSession
+metadata: {name: escape, namespace: default}
+spec:
+  queueRef: {name: e2e}
+  runtime:
+    podTemplate:
+      spec:
+%s
+`, indent(spec, 8))
+			_, err := runStdin(doc, kubectlBin, "apply", "-f", "-")
+			Expect(err).To(MatchError(ContainSubstring(want)))
+		}
+		err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "escape"}, &agentlanev1alpha1.AgentSession{})
+		Expect(err).To(HaveOccurred(), "the session was stored")
+	})
+
 	It("runs a runtime pod's External commands on worker pods on several nodes, in order and within the per-session cap", func() {
 		rebalanceWorkers()
 		script := `turns:

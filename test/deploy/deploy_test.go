@@ -26,6 +26,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -36,6 +37,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -54,7 +56,8 @@ const (
 )
 
 // clusterScoped are the kinds config/default deploys without a namespace.
-var clusterScoped = []string{"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}
+var clusterScoped = []string{"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
+	"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 
 // find returns the rendered object of kind and name, or nil.
 func find(kind, name string) *unstructured.Unstructured {
@@ -412,3 +415,117 @@ func mustAtoi(s string) int {
 	Expect(err).NotTo(HaveOccurred(), "port %q", s)
 	return n
 }
+
+var _ = Describe("config/policy, installed", Ordered, func() {
+	const tenant = "tenant-templates"
+
+	// session is an AgentSession whose runtime pod spec is spec.
+	session := func(name, spec string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		Expect(yaml.Unmarshal([]byte(fmt.Sprintf(`
+apiVersion: agentlane.io/v1alpha1
+kind: AgentSession
+metadata: {name: %s, namespace: %s}
+spec:
+  queueRef: {name: q}
+  runtime:
+    podTemplate:
+      spec:
+%s
+`, name, tenant, spec)), &u.Object)).To(Succeed())
+		return u
+	}
+	// queue is a LaneQueue whose Job lane's pod spec is spec.
+	queue := func(name, spec string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		Expect(yaml.Unmarshal([]byte(fmt.Sprintf(`
+apiVersion: agentlane.io/v1alpha1
+kind: LaneQueue
+metadata: {name: %s, namespace: %s}
+spec:
+  defaultLane: build
+  lanes:
+  - name: build
+    priority: 0
+    handlerMode: External
+    externalTarget:
+      type: Job
+      jobTemplate:
+        spec:
+          template:
+            spec:
+%s
+`, name, tenant, spec)), &u.Object)).To(Succeed())
+		return u
+	}
+	indent := func(s string, by int) string {
+		pad := strings.Repeat(" ", by)
+		return pad + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n"+pad)
+	}
+	const (
+		plain       = "containers: [{name: agent, image: agent:v1}]"
+		privileged  = "containers: [{name: agent, image: agent:v1, securityContext: {privileged: true}}]"
+		privInit    = "containers: [{name: agent, image: agent:v1}]\ninitContainers: [{name: setup, image: agent:v1, securityContext: {privileged: true}}]"
+		hostNetwork = "hostNetwork: true\ncontainers: [{name: agent, image: agent:v1}]"
+		hostPID     = "hostPID: true\ncontainers: [{name: agent, image: agent:v1}]"
+		hostPath    = "containers: [{name: agent, image: agent:v1}]\nvolumes: [{name: root, hostPath: {path: /}}]"
+	)
+
+	BeforeAll(func() {
+		By("installing the Namespace, the CRDs and config/policy's objects for real")
+		for _, o := range rendered {
+			switch o.GetKind() {
+			case "Namespace", "CustomResourceDefinition", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
+			case "ConfigMap":
+				if o.GetName() != "agentlane-template-policy" {
+					continue
+				}
+			default:
+				continue
+			}
+			Expect(k8sClient.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), fieldOwner, client.ForceOwnership)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
+		}
+		Expect(client.IgnoreAlreadyExists(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}))).To(Succeed())
+		By("waiting until the API server enforces the policy")
+		Eventually(func(g Gomega) {
+			err := k8sClient.Create(ctx, session("probe", indent(privileged, 8)), client.DryRunAll)
+			g.Expect(err).To(HaveOccurred())
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+	})
+
+	DescribeTable("refuses templates that reach into the node, naming the template",
+		func(obj func(name, spec string) *unstructured.Unstructured, spec, fragment string) {
+			err := k8sClient.Create(ctx, obj("bad", indent(spec, 14)))
+			Expect(err).To(HaveOccurred(), "admitted")
+			Expect(apierrors.IsForbidden(err) || apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+			Expect(err.Error()).To(ContainSubstring(fragment))
+		},
+		Entry("a privileged runtime container", session, privileged, "privileged containers are not allowed in spec.runtime.podTemplate"),
+		Entry("a privileged init container", session, privInit, "privileged containers are not allowed in spec.runtime.podTemplate"),
+		Entry("a runtime pod on the host network", session, hostNetwork, "hostNetwork, hostPID and hostIPC are not allowed in spec.runtime.podTemplate"),
+		Entry("a runtime pod in the host PID namespace", session, hostPID, "hostNetwork, hostPID and hostIPC are not allowed"),
+		Entry("a runtime pod mounting the node's /", session, hostPath, "hostPath volumes are not allowed in spec.runtime.podTemplate"),
+		Entry("a privileged Job lane", queue, privileged, "privileged containers are not allowed in spec.lanes[build].externalTarget.jobTemplate"),
+		Entry("a Job lane mounting the node's /", queue, hostPath, "hostPath volumes are not allowed in spec.lanes[build].externalTarget.jobTemplate"),
+	)
+
+	It("admits plain templates, and what the cluster's ConfigMap allows", func() {
+		Expect(k8sClient.Create(ctx, session("plain", indent(plain, 14)))).To(Succeed())
+		Expect(k8sClient.Create(ctx, queue("plain", indent(plain, 14)))).To(Succeed())
+
+		cm := &corev1.ConfigMap{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "agentlane-template-policy"}, cm)).To(Succeed())
+		cm.Data["allowPrivileged"] = "true"
+		Expect(k8sClient.Update(ctx, cm)).To(Succeed())
+		DeferCleanup(func() {
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(cm), cm)).To(Succeed())
+			cm.Data["allowPrivileged"] = "false"
+			Expect(k8sClient.Update(ctx, cm)).To(Succeed())
+		})
+		Eventually(func() error {
+			return k8sClient.Create(ctx, session("privileged", indent(privileged, 14)), client.DryRunAll)
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+		By("allowing privileged containers does not allow the host's namespaces")
+		Expect(k8sClient.Create(ctx, session("host", indent(hostNetwork, 14)))).NotTo(Succeed())
+	})
+})
