@@ -45,7 +45,7 @@ help: ## Show this help.
 
 .PHONY: manifests
 manifests: controller-gen ## Generate CRDs and RBAC from the API types and kubebuilder markers.
-	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./api/..." paths="./internal/controller/..." paths="./cmd/manager/..." paths="./internal/sessionserver/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:generateEmbeddedObjectMeta=true paths="./api/..." paths="./internal/controller/..." paths="./cmd/manager/..." paths="./internal/sessionserver/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	@if grep -rq '+kubebuilder:rbac' cmd/worker; then \
 		$(CONTROLLER_GEN) rbac:roleName=worker-role paths="./cmd/worker/..." output:rbac:artifacts:config=config/rbac/worker; fi
 

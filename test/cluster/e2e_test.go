@@ -203,7 +203,7 @@ var _ = Describe("agentlane on a real cluster", Ordered, func() {
 
 	It("refuses a session whose runtime pod template is privileged or mounts the node's filesystem", func() {
 		for spec, want := range map[string]string{
-			"containers: [{name: agent, image: agentlane:dev, securityContext: {privileged: true}}]": "privileged containers are not allowed in spec.runtime.podTemplate",
+			"containers: [{name: agent, image: agentlane:dev, securityContext: {privileged: true}}]":          "privileged containers are not allowed in spec.runtime.podTemplate",
 			"containers: [{name: agent, image: agentlane:dev}]\nvolumes: [{name: root, hostPath: {path: /}}]": "hostPath volumes are not allowed in spec.runtime.podTemplate",
 		} {
 			doc := fmt.Sprintf(`

@@ -610,3 +610,58 @@ spec:
 		Expect(strings.Contains(string(y.Spec.Payload.Raw), `"command"`)).To(BeTrue())
 	})
 })
+
+var _ = Describe("Pod and Job templates", func() {
+	It("keep the labels and annotations of their metadata, under strict field validation as kubectl applies", func() {
+		session := object(`
+apiVersion: agentlane.io/v1alpha1
+kind: AgentSession
+metadata: {generateName: tmpl-}
+spec:
+  queueRef: {name: a3s}
+  runtime:
+    podTemplate:
+      metadata:
+        labels: {app: reviewer}
+        annotations: {team: review}
+      spec:
+        containers: [{name: agent, image: agent:v1}]
+`)
+		Expect(k8sClient.Create(ctx, session, client.FieldValidation("Strict"))).To(Succeed())
+		labels, _, _ := unstructured.NestedStringMap(session.Object, "spec", "runtime", "podTemplate", "metadata", "labels")
+		annotations, _, _ := unstructured.NestedStringMap(session.Object, "spec", "runtime", "podTemplate", "metadata", "annotations")
+		Expect(labels).To(Equal(map[string]string{"app": "reviewer"}))
+		Expect(annotations).To(Equal(map[string]string{"team": "review"}))
+
+		queue := object(`
+apiVersion: agentlane.io/v1alpha1
+kind: LaneQueue
+metadata: {generateName: tmpl-}
+spec:
+  defaultLane: build
+  lanes:
+  - name: build
+    priority: 0
+    handlerMode: External
+    externalTarget:
+      type: Job
+      jobTemplate:
+        metadata:
+          labels: {app: build}
+        spec:
+          template:
+            metadata:
+              labels: {app: build-pod}
+            spec:
+              containers: [{name: worker, image: agentlane:dev}]
+`)
+		Expect(k8sClient.Create(ctx, queue, client.FieldValidation("Strict"))).To(Succeed())
+		lanes, _, _ := unstructured.NestedSlice(queue.Object, "spec", "lanes")
+		Expect(lanes).To(HaveLen(1))
+		lane := lanes[0].(map[string]any)
+		jobLabels, _, _ := unstructured.NestedStringMap(lane, "externalTarget", "jobTemplate", "metadata", "labels")
+		podLabels, _, _ := unstructured.NestedStringMap(lane, "externalTarget", "jobTemplate", "spec", "template", "metadata", "labels")
+		Expect(jobLabels).To(Equal(map[string]string{"app": "build"}))
+		Expect(podLabels).To(Equal(map[string]string{"app": "build-pod"}))
+	})
+})
