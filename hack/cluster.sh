@@ -89,7 +89,7 @@ wait_for() {
 	shift 2
 	local deadline=$((SECONDS + secs))
 	until "$@" >/dev/null 2>&1; do
-		((SECONDS < deadline)) || die "timed out after ${secs}s waiting for ${what} (logs in ${CLUSTER_DIR}/logs)"
+		((SECONDS < deadline)) || die "timed out after ${secs}s waiting for ${what}"
 		sleep 0.5
 	done
 }
@@ -397,8 +397,9 @@ cmd_up() {
 
 	mkdir -p "${CLUSTER_DIR}/logs" "${CLUSTER_DIR}/pids"
 	echo "${nodes}" >"${CLUSTER_DIR}/nodes-count"
-	# From here on a failure tears down what was started.
-	trap 'log "bring-up failed; tearing down"; cmd_down >/dev/null 2>&1 || true' ERR
+	# From here on a failure (a failed command or a die) tears down what was
+	# started.
+	trap up_failed EXIT
 	log "certificates"
 	make_pki "${nodes}"
 	log "network: bridge ${BRIDGE} (${APISERVER_IP}/24), ${nodes} node namespaces"
@@ -412,11 +413,21 @@ cmd_up() {
 	done
 	log "waiting for ${nodes} nodes to be Ready"
 	wait_for "${nodes} Ready nodes" 180 nodes_ready "${nodes}"
-	trap - ERR
+	trap - EXIT
 	ln -sf "${envtest}/kubectl" "${CLUSTER_DIR}/kubectl"
 	log "cluster up in $((SECONDS - began))s"
 	kctl get nodes -o wide >&2
 	echo "export KUBECONFIG=${CLUSTER_DIR}/kubeconfig"
+}
+
+# up_failed keeps the logs of a bring-up that failed and tears down what it
+# started.
+up_failed() {
+	local keep="${TMPDIR:-/tmp}/agentlane-cluster-logs"
+	rm -rf "${keep}"
+	cp -r "${CLUSTER_DIR}/logs" "${keep}" 2>/dev/null || true
+	log "bring-up failed; tearing down; the logs are in ${keep}"
+	cmd_down >/dev/null 2>&1 || true
 }
 
 nodes_ready() {
@@ -435,7 +446,7 @@ kill_node_processes() {
 		kill -KILL "$(cat "${pidfile}")" 2>/dev/null || true
 	fi
 	local deadline=$((SECONDS + 30))
-	while pgrep -f -- "${CLUSTER_DIR}/nodes/${name}/" >/dev/null; do
+	while [[ -n "$(pids_matching "${CLUSTER_DIR}/nodes/${name}/")" ]]; do
 		((SECONDS < deadline)) || { log "processes of ${name} are still running"; break; }
 		sleep 0.2
 	done
@@ -511,10 +522,27 @@ cmd_down() {
 	log "cluster down"
 }
 
+# pids_matching PATTERN lists the processes whose command line holds
+# PATTERN, except this script and the commands that started it (whose own
+# command lines may name the cluster's directory).
+pids_matching() {
+	local ancestors=" " pid=$$
+	while [[ "${pid}" -gt 1 ]]; do
+		ancestors+="${pid} "
+		pid="$(awk '{print $4}' "/proc/${pid}/stat" 2>/dev/null || echo 1)"
+	done
+	local p
+	for p in $(pgrep -f -- "$1"); do
+		[[ "${ancestors}" == *" ${p} "* ]] || echo "${p}"
+	done
+}
+
 # leftovers fails, naming them, when anything of a cluster is still there.
 leftovers() {
 	local left=() h
-	pgrep -f -- "${CLUSTER_DIR}/" >/dev/null && left+=("processes: $(pgrep -d, -f -- "${CLUSTER_DIR}/")")
+	local pids
+	pids="$(pids_matching "${CLUSTER_DIR}/" | paste -sd, -)"
+	[[ -n "${pids}" ]] && left+=("processes: ${pids}")
 	ip netns list 2>/dev/null | grep -q '^agentlane-node-' && left+=("network namespaces")
 	ip link show "${BRIDGE}" >/dev/null 2>&1 && left+=("bridge ${BRIDGE}")
 	ip route show | grep -q "^${POD_PREFIX}\." && left+=("routes to ${POD_PREFIX}.0.0/16")
