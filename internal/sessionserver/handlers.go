@@ -50,6 +50,10 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 	if req.Type == "" {
 		return apiError(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "type is required: the command type, such as read, bash or llm")
 	}
+	if len(req.Payload) > s.MaxPayloadBytes {
+		return apiErrorf(http.StatusRequestEntityTooLarge, sessionapi.CodeTooLarge,
+			"the payload is %d bytes, over this server's limit of %d bytes (--session-api-max-payload-bytes)", len(req.Payload), s.MaxPayloadBytes)
+	}
 	id := req.ID
 	if id == "" {
 		id = s.ids.NewID()

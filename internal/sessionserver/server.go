@@ -58,6 +58,10 @@ const (
 	keepAliveInterval = 15 * time.Second
 	// maxBody bounds request bodies.
 	maxBody = 4 << 20
+	// DefaultMaxPayloadBytes bounds one command's payload: below maxBody,
+	// so that a handful of callers cannot hold the manager's memory with
+	// commands that wait in their lanes.
+	DefaultMaxPayloadBytes = 256 << 10
 )
 
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
@@ -104,6 +108,9 @@ type Server struct {
 	// Store keeps the sessions' checkpoints; nil means the manager runs
 	// without a session store and the checkpoint routes answer NoStore.
 	Store sessionstore.Store
+	// MaxPayloadBytes bounds the payload of one submitted command;
+	// DefaultMaxPayloadBytes when zero. Larger submissions get 413 TooLarge.
+	MaxPayloadBytes int
 
 	hub   *eventHub
 	calls calls
@@ -137,6 +144,9 @@ func (s *Server) init() {
 	s.hub = newEventHub(s.RetainedEvents, s.Clock, &s.calls)
 	if s.MaxWait <= 0 {
 		s.MaxWait = DefaultMaxWait
+	}
+	if s.MaxPayloadBytes <= 0 {
+		s.MaxPayloadBytes = DefaultMaxPayloadBytes
 	}
 	s.ids = s.IDs
 	if s.ids == nil {

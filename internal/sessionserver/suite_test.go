@@ -56,6 +56,9 @@ var (
 	baseURL   string
 	// restConfig reaches the control plane, for the workers specs start.
 	restConfig *rest.Config
+	// server is the suite's Session API; specs that need tight bounds set
+	// them and restore them with DeferCleanup.
+	server *Server
 )
 
 func TestSessionServer(t *testing.T) {
@@ -87,7 +90,7 @@ var _ = BeforeSuite(func() {
 	shared := controller.Shared{Schedulers: schedulers, Passivations: &controller.PassivationClock{},
 		Budgets: &budget.Ledger{Publish: schedulers.Publish, Recorder: mgr.GetEventRecorder("agentlane-budget")}}
 	Expect(controller.Setup(ctx, mgr, shared)).To(Succeed())
-	server := withStore(mgr, &Server{Addr: "127.0.0.1:0", Schedulers: schedulers, Budgets: shared.Budgets,
+	server = withStore(mgr, &Server{Addr: "127.0.0.1:0", Schedulers: schedulers, Budgets: shared.Budgets,
 		Checkpoints: shared.Passivations, RetainedEvents: retainedEvents})
 	Expect(server.SetupWithManager(mgr)).To(Succeed())
 	go func() {
