@@ -73,6 +73,8 @@ func parseFlags() *options {
 	flag.StringVar(&o.api.KeyFile, "session-api-key-file", "", "TLS private key of the Session API.")
 	flag.IntVar(&o.api.RetainedEvents, "session-api-retained-events", sessionserver.DefaultRetainedEvents, "The most events any session keeps for event streams that reconnect; a session's spec.retention.maxTraceEvents above it is lowered to it.")
 	flag.IntVar(&o.api.MaxPayloadBytes, "session-api-max-payload-bytes", sessionserver.DefaultMaxPayloadBytes, "The largest command payload the Session API accepts, in bytes; larger submissions get 413 TooLarge.")
+	flag.Float64Var(&o.api.Rate, "session-api-rate", sessionserver.DefaultRate, "Requests per second one Session API caller (a token's user) may sustain; over it 429 RateLimited with Retry-After. Negative disables the limit.")
+	flag.IntVar(&o.api.Burst, "session-api-burst", sessionserver.DefaultBurst, "Requests one Session API caller may make at once above --session-api-rate.")
 	flag.StringVar(&o.sessionAPIURL, "session-api-url", "", "Session API address as session runtime pods reach it, such as http://session-api.agentlane-system.svc:8443; set in their environment as "+controller.EnvSessionAPIURL+".")
 	flag.StringVar(&o.sessionStore, "session-store", "configmap", "Where runtimes' checkpoints are kept: configmap (one ConfigMap per session, deleted with it) or none (checkpoint calls answer NoStore).")
 	flag.StringVar(&o.idGenerator, "id-generator", "ulid", "How the schedulers and the Session API name commands, runs and messages: ulid, or sequential (cmd-0000000001, ...) to make replays of the same inputs name things identically.")

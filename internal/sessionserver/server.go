@@ -25,6 +25,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -111,11 +112,19 @@ type Server struct {
 	// MaxPayloadBytes bounds the payload of one submitted command;
 	// DefaultMaxPayloadBytes when zero. Larger submissions get 413 TooLarge.
 	MaxPayloadBytes int
+	// Rate is the requests per second one caller (a TokenReview username)
+	// may sustain; DefaultRate when zero, no limit when negative. Burst is
+	// how many it may make at once; DefaultBurst when zero. Over them a call
+	// gets 429 RateLimited with Retry-After.
+	Rate  float64
+	Burst int
 
-	hub   *eventHub
-	calls calls
-	ids   lanequeue.IDGenerator
-	log   logr.Logger
+	// callers holds a token bucket per caller.
+	callers atomic.Pointer[keyedLimiter]
+	hub     *eventHub
+	calls   calls
+	ids     lanequeue.IDGenerator
+	log     logr.Logger
 	// ready is closed once the listener is bound; boundAddr is its address.
 	ready     chan struct{}
 	boundAddr string
@@ -148,6 +157,13 @@ func (s *Server) init() {
 	if s.MaxPayloadBytes <= 0 {
 		s.MaxPayloadBytes = DefaultMaxPayloadBytes
 	}
+	if s.Rate == 0 {
+		s.Rate = DefaultRate
+	}
+	if s.Burst <= 0 {
+		s.Burst = DefaultBurst
+	}
+	s.callers.Store(newKeyedLimiter(s.Rate, s.Burst, DefaultMaxCallers, s.Clock))
 	s.ids = s.IDs
 	if s.ids == nil {
 		s.ids = lanequeue.NewULIDGenerator(s.Clock, nil)
@@ -314,6 +330,11 @@ func (s *Server) open(r *http.Request, verb string) (*sessionCall, error) {
 	if err != nil {
 		return nil, err
 	}
+	if ok, after := s.callers.Load().allow(caller.Username); !ok {
+		return nil, &sessionapi.Error{Status: http.StatusTooManyRequests, Code: sessionapi.CodeRateLimited, RetryAfter: after,
+			Message: fmt.Sprintf("user %q is over its rate of %g requests per second (bursts of %d); retry after %ds",
+				caller.Username, s.Rate, s.Burst, retryAfterSeconds(after))}
+	}
 	if err := s.Auth.Authorize(ctx, caller, key.Namespace, key.Name, verb); err != nil {
 		return nil, err
 	}
@@ -374,6 +395,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, route string
 		e = apiError(http.StatusInternalServerError, sessionapi.CodeInternal, err.Error())
 	}
 	requests.WithLabelValues(route, e.Code).Inc()
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(e.RetryAfter)))
+	}
 	writeJSON(w, e.Status, e)
 }
 
