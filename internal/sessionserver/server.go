@@ -118,13 +118,24 @@ type Server struct {
 	// gets 429 RateLimited with Retry-After.
 	Rate  float64
 	Burst int
+	// MaxPendingPerSession and MaxPendingBytesPerSession bound one
+	// session's pending commands (submitted through the API, not yet ended)
+	// and their payload bytes; MaxPendingBytes bounds the payload bytes of
+	// every session's together. Zero means the Default of each. A
+	// submission over any gets 429 QueueFull.
+	MaxPendingPerSession      int
+	MaxPendingBytesPerSession int64
+	MaxPendingBytes           int64
 
 	// callers holds a token bucket per caller.
 	callers atomic.Pointer[keyedLimiter]
-	hub     *eventHub
-	calls   calls
-	ids     lanequeue.IDGenerator
-	log     logr.Logger
+	// pending accounts the commands submitted and not yet ended.
+	pending *pendingLedger
+
+	hub   *eventHub
+	calls calls
+	ids   lanequeue.IDGenerator
+	log   logr.Logger
 	// ready is closed once the listener is bound; boundAddr is its address.
 	ready     chan struct{}
 	boundAddr string
@@ -150,7 +161,18 @@ func (s *Server) init() {
 	if s.Clock == nil {
 		s.Clock = clock.RealClock{}
 	}
-	s.hub = newEventHub(s.RetainedEvents, s.Clock, &s.calls)
+	if s.MaxPendingPerSession <= 0 {
+		s.MaxPendingPerSession = DefaultMaxPendingPerSession
+	}
+	if s.MaxPendingBytesPerSession <= 0 {
+		s.MaxPendingBytesPerSession = DefaultMaxPendingBytesPerSession
+	}
+	if s.MaxPendingBytes <= 0 {
+		s.MaxPendingBytes = DefaultMaxPendingBytes
+	}
+	s.pending = newPendingLedger(pendingLimits{perSession: int64(s.MaxPendingPerSession),
+		perSessionBytes: s.MaxPendingBytesPerSession, totalBytes: s.MaxPendingBytes})
+	s.hub = newEventHub(s.RetainedEvents, s.Clock, &s.calls, s.pending)
 	if s.MaxWait <= 0 {
 		s.MaxWait = DefaultMaxWait
 	}

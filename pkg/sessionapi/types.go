@@ -389,6 +389,7 @@ const (
 	CodeBudgetExhausted  = "BudgetExhausted"  // 409: the session's budget denied an External command
 	CodeTooLarge         = "TooLarge"         // 413: the body, or a command's payload, is over the limit
 	CodeRateLimited      = "RateLimited"      // 429: the caller, or its address, is over its request rate; see Retry-After
+	CodeQueueFull        = "QueueFull"        // 429: the session's, or the server's, pending commands are at a bound; see Retry-After
 	CodeSessionNotReady  = "SessionNotReady"  // 503: the session's queue has no running scheduler
 	CodeInternal         = "Internal"         // 500
 )
