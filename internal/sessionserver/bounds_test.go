@@ -192,7 +192,49 @@ var _ = Describe("Session API bounds", func() {
 			return total
 		}).Should(BeZero())
 	})
+
+	It("reviews a flood of bad tokens a handful of times, then refuses the address 429 before any review", func() {
+		a.newSession("s1", nil)
+		limitFailedAuth(0.001, 5)
+		before := reviews.tokenReviews.Load()
+		var unauthenticated, limited int
+		for range 50 {
+			_, err := clientWithToken("not-a-token").Session(a.ns, "s1").Stats(ctx)
+			var e *sessionapi.Error
+			Expect(errors.As(err, &e)).To(BeTrue(), "%v", err)
+			switch e.Code {
+			case sessionapi.CodeUnauthenticated:
+				Expect(e.Status).To(Equal(http.StatusUnauthorized))
+				unauthenticated++
+			case sessionapi.CodeRateLimited:
+				Expect(e.Status).To(Equal(http.StatusTooManyRequests))
+				Expect(e.RetryAfter).To(BeNumerically(">=", time.Second))
+				limited++
+			default:
+				Fail(fmt.Sprintf("a bad token answered %v", err))
+			}
+		}
+		Expect(unauthenticated).To(Equal(5))
+		Expect(limited).To(Equal(45))
+		Expect(reviews.tokenReviews.Load()-before).To(BeNumerically("<=", 2), "one bad token is reviewed once per cache period")
+
+		// Distinct bad tokens cannot get past the address's bucket either.
+		limitFailedAuth(0.001, 5)
+		before = reviews.tokenReviews.Load()
+		for i := range 50 {
+			_, err := clientWithToken(fmt.Sprintf("bad-token-%d", i)).Session(a.ns, "s1").Stats(ctx)
+			Expect(err).To(HaveOccurred())
+		}
+		Expect(reviews.tokenReviews.Load() - before).To(BeNumerically("<=", 5))
+	})
 })
+
+// limitFailedAuth gives the suite's server a per-address limit on requests
+// failing authentication until the spec ends.
+func limitFailedAuth(perSecond float64, burst int) {
+	prev := server.failedAuth.Swap(newKeyedLimiter(perSecond, burst, 0, server.Clock))
+	DeferCleanup(func() { server.failedAuth.Store(prev) })
+}
 
 // queued is a submission to the execute lane that returns at once.
 func queued(id string, payload json.RawMessage) sessionapi.SubmitRequest {

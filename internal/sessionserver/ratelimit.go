@@ -33,6 +33,12 @@ const (
 	DefaultBurst = 200
 	// DefaultMaxCallers bounds how many callers' buckets are kept.
 	DefaultMaxCallers = 10000
+	// DefaultFailedAuthRate is the rate at which one client address may
+	// send requests that fail authentication; DefaultFailedAuthBurst how
+	// many at once. Past them the address is refused before its token is
+	// reviewed.
+	DefaultFailedAuthRate  = 1
+	DefaultFailedAuthBurst = 20
 )
 
 // keyedLimiter is a token bucket per key (a caller, a client address),
@@ -108,6 +114,26 @@ func (l *keyedLimiter) allow(key string) (bool, time.Duration) {
 		return false, d
 	}
 	return true, 0
+}
+
+// exhausted reports whether key's bucket has no token left, and how long
+// until it has one, taking nothing.
+func (l *keyedLimiter) exhausted(key string) (bool, time.Duration) {
+	if l.limit == rate.Inf {
+		return false, 0
+	}
+	now := l.clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, ok := l.buckets[key]
+	if !ok {
+		return false, 0
+	}
+	tokens := b.lim.TokensAt(now)
+	if tokens >= 1 {
+		return false, 0
+	}
+	return true, time.Duration((1 - tokens) / float64(l.limit) * float64(time.Second))
 }
 
 // evict makes room for one bucket: it drops every bucket that has refilled

@@ -99,3 +99,27 @@ func TestRetryAfterSeconds(t *testing.T) {
 		}
 	}
 }
+
+func TestKeyedLimiterExhaustedTakesNothing(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	l := newKeyedLimiter(1, 2, 10, clk)
+	if over, _ := l.exhausted("addr"); over {
+		t.Fatal("an address never seen is exhausted")
+	}
+	for range 5 {
+		l.exhausted("addr")
+	}
+	l.allow("addr")
+	if over, _ := l.exhausted("addr"); over {
+		t.Fatal("exhausted after one of two tokens: checking took tokens")
+	}
+	l.allow("addr")
+	over, after := l.exhausted("addr")
+	if !over || after <= 0 || after > time.Second {
+		t.Fatalf("after its burst: exhausted=%v for %v, want true for up to 1s", over, after)
+	}
+	clk.SetTime(clk.Now().Add(after))
+	if over, _ := l.exhausted("addr"); over {
+		t.Fatal("still exhausted once the wait it gave has passed")
+	}
+}

@@ -118,6 +118,13 @@ type Server struct {
 	// gets 429 RateLimited with Retry-After.
 	Rate  float64
 	Burst int
+	// FailedAuthRate is the requests per second that fail authentication
+	// one client address may sustain, FailedAuthBurst how many it may send
+	// at once; DefaultFailedAuthRate and DefaultFailedAuthBurst when zero,
+	// no limit when FailedAuthRate is negative. Past them every request of
+	// the address gets 429 RateLimited before its token is reviewed.
+	FailedAuthRate  float64
+	FailedAuthBurst int
 	// MaxPendingPerSession and MaxPendingBytesPerSession bound one
 	// session's pending commands (submitted through the API, not yet ended)
 	// and their payload bytes; MaxPendingBytes bounds the payload bytes of
@@ -129,6 +136,9 @@ type Server struct {
 
 	// callers holds a token bucket per caller.
 	callers atomic.Pointer[keyedLimiter]
+	// failedAuth holds a token bucket per client address, taken from by
+	// each request that fails authentication.
+	failedAuth atomic.Pointer[keyedLimiter]
 	// pending accounts the commands submitted and not yet ended.
 	pending *pendingLedger
 
@@ -186,6 +196,13 @@ func (s *Server) init() {
 		s.Burst = DefaultBurst
 	}
 	s.callers.Store(newKeyedLimiter(s.Rate, s.Burst, DefaultMaxCallers, s.Clock))
+	if s.FailedAuthRate == 0 {
+		s.FailedAuthRate = DefaultFailedAuthRate
+	}
+	if s.FailedAuthBurst <= 0 {
+		s.FailedAuthBurst = DefaultFailedAuthBurst
+	}
+	s.failedAuth.Store(newKeyedLimiter(s.FailedAuthRate, s.FailedAuthBurst, DefaultMaxCallers, s.Clock))
 	s.ids = s.IDs
 	if s.ids == nil {
 		s.ids = lanequeue.NewULIDGenerator(s.Clock, nil)
@@ -348,8 +365,17 @@ func (s *Server) sessionHandler(rt route) http.Handler {
 func (s *Server) open(r *http.Request, verb string) (*sessionCall, error) {
 	ctx := r.Context()
 	key := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("session")}
+	addr := clientAddr(r)
+	failedAuth := s.failedAuth.Load()
+	if over, after := failedAuth.exhausted(addr); over {
+		return nil, &sessionapi.Error{Status: http.StatusTooManyRequests, Code: sessionapi.CodeRateLimited, RetryAfter: after,
+			Message: fmt.Sprintf("too many requests from %s failed authentication; retry after %ds", addr, retryAfterSeconds(after))}
+	}
 	caller, err := s.Auth.Authenticate(ctx, r)
 	if err != nil {
+		if sessionapi.IsCode(err, sessionapi.CodeUnauthenticated) {
+			failedAuth.allow(addr)
+		}
 		return nil, err
 	}
 	if ok, after := s.callers.Load().allow(caller.Username); !ok {
@@ -378,6 +404,16 @@ func (s *Server) open(r *http.Request, verb string) (*sessionCall, error) {
 			"LaneQueue %q of the session has no running scheduler (does it exist and is it valid?)", sc.queueKey.Name)
 	}
 	return sc, nil
+}
+
+// clientAddr is the host of the request's peer. Forwarding headers are not
+// trusted: whoever sends a request could set them.
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 // apiErrorf returns an API error with a formatted message.
