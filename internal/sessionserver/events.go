@@ -43,6 +43,9 @@ type eventHub struct {
 	// calls learns of each command that ended, and forgets the ended
 	// commands beyond the session's maxFinishedTasks.
 	calls *calls
+	// pending learns of each command that ended, and of each session
+	// released, to give back what they held of the bounds.
+	pending *pendingLedger
 
 	mu       sync.Mutex
 	sessions map[types.NamespacedName]*sessionLog
@@ -58,11 +61,11 @@ type sessionLog struct {
 	runtimes int
 }
 
-func newEventHub(ceiling int, c clock.PassiveClock, cs *calls) *eventHub {
+func newEventHub(ceiling int, c clock.PassiveClock, cs *calls, p *pendingLedger) *eventHub {
 	if ceiling <= 0 {
 		ceiling = DefaultRetainedEvents
 	}
-	return &eventHub{ceiling: ceiling, clock: c, calls: cs, sessions: map[types.NamespacedName]*sessionLog{}}
+	return &eventHub{ceiling: ceiling, clock: c, calls: cs, pending: p, sessions: map[types.NamespacedName]*sessionLog{}}
 }
 
 // limits are a session's retention caps, with maxTraceEvents within the
@@ -103,7 +106,11 @@ func (h *eventHub) CommandEvent(queue types.NamespacedName, ev lanequeue.Event) 
 	if ev.Delay > 0 {
 		out.Delay = &metav1.Duration{Duration: ev.Delay}
 	}
-	h.append(types.NamespacedName{Namespace: queue.Namespace, Name: ev.SessionKey}, out)
+	session := types.NamespacedName{Namespace: queue.Namespace, Name: ev.SessionKey}
+	if ev.Terminal && ev.CommandID != "" {
+		h.pending.ended(session, ev.CommandID)
+	}
+	h.append(session, out)
 }
 
 // InboxEvent implements scheduling.SessionObserver.
@@ -157,6 +164,7 @@ func (h *eventHub) SessionRetention(session types.NamespacedName, limits schedul
 // session's log goes, and its streams end.
 func (h *eventHub) SessionReleased(namespace, name string) {
 	key := types.NamespacedName{Namespace: namespace, Name: name}
+	h.pending.sessionReleased(key)
 	h.mu.Lock()
 	l := h.sessions[key]
 	delete(h.sessions, key)

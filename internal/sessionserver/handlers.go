@@ -50,6 +50,10 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 	if req.Type == "" {
 		return apiError(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "type is required: the command type, such as read, bash or llm")
 	}
+	if len(req.Payload) > s.MaxPayloadBytes {
+		return apiErrorf(http.StatusRequestEntityTooLarge, sessionapi.CodeTooLarge,
+			"the payload is %d bytes, over this server's limit of %d bytes (--session-api-max-payload-bytes)", len(req.Payload), s.MaxPayloadBytes)
+	}
 	id := req.ID
 	if id == "" {
 		id = s.ids.NewID()
@@ -96,15 +100,25 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 			return err
 		}
 		c.task = id
+	} else {
+		cmd.Handler = c
+		c.admit = s.admitBudget(sc, req.Type)
+	}
+	// The command is accounted before the scheduler can end it, so that
+	// its terminal event always finds it.
+	held, err := s.pending.reserve(sc.key, id, int64(len(req.Payload)))
+	if err != nil {
+		return err
+	}
+	if mode == lanequeue.External {
 		c.ticket, err = s.Schedulers.SubmitTask(sc.queueKey, cmd, func(lane string) error {
 			return s.Client.Create(r.Context(), newTask(sc, cmd, lane))
 		})
 	} else {
-		cmd.Handler = c
-		c.admit = s.admitBudget(sc, req.Type)
 		c.ticket, err = sc.queue.Submit(cmd)
 	}
 	if err != nil {
+		s.pending.release(held)
 		return submitError(id, err)
 	}
 	s.calls.put(sc.key.Namespace, id, c)

@@ -25,6 +25,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -58,6 +59,10 @@ const (
 	keepAliveInterval = 15 * time.Second
 	// maxBody bounds request bodies.
 	maxBody = 4 << 20
+	// DefaultMaxPayloadBytes bounds one command's payload: below maxBody,
+	// so that a handful of callers cannot hold the manager's memory with
+	// commands that wait in their lanes.
+	DefaultMaxPayloadBytes = 256 << 10
 )
 
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
@@ -104,6 +109,38 @@ type Server struct {
 	// Store keeps the sessions' checkpoints; nil means the manager runs
 	// without a session store and the checkpoint routes answer NoStore.
 	Store sessionstore.Store
+	// MaxPayloadBytes bounds the payload of one submitted command;
+	// DefaultMaxPayloadBytes when zero. Larger submissions get 413 TooLarge.
+	MaxPayloadBytes int
+	// Rate is the requests per second one caller (a TokenReview username)
+	// may sustain; DefaultRate when zero, no limit when negative. Burst is
+	// how many it may make at once; DefaultBurst when zero. Over them a call
+	// gets 429 RateLimited with Retry-After.
+	Rate  float64
+	Burst int
+	// FailedAuthRate is the requests per second that fail authentication
+	// one client address may sustain, FailedAuthBurst how many it may send
+	// at once; DefaultFailedAuthRate and DefaultFailedAuthBurst when zero,
+	// no limit when FailedAuthRate is negative. Past them every request of
+	// the address gets 429 RateLimited before its token is reviewed.
+	FailedAuthRate  float64
+	FailedAuthBurst int
+	// MaxPendingPerSession and MaxPendingBytesPerSession bound one
+	// session's pending commands (submitted through the API, not yet ended)
+	// and their payload bytes; MaxPendingBytes bounds the payload bytes of
+	// every session's together. Zero means the Default of each. A
+	// submission over any gets 429 QueueFull.
+	MaxPendingPerSession      int
+	MaxPendingBytesPerSession int64
+	MaxPendingBytes           int64
+
+	// callers holds a token bucket per caller.
+	callers atomic.Pointer[keyedLimiter]
+	// failedAuth holds a token bucket per client address, taken from by
+	// each request that fails authentication.
+	failedAuth atomic.Pointer[keyedLimiter]
+	// pending accounts the commands submitted and not yet ended.
+	pending *pendingLedger
 
 	hub   *eventHub
 	calls calls
@@ -134,10 +171,38 @@ func (s *Server) init() {
 	if s.Clock == nil {
 		s.Clock = clock.RealClock{}
 	}
-	s.hub = newEventHub(s.RetainedEvents, s.Clock, &s.calls)
+	if s.MaxPendingPerSession <= 0 {
+		s.MaxPendingPerSession = DefaultMaxPendingPerSession
+	}
+	if s.MaxPendingBytesPerSession <= 0 {
+		s.MaxPendingBytesPerSession = DefaultMaxPendingBytesPerSession
+	}
+	if s.MaxPendingBytes <= 0 {
+		s.MaxPendingBytes = DefaultMaxPendingBytes
+	}
+	s.pending = newPendingLedger(pendingLimits{perSession: int64(s.MaxPendingPerSession),
+		perSessionBytes: s.MaxPendingBytesPerSession, totalBytes: s.MaxPendingBytes})
+	s.hub = newEventHub(s.RetainedEvents, s.Clock, &s.calls, s.pending)
 	if s.MaxWait <= 0 {
 		s.MaxWait = DefaultMaxWait
 	}
+	if s.MaxPayloadBytes <= 0 {
+		s.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if s.Rate == 0 {
+		s.Rate = DefaultRate
+	}
+	if s.Burst <= 0 {
+		s.Burst = DefaultBurst
+	}
+	s.callers.Store(newKeyedLimiter(s.Rate, s.Burst, DefaultMaxCallers, s.Clock))
+	if s.FailedAuthRate == 0 {
+		s.FailedAuthRate = DefaultFailedAuthRate
+	}
+	if s.FailedAuthBurst <= 0 {
+		s.FailedAuthBurst = DefaultFailedAuthBurst
+	}
+	s.failedAuth.Store(newKeyedLimiter(s.FailedAuthRate, s.FailedAuthBurst, DefaultMaxCallers, s.Clock))
 	s.ids = s.IDs
 	if s.ids == nil {
 		s.ids = lanequeue.NewULIDGenerator(s.Clock, nil)
@@ -300,9 +365,23 @@ func (s *Server) sessionHandler(rt route) http.Handler {
 func (s *Server) open(r *http.Request, verb string) (*sessionCall, error) {
 	ctx := r.Context()
 	key := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("session")}
+	addr := clientAddr(r)
+	failedAuth := s.failedAuth.Load()
+	if over, after := failedAuth.exhausted(addr); over {
+		return nil, &sessionapi.Error{Status: http.StatusTooManyRequests, Code: sessionapi.CodeRateLimited, RetryAfter: after,
+			Message: fmt.Sprintf("too many requests from %s failed authentication; retry after %ds", addr, retryAfterSeconds(after))}
+	}
 	caller, err := s.Auth.Authenticate(ctx, r)
 	if err != nil {
+		if sessionapi.IsCode(err, sessionapi.CodeUnauthenticated) {
+			failedAuth.allow(addr)
+		}
 		return nil, err
+	}
+	if ok, after := s.callers.Load().allow(caller.Username); !ok {
+		return nil, &sessionapi.Error{Status: http.StatusTooManyRequests, Code: sessionapi.CodeRateLimited, RetryAfter: after,
+			Message: fmt.Sprintf("user %q is over its rate of %g requests per second (bursts of %d); retry after %ds",
+				caller.Username, s.Rate, s.Burst, retryAfterSeconds(after))}
 	}
 	if err := s.Auth.Authorize(ctx, caller, key.Namespace, key.Name, verb); err != nil {
 		return nil, err
@@ -325,6 +404,16 @@ func (s *Server) open(r *http.Request, verb string) (*sessionCall, error) {
 			"LaneQueue %q of the session has no running scheduler (does it exist and is it valid?)", sc.queueKey.Name)
 	}
 	return sc, nil
+}
+
+// clientAddr is the host of the request's peer. Forwarding headers are not
+// trusted: whoever sends a request could set them.
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 // apiErrorf returns an API error with a formatted message.
@@ -364,6 +453,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, route string
 		e = apiError(http.StatusInternalServerError, sessionapi.CodeInternal, err.Error())
 	}
 	requests.WithLabelValues(route, e.Code).Inc()
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(e.RetryAfter)))
+	}
 	writeJSON(w, e.Status, e)
 }
 

@@ -18,12 +18,14 @@ package sessionserver
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,7 +58,25 @@ var (
 	baseURL   string
 	// restConfig reaches the control plane, for the workers specs start.
 	restConfig *rest.Config
+	// server is the suite's Session API; specs that need tight bounds set
+	// them and restore them with DeferCleanup.
+	server *Server
+	// reviews counts the TokenReviews the suite's server creates.
+	reviews *reviewCounter
 )
+
+// reviewCounter is a client that counts the TokenReviews it creates.
+type reviewCounter struct {
+	client.Client
+	tokenReviews atomic.Int64
+}
+
+func (c *reviewCounter) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	if _, ok := obj.(*authenticationv1.TokenReview); ok {
+		c.tokenReviews.Add(1)
+	}
+	return c.Client.Create(ctx, obj, opts...)
+}
 
 func TestSessionServer(t *testing.T) {
 	RegisterFailHandler(Fail)
@@ -87,8 +107,9 @@ var _ = BeforeSuite(func() {
 	shared := controller.Shared{Schedulers: schedulers, Passivations: &controller.PassivationClock{},
 		Budgets: &budget.Ledger{Publish: schedulers.Publish, Recorder: mgr.GetEventRecorder("agentlane-budget")}}
 	Expect(controller.Setup(ctx, mgr, shared)).To(Succeed())
-	server := withStore(mgr, &Server{Addr: "127.0.0.1:0", Schedulers: schedulers, Budgets: shared.Budgets,
-		Checkpoints: shared.Passivations, RetainedEvents: retainedEvents})
+	reviews = &reviewCounter{Client: mgr.GetClient()}
+	server = withStore(mgr, &Server{Addr: "127.0.0.1:0", Schedulers: schedulers, Budgets: shared.Budgets,
+		Checkpoints: shared.Passivations, RetainedEvents: retainedEvents, Auth: &KubeAuthorizer{Client: reviews}})
 	Expect(server.SetupWithManager(mgr)).To(Succeed())
 	go func() {
 		defer GinkgoRecover()

@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -181,6 +182,9 @@ func decodeError(resp *http.Response) *Error {
 	var e Error
 	if json.Unmarshal(body, &e) == nil && e.Code != "" {
 		e.Status = resp.StatusCode
+		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+			e.RetryAfter = time.Duration(secs) * time.Second
+		}
 		return &e
 	}
 	msg := strings.TrimSpace(string(body))

@@ -208,10 +208,24 @@ func TestRequests(t *testing.T) {
 
 func TestErrorReplies(t *testing.T) {
 	cases := map[string]struct {
-		status int
-		body   string
-		want   *Error
+		status     int
+		retryAfter string
+		body       string
+		want       *Error
 	}{
+		"a refusal with Retry-After": {
+			status:     http.StatusTooManyRequests,
+			retryAfter: "3",
+			body:       `{"code":"QueueFull","message":"session \"chat-1\" has 1000 pending commands"}`,
+			want: &Error{Status: http.StatusTooManyRequests, Code: CodeQueueFull,
+				Message: `session "chat-1" has 1000 pending commands`, RetryAfter: 3 * time.Second},
+		},
+		"a Retry-After that is not whole seconds": {
+			status:     http.StatusTooManyRequests,
+			retryAfter: "Wed, 21 Oct 2026 07:28:00 GMT",
+			body:       `{"code":"RateLimited","message":"slow down"}`,
+			want:       &Error{Status: http.StatusTooManyRequests, Code: CodeRateLimited, Message: "slow down"},
+		},
 		"an Error body": {
 			status: http.StatusConflict,
 			body:   `{"code":"StaleAttempt","message":"attempt 2 no longer holds the slot"}`,
@@ -235,6 +249,9 @@ func TestErrorReplies(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			s := newTestSession(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tc.retryAfter != "" {
+					w.Header().Set("Retry-After", tc.retryAfter)
+				}
 				w.WriteHeader(tc.status)
 				_, _ = io.WriteString(w, tc.body)
 			}))

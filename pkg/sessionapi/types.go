@@ -387,7 +387,9 @@ const (
 	CodeStaleAttempt     = "StaleAttempt"     // 409: the report is for an attempt that no longer holds the slot
 	CodeNotRunning       = "NotRunning"       // 409: the command has no attempt waiting for a report
 	CodeBudgetExhausted  = "BudgetExhausted"  // 409: the session's budget denied an External command
-	CodeTooLarge         = "TooLarge"         // 413: the body is over the limit
+	CodeTooLarge         = "TooLarge"         // 413: the body, or a command's payload, is over the limit
+	CodeRateLimited      = "RateLimited"      // 429: the caller, or its address, is over its request rate; see Retry-After
+	CodeQueueFull        = "QueueFull"        // 429: the session's, or the server's, pending commands are at a bound; see Retry-After
 	CodeSessionNotReady  = "SessionNotReady"  // 503: the session's queue has no running scheduler
 	CodeInternal         = "Internal"         // 500
 )
@@ -398,6 +400,9 @@ type Error struct {
 	Status  int    `json:"-"`
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// RetryAfter is the reply's Retry-After header, on 429s: how long to
+	// wait before trying again. It is not part of the body.
+	RetryAfter time.Duration `json:"-"`
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%s (%d): %s", e.Code, e.Status, e.Message) }
