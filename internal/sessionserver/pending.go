@@ -36,7 +36,7 @@ const (
 	DefaultMaxPendingBytesPerSession = 16 << 20
 	// DefaultMaxPendingBytes bounds the payload bytes of every session's
 	// pending commands together.
-	DefaultMaxPendingBytes = 256 << 20
+	DefaultMaxPendingBytes = 128 << 20
 	// queueFullRetry is the Retry-After of a QueueFull refusal: room comes
 	// back as commands end, which the server cannot foresee.
 	queueFullRetry = time.Second
