@@ -33,6 +33,11 @@ if [[ "${1:-}" == "--check" ]]; then
 	exit $?
 fi
 
+# One build at a time: a second caller waits for the first and uses its result.
+mkdir -p "$(dirname "${cache}")"
+exec 9>"${cache}.lock"
+flock 9
+
 if ! built; then
 	start=$(date +%s)
 	log "building ${components[*]} v${KUBE_VERSION} from k8s.io/kubernetes (first time only; about 8 minutes on 2 cores)"

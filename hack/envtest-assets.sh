@@ -42,6 +42,11 @@ if [[ "${1:-}" == "--check" ]]; then
 	exit $?
 fi
 
+# One build at a time: a second caller waits for the first and uses its result.
+mkdir -p "$(dirname "${cache}")"
+exec 9>"${cache}.lock"
+flock 9
+
 if built; then
 	link_into_tree
 	echo "${dest}"
