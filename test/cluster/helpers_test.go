@@ -142,20 +142,11 @@ func waitForTasks(session string, want int, timeout time.Duration) map[string]*a
 		tasks := tasksOf(session)
 		g.Expect(tasks).To(HaveLen(want))
 		for i := range tasks {
-			g.Expect(finished(&tasks[i])).To(BeTrue(), describe(&tasks[i]))
+			g.Expect(tasks[i].Status.Phase.IsTerminal()).To(BeTrue(), describe(&tasks[i]))
 		}
 		out = byMarker(tasks)
 	}).WithTimeout(timeout).WithPolling(time.Second).Should(Succeed())
 	return out
-}
-
-func finished(t *agentlanev1alpha1.ExternalTask) bool {
-	switch t.Status.Phase {
-	case agentlanev1alpha1.ExternalTaskSucceeded, agentlanev1alpha1.ExternalTaskFailed, agentlanev1alpha1.ExternalTaskTimedOut,
-		agentlanev1alpha1.ExternalTaskDeadLettered, agentlanev1alpha1.ExternalTaskCancelled:
-		return true
-	}
-	return false
 }
 
 // maxOverlap is the largest number of tasks running at one instant, from
