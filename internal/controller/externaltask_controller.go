@@ -225,7 +225,7 @@ func (r *ExternalTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	return res, err
 }
 
-func (r *ExternalTaskReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *ExternalTaskReconciler) reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	task := &agentlanev1alpha1.ExternalTask{}
 	if err := r.Get(ctx, req.NamespacedName, task); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -251,6 +251,21 @@ func (r *ExternalTaskReconciler) reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, nil
 	}
 
+	// Every phase below changes the status in memory only; it is written
+	// once, here, whatever the pass decided.
+	s := newTaskScope(task)
+	defer func() {
+		reterr = errors.Join(reterr, r.writeStatus(ctx, s, reterr == nil))
+	}()
+	return r.reconcileTask(ctx, s)
+}
+
+// reconcileTask decides the status of a live task: finished tasks are
+// settled and retained, unschedulable ones say why, and the others are
+// handed to their scheduler and converged with it.
+func (r *ExternalTaskReconciler) reconcileTask(ctx context.Context, s *taskScope) (ctrl.Result, error) {
+	task := s.task
+	key := client.ObjectKeyFromObject(task)
 	b, err := r.bind(ctx, task)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -259,17 +274,19 @@ func (r *ExternalTaskReconciler) reconcile(ctx context.Context, req ctrl.Request
 		if b.tasks != nil {
 			r.settleFinished(ctx, b, task)
 		}
-		return r.reconcileFinished(ctx, task, b.lq)
+		return r.reconcileFinished(ctx, s, b.lq)
 	}
 	if b.problem != "" {
-		r.unbound.add(req.NamespacedName)
+		r.unbound.add(key)
 		if b.permanent {
-			return ctrl.Result{}, r.finishUnscheduled(ctx, task, agentlanev1alpha1.ExternalTaskFailed, b.problem)
+			r.finishUnscheduled(s, agentlanev1alpha1.ExternalTaskFailed, b.problem)
+			return ctrl.Result{}, nil
 		}
-		return ctrl.Result{RequeueAfter: unboundInterval}, r.setWaiting(ctx, task, b.problem)
+		r.setWaiting(task, b.problem)
+		return ctrl.Result{RequeueAfter: unboundInterval}, nil
 	}
 
-	r.unbound.remove(req.NamespacedName)
+	r.unbound.remove(key)
 	if _, tracked := b.tasks.Get(task.Name); !tracked {
 		tk, err := r.admit(b, task)
 		if err != nil {
@@ -278,19 +295,19 @@ func (r *ExternalTaskReconciler) reconcile(ctx context.Context, req ctrl.Request
 			}
 			// The scheduler refuses the command (an unknown lane, a bad
 			// value): retrying cannot help.
-			return ctrl.Result{}, r.finishUnscheduled(ctx, task, agentlanev1alpha1.ExternalTaskFailed,
-				fmt.Sprintf("the scheduler refused the task: %v", err))
+			r.finishUnscheduled(s, agentlanev1alpha1.ExternalTaskFailed, fmt.Sprintf("the scheduler refused the task: %v", err))
+			return ctrl.Result{}, nil
 		}
-		if err := r.ensureMetadata(ctx, task, b, tk.Lane()); err != nil {
+		if err := r.ensureMetadata(ctx, s, b, tk.Lane()); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
 	if task.Annotations[CancelAnnotation] == "true" {
 		if err := b.queue.Cancel(task.Name); err == nil {
-			log.Info("Task cancelled by annotation")
+			logf.FromContext(ctx).Info("Task cancelled by annotation")
 		}
 	}
-	return r.converge(ctx, b, task)
+	return r.converge(ctx, b, s)
 }
 
 // binding is where a task is scheduled: its LaneQueue, the queue's
@@ -424,7 +441,8 @@ func ptrInt(v int) *int { return &v }
 // ensureMetadata labels the task with its queue, lane and session and makes
 // its session its owner, so that workers, Jobs, selectors and garbage
 // collection find it. A submitter that sets them at creation saves the write.
-func (r *ExternalTaskReconciler) ensureMetadata(ctx context.Context, task *agentlanev1alpha1.ExternalTask, b binding, lane string) error {
+func (r *ExternalTaskReconciler) ensureMetadata(ctx context.Context, s *taskScope, b binding, lane string) error {
+	task := s.task
 	orig := task.DeepCopy()
 	want := map[string]string{
 		agentlanev1alpha1.QueueLabel: b.queueKey.Name,
@@ -450,5 +468,6 @@ func (r *ExternalTaskReconciler) ensureMetadata(ctx context.Context, task *agent
 		return fmt.Errorf("label the task: %w", err)
 	}
 	r.written.wrote(client.ObjectKeyFromObject(task), orig.ResourceVersion)
+	s.metadataWritten()
 	return nil
 }

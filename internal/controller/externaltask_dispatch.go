@@ -94,11 +94,11 @@ func (r *ExternalTaskReconciler) checkHeld(ctx context.Context, task *agentlanev
 }
 
 // dispatch gives the granted attempt of the task to a worker, or creates its
-// Job, in one status write that also records the previous attempt if the
+// Job; the pass's status write also records the previous attempt if the
 // status still shows it.
-func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, task *agentlanev1alpha1.ExternalTask, tt scheduling.TrackedTask, o lanequeue.Outcome) (ctrl.Result, error) {
+func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, s *taskScope, tt scheduling.TrackedTask, o lanequeue.Outcome) (ctrl.Result, error) {
+	task := s.task
 	key := client.ObjectKeyFromObject(task)
-	orig := task.DeepCopy()
 	st := &task.Status
 	n := int32(o.Attempts)
 	now := metav1.NewTime(r.Clock.Now())
@@ -140,7 +140,7 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, task *
 		st.DispatchedAt = &now
 		setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
 			agentlanev1alpha1.ExternalTaskJobPendingReason, fmt.Sprintf("Job %s runs attempt %d", job.Name, n))
-		return ctrl.Result{}, r.patchStatus(ctx, task, orig)
+		return ctrl.Result{}, nil
 	}
 
 	w, ok := r.pickWorker(ctx, task, b, lane, target)
@@ -151,7 +151,7 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, task *
 		setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
 			agentlanev1alpha1.ExternalTaskAwaitingWorkerReason,
 			fmt.Sprintf("attempt %d has a slot in lane %s; no live worker serving it has a free slot", n, lane))
-		return ctrl.Result{RequeueAfter: awaitWorkerInterval}, r.patchStatus(ctx, task, orig)
+		return ctrl.Result{RequeueAfter: awaitWorkerInterval}, nil
 	}
 	r.awaiting.remove(key)
 	st.Phase = agentlanev1alpha1.ExternalTaskDispatched
@@ -160,11 +160,10 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, task *
 	setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
 		agentlanev1alpha1.ExternalTaskAwaitingWorkerReason,
 		fmt.Sprintf("attempt %d dispatched to worker %s on node %s", n, w.name, w.node))
-	if err := r.patchStatus(ctx, task, orig); err != nil {
-		r.workers.release(key)
-		return ctrl.Result{}, err
-	}
-	logf.FromContext(ctx).V(1).Info("Dispatched", "attempt", n, "worker", w.name, "node", w.node)
+	s.ifWriteFails(func() { r.workers.release(key) })
+	s.afterWrite(func() {
+		logf.FromContext(ctx).V(1).Info("Dispatched", "attempt", n, "worker", w.name, "node", w.node)
+	})
 	return ctrl.Result{RequeueAfter: min(w.expires.Sub(r.Clock.Now())+100*time.Millisecond, maxHeldCheck)}, nil
 }
 

@@ -61,20 +61,17 @@ func (r *ExternalTaskReconciler) settleFinished(ctx context.Context, b binding, 
 // reconcileFinished completes the record of a finished task and deletes it
 // once its queue's ttlAfterFinished has passed. Dead letters are kept, up to
 // the queue's deadLetter.maxSize (see the LaneQueue's retention sweep).
-func (r *ExternalTaskReconciler) reconcileFinished(ctx context.Context, task *agentlanev1alpha1.ExternalTask, lq *agentlanev1alpha1.LaneQueue) (ctrl.Result, error) {
+func (r *ExternalTaskReconciler) reconcileFinished(ctx context.Context, s *taskScope, lq *agentlanev1alpha1.LaneQueue) (ctrl.Result, error) {
+	task := s.task
 	r.release(client.ObjectKeyFromObject(task))
 	st := &task.Status
 	if !meta.IsStatusConditionTrue(st.Conditions, agentlanev1alpha1.ExternalTaskFinishedCondition) {
 		// A worker without the condition to update finished it.
-		orig := task.DeepCopy()
 		now := metav1.NewTime(r.Clock.Now())
 		msg := fmt.Sprintf("attempt %d %s", st.Attempt, st.Phase)
 		setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskFinishedCondition, metav1.ConditionTrue, string(st.Phase), msg)
 		if st.FinishedAt == nil {
 			st.FinishedAt = &now
-		}
-		if err := r.patchStatus(ctx, task, orig); err != nil {
-			return ctrl.Result{}, err
 		}
 	}
 	if lq != nil {
@@ -94,6 +91,7 @@ func (r *ExternalTaskReconciler) reconcileFinished(ctx context.Context, task *ag
 	if err := r.Delete(ctx, task, client.Preconditions{UID: &task.UID}); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, fmt.Errorf("delete the finished task: %w", err)
 	}
+	s.deleted = true
 	logf.FromContext(ctx).V(1).Info("Finished task deleted after its TTL", "ttl", ttl)
 	return ctrl.Result{}, nil
 }

@@ -21,13 +21,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -37,45 +34,6 @@ import (
 	"github.com/agentlane/agentlane/internal/scheduling"
 	"github.com/agentlane/agentlane/internal/truncate"
 )
-
-// writtenVersions tracks the versions of tasks made stale by the
-// controller's own writes.
-type writtenVersions struct {
-	mu       sync.Mutex
-	replaced map[types.NamespacedName]map[string]bool
-}
-
-// wrote records that a write replaced version rv of the task.
-func (w *writtenVersions) wrote(key types.NamespacedName, rv string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.replaced == nil {
-		w.replaced = make(map[types.NamespacedName]map[string]bool)
-	}
-	if w.replaced[key] == nil {
-		w.replaced[key] = make(map[string]bool)
-	}
-	w.replaced[key][rv] = true
-}
-
-// stale tells whether rv is a version the controller has already replaced.
-// The cache only moves forward, so once it shows any other version the
-// record is dropped.
-func (w *writtenVersions) stale(key types.NamespacedName, rv string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.replaced[key][rv] {
-		return true
-	}
-	delete(w.replaced, key)
-	return false
-}
-
-func (w *writtenVersions) forget(key types.NamespacedName) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.replaced, key)
-}
 
 // held tells whether a worker or Job holds the task's current attempt.
 func held(st *agentlanev1alpha1.ExternalTaskStatus) bool {
@@ -104,7 +62,8 @@ func priorAttempts(st *agentlanev1alpha1.ExternalTaskStatus) int {
 // converge writes what the scheduler decided about the task: a granted
 // attempt is dispatched, a result is fed to the scheduler, an ended attempt
 // is recorded, a finished command gets its final phase.
-func (r *ExternalTaskReconciler) converge(ctx context.Context, b binding, task *agentlanev1alpha1.ExternalTask) (ctrl.Result, error) {
+func (r *ExternalTaskReconciler) converge(ctx context.Context, b binding, s *taskScope) (ctrl.Result, error) {
+	task := s.task
 	// Feeding a result or a loss to the scheduler changes its state; look
 	// again afterwards. Two reports are the most one pass can make.
 	for range 3 {
@@ -117,7 +76,8 @@ func (r *ExternalTaskReconciler) converge(ctx context.Context, b binding, task *
 		st := &task.Status
 		switch {
 		case final:
-			return ctrl.Result{}, r.finish(ctx, b, task, tt, o)
+			r.finish(ctx, b, s, tt, o)
+			return ctrl.Result{}, nil
 
 		case o.State == lanequeue.StateRunning && st.Attempt == n && held(st):
 			// Attempt n is out with a worker or a Job.
@@ -131,11 +91,12 @@ func (r *ExternalTaskReconciler) converge(ctx context.Context, b binding, task *
 
 		case o.State == lanequeue.StateRunning:
 			// Attempt n is granted and nobody has it: dispatch it.
-			return r.dispatch(ctx, b, task, tt, o)
+			return r.dispatch(ctx, b, s, tt, o)
 
 		default:
 			// Waiting in the lane, or for a retry.
-			return ctrl.Result{}, r.setQueued(ctx, b, task, tt, o)
+			r.setQueued(task, tt, o)
+			return ctrl.Result{}, nil
 		}
 	}
 	return ctrl.Result{RequeueAfter: retrySoon}, nil
@@ -176,8 +137,7 @@ func closeAttempt(b binding, task *agentlanev1alpha1.ExternalTask, n int32, end 
 
 // setQueued writes that the task waits in its lane, recording the attempt
 // that just ended if the status still shows it.
-func (r *ExternalTaskReconciler) setQueued(ctx context.Context, b binding, task *agentlanev1alpha1.ExternalTask, tt scheduling.TrackedTask, o lanequeue.Outcome) error {
-	orig := task.DeepCopy()
+func (r *ExternalTaskReconciler) setQueued(task *agentlanev1alpha1.ExternalTask, tt scheduling.TrackedTask, o lanequeue.Outcome) {
 	st := &task.Status
 	now := metav1.NewTime(r.Clock.Now())
 	n := int32(o.Attempts)
@@ -198,7 +158,7 @@ func (r *ExternalTaskReconciler) setQueued(ctx context.Context, b binding, task 
 		}
 	case st.Phase == agentlanev1alpha1.ExternalTaskQueued:
 		// Already shows it, or shows why it waits.
-		return nil
+		return
 	}
 	st.Phase = agentlanev1alpha1.ExternalTaskQueued
 	st.Lane = agentlanev1alpha1.LaneName(tt.Ticket.Lane())
@@ -207,13 +167,13 @@ func (r *ExternalTaskReconciler) setQueued(ctx context.Context, b binding, task 
 	}
 	setInProgress(st, task.Generation, now)
 	setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse, reason, msg)
-	return r.patchStatus(ctx, task, orig)
 }
 
-// finish writes the final phase the scheduler decided, recording the last
-// attempt if the status still shows it, and forgets the task.
-func (r *ExternalTaskReconciler) finish(ctx context.Context, b binding, task *agentlanev1alpha1.ExternalTask, tt scheduling.TrackedTask, o lanequeue.Outcome) error {
-	orig := task.DeepCopy()
+// finish sets the final phase the scheduler decided, recording the last
+// attempt if the status still shows it; once that is written the task is
+// forgotten.
+func (r *ExternalTaskReconciler) finish(ctx context.Context, b binding, s *taskScope, tt scheduling.TrackedTask, o lanequeue.Outcome) {
+	task := s.task
 	st := &task.Status
 	now := metav1.NewTime(r.Clock.Now())
 	n := int32(o.Attempts)
@@ -232,26 +192,23 @@ func (r *ExternalTaskReconciler) finish(ctx context.Context, b binding, task *ag
 		msg = fmt.Sprintf("attempt %d succeeded", n)
 	}
 	r.closeTask(st, task.Generation, phase, msg, now)
-	if err := r.patchStatus(ctx, task, orig); err != nil {
-		return err
-	}
-	b.tasks.Forget(task.Name)
-	r.workers.release(client.ObjectKeyFromObject(task))
-	if phase != agentlanev1alpha1.ExternalTaskSucceeded && phase != agentlanev1alpha1.ExternalTaskCancelled && r.Recorder != nil {
-		r.Recorder.Eventf(task, nil, corev1.EventTypeWarning, string(phase), "Finish", "task ended %s after %d attempts: %s", phase, n, msg)
-	}
-	logf.FromContext(ctx).V(1).Info("Task finished", "phase", phase, "attempts", n)
-	return nil
+	s.afterWrite(func() {
+		b.tasks.Forget(task.Name)
+		r.workers.release(client.ObjectKeyFromObject(task))
+		if phase != agentlanev1alpha1.ExternalTaskSucceeded && phase != agentlanev1alpha1.ExternalTaskCancelled && r.Recorder != nil {
+			r.Recorder.Eventf(task, nil, corev1.EventTypeWarning, string(phase), "Finish", "task ended %s after %d attempts: %s", phase, n, msg)
+		}
+		logf.FromContext(ctx).V(1).Info("Task finished", "phase", phase, "attempts", n)
+	})
 }
 
 // finishUnscheduled ends a task the scheduler never took.
-func (r *ExternalTaskReconciler) finishUnscheduled(ctx context.Context, task *agentlanev1alpha1.ExternalTask, phase agentlanev1alpha1.ExternalTaskPhase, msg string) error {
-	orig := task.DeepCopy()
+func (r *ExternalTaskReconciler) finishUnscheduled(s *taskScope, phase agentlanev1alpha1.ExternalTaskPhase, msg string) {
+	task := s.task
 	r.closeTask(&task.Status, task.Generation, phase, msg, metav1.NewTime(r.Clock.Now()))
 	if r.Recorder != nil {
 		r.Recorder.Eventf(task, nil, corev1.EventTypeWarning, string(phase), "Schedule", "%s", msg)
 	}
-	return r.patchStatus(ctx, task, orig)
 }
 
 // closeTask sets the final phase and conditions.
@@ -345,8 +302,7 @@ func setCondition(st *agentlanev1alpha1.ExternalTaskStatus, generation int64, no
 }
 
 // setWaiting shows why a task cannot be scheduled yet.
-func (r *ExternalTaskReconciler) setWaiting(ctx context.Context, task *agentlanev1alpha1.ExternalTask, why string) error {
-	orig := task.DeepCopy()
+func (r *ExternalTaskReconciler) setWaiting(task *agentlanev1alpha1.ExternalTask, why string) {
 	st := &task.Status
 	now := metav1.NewTime(r.Clock.Now())
 	if st.Phase == "" {
@@ -355,21 +311,4 @@ func (r *ExternalTaskReconciler) setWaiting(ctx context.Context, task *agentlane
 	setInProgress(st, task.Generation, now)
 	setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
 		agentlanev1alpha1.ExternalTaskAwaitingWorkerReason, why)
-	return r.patchStatus(ctx, task, orig)
-}
-
-// patchStatus writes the status change from orig, only if there is one. The
-// patch carries the resourceVersion it was computed from, so a write based
-// on a stale read (the worker wrote in between) fails with a conflict and
-// the task is reconciled again from fresh state.
-func (r *ExternalTaskReconciler) patchStatus(ctx context.Context, task, orig *agentlanev1alpha1.ExternalTask) error {
-	task.Status.ObservedGeneration = task.Generation
-	if equality.Semantic.DeepEqual(orig.Status, task.Status) {
-		return nil
-	}
-	if err := r.Status().Patch(ctx, task, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("write status: %w", err)
-	}
-	r.written.wrote(client.ObjectKeyFromObject(task), orig.ResourceVersion)
-	return nil
 }
