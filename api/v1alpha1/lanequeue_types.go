@@ -134,6 +134,19 @@ type Lane struct {
 	// set, the worker pool runs them.
 	// +optional
 	ExternalTarget *ExternalTarget `json:"externalTarget,omitempty"`
+
+	// commandTypes, when set, are the only command types the lane accepts.
+	// A command of any other type that is routed or sent to the lane is
+	// refused when it is submitted: the Session API answers 400
+	// CommandTypeRefused, and an ExternalTask ends Failed saying why. Empty,
+	// the default, accepts every type. Declare it on External lanes, whose
+	// commands workers run: a lane that accepts only read and grep never
+	// hands a worker a shell command. Commands already accepted keep
+	// running when the list changes. At most 64 types.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	CommandTypes []CommandType `json:"commandTypes,omitempty"`
 }
 
 // ExternalTargetType is where the ExternalTasks of a lane run.
@@ -277,6 +290,7 @@ type TaskRetention struct {
 // need the WeightedTenant policy) are checked at admission.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.routing) || self.routing.all(r, self.lanes.exists(l, l.name == r.lane))",message="every routing rule must name a lane defined in spec.lanes",fieldPath=".routing"
+// +kubebuilder:validation:XValidation:rule="!has(self.routing) || self.routing.all(r, self.lanes.all(l, l.name != r.lane || !has(l.commandTypes) || r.commandType in l.commandTypes))",message="a routing rule may only send a command type to a lane whose commandTypes accept it",fieldPath=".routing"
 // +kubebuilder:validation:XValidation:rule="!has(self.defaultLane) || self.lanes.exists(l, l.name == self.defaultLane)",message="defaultLane must name a lane defined in spec.lanes",fieldPath=".defaultLane"
 // +kubebuilder:validation:XValidation:rule="has(self.defaultLane) || size(self.lanes) == 0 || self.lanes.exists(l, l.name == 'execute')",message="defaultLane is required when no lane is named execute, because command types without a route go to execute",fieldPath=".defaultLane"
 // +kubebuilder:validation:XValidation:rule="!has(self.tenantWeights) || (has(self.fairness) && self.fairness == 'WeightedTenant')",message="tenantWeights may only be set when fairness is WeightedTenant",fieldPath=".tenantWeights"

@@ -53,6 +53,9 @@ func QueueConfig(spec *agentlanev1alpha1.LaneQueueSpec) (lanequeue.Config, error
 			Timeout:                  duration(l.Timeout, 0),
 			RateLimit:                rateLimit(l.RateLimit),
 		}
+		for _, t := range l.CommandTypes {
+			lc.CommandTypes = append(lc.CommandTypes, string(t))
+		}
 		if lc.Mode == "" {
 			lc.Mode = lanequeue.Internal
 		}

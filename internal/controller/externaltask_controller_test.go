@@ -274,6 +274,20 @@ var _ = Describe("ExternalTask controller", func() {
 		Expect(cond(task, agentlanev1alpha1.ExternalTaskFinishedCondition).Message).To(ContainSubstring("nowhere"))
 	})
 
+	It("fails a task whose lane does not accept its command type, and never dispatches it", func() {
+		taskQueue(ns, func(s *agentlanev1alpha1.LaneQueueSpec) {
+			s.Lanes[0].CommandTypes = []agentlanev1alpha1.CommandType{"read", "grep"}
+		})
+		fakeWorker(ns, "w1", 4)
+		task := queueTask(ns, "shell") // bash
+		Expect(k8sClient.Create(ctx, task)).To(Succeed())
+		Eventually(taskPhase(task)).Should(Equal(agentlanev1alpha1.ExternalTaskFailed))
+		Expect(cond(task, agentlanev1alpha1.ExternalTaskFinishedCondition).Message).To(
+			ContainSubstring(`lane "execute" does not accept command type "bash"; it accepts read, grep`))
+		Expect(task.Status.Worker).To(BeEmpty())
+		Expect(task.Status.Attempt).To(BeZero())
+	})
+
 	It("deletes finished tasks after ttlAfterFinished and beyond maxFinished, oldest first", func() {
 		taskQueue(ns, func(s *agentlanev1alpha1.LaneQueueSpec) {
 			s.TaskRetention = &agentlanev1alpha1.TaskRetention{

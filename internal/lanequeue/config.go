@@ -19,6 +19,8 @@ package lanequeue
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -118,6 +120,13 @@ func (c Config) Validate() error {
 	for typ, target := range c.Routing {
 		if !names[target] {
 			errs = append(errs, fmt.Errorf("routing[%q]: unknown lane %q", typ, target))
+			continue
+		}
+		for _, l := range c.Lanes {
+			if l.Name == target && !l.accepts(typ) {
+				errs = append(errs, fmt.Errorf("routing[%q]: lane %q does not accept command type %q (its commandTypes: %s)",
+					typ, target, typ, strings.Join(l.CommandTypes, ", ")))
+			}
 		}
 	}
 	if def := c.defaultLane(); len(c.Lanes) > 0 && !names[def] {
@@ -180,6 +189,7 @@ func (c Config) clone() Config {
 			rc := *r
 			c.Lanes[i].Retry = &rc
 		}
+		c.Lanes[i].CommandTypes = slices.Clone(c.Lanes[i].CommandTypes)
 		if r := c.Lanes[i].RateLimit; r != nil {
 			rc := *r
 			c.Lanes[i].RateLimit = &rc

@@ -18,6 +18,7 @@ package lanequeue
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -91,6 +92,15 @@ type LaneConfig struct {
 	// RateLimit, when set, limits starts in this lane (in addition to any
 	// queue-wide limit).
 	RateLimit *RateLimit
+	// CommandTypes, when set, are the only command types the lane accepts:
+	// a command of any other type that would go to the lane is refused at
+	// submission with ErrCommandTypeRefused. Empty accepts every type.
+	CommandTypes []string
+}
+
+// accepts tells whether the lane takes commands of type typ.
+func (l LaneConfig) accepts(typ string) bool {
+	return len(l.CommandTypes) == 0 || slices.Contains(l.CommandTypes, typ)
 }
 
 func (l LaneConfig) validate(path string) []error {
@@ -117,6 +127,16 @@ func (l LaneConfig) validate(path string) []error {
 		errs = append(errs, l.Retry.validate(path+".retry")...)
 	}
 	errs = append(errs, l.RateLimit.validate(path+".rateLimit")...)
+	seen := make(map[string]bool, len(l.CommandTypes))
+	for i, typ := range l.CommandTypes {
+		switch {
+		case typ == "":
+			errs = append(errs, fmt.Errorf("%s.commandTypes[%d]: must not be empty", path, i))
+		case seen[typ]:
+			errs = append(errs, fmt.Errorf("%s.commandTypes[%d]: duplicate command type %q", path, i, typ))
+		}
+		seen[typ] = true
+	}
 	return errs
 }
 

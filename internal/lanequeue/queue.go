@@ -272,6 +272,13 @@ func (q *Queue) admitLocked(t *Ticket, cmd Command, now int64, needHandler bool)
 	if err != nil {
 		return err
 	}
+	if needHandler {
+		// A new submission; an adopted command already runs and keeps
+		// running whatever the lane accepts now.
+		if err := acceptLocked(ln, cmd.Type); err != nil {
+			return err
+		}
+	}
 	if _, dup := q.tickets[t.id]; dup {
 		return fmt.Errorf("%w: %s", ErrDuplicateID, t.id)
 	}

@@ -133,6 +133,9 @@ var (
 	ErrInvalidCommand = errors.New("lanequeue: invalid command")
 	// ErrUnknownLane: the command names a lane the queue does not have.
 	ErrUnknownLane = errors.New("lanequeue: unknown lane")
+	// ErrCommandTypeRefused: the command's lane does not accept its type
+	// (LaneConfig.CommandTypes). Permanent.
+	ErrCommandTypeRefused = errors.New("lanequeue: command type not accepted by the lane")
 	// ErrDuplicateID: a live command already has this ID.
 	ErrDuplicateID = errors.New("lanequeue: duplicate command id")
 	// ErrNotFound: no live command has this ID.
@@ -171,7 +174,7 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &p) ||
 		errors.Is(err, ErrCancelled) || errors.Is(err, ErrLaneRemoved) ||
 		errors.Is(err, ErrNoHandler) || errors.Is(err, ErrClosed) ||
-		errors.Is(err, ErrInvalidCommand)
+		errors.Is(err, ErrInvalidCommand) || errors.Is(err, ErrCommandTypeRefused)
 }
 
 // failLocked handles a failed attempt: retry it after the policy's delay, or

@@ -16,6 +16,11 @@ limitations under the License.
 
 package lanequeue
 
+import (
+	"fmt"
+	"strings"
+)
+
 // DefaultRoutes returns the built-in command-type routes: read-only tools go
 // to "query", model calls to "generate", and tools with side effects to
 // "execute". Types not listed go to Config.DefaultLane ("execute").
@@ -75,6 +80,25 @@ func (q *Queue) resolveLaneLocked(name, typ string) (*lane, error) {
 	return q.defLane, nil
 }
 
+// acceptLocked refuses a command of type typ that lane ln does not accept.
+func acceptLocked(ln *lane, typ string) error {
+	if ln.cfg.accepts(typ) {
+		return nil
+	}
+	return &commandTypeError{lane: ln.name, typ: typ, accepted: ln.cfg.CommandTypes}
+}
+
+type commandTypeError struct {
+	lane, typ string
+	accepted  []string
+}
+
+func (e *commandTypeError) Error() string {
+	return fmt.Sprintf("lane %s does not accept command type %s; it accepts %s",
+		quote(e.lane), quote(e.typ), strings.Join(e.accepted, ", "))
+}
+func (e *commandTypeError) Unwrap() error { return ErrCommandTypeRefused }
+
 type laneError struct{ name string }
 
 func (e *laneError) Error() string { return ErrUnknownLane.Error() + " " + quote(e.name) }
@@ -92,6 +116,9 @@ func (q *Queue) Route(sessionKey, laneName, typ string) (string, HandlerMode, er
 	defer q.mu.Unlock()
 	ln, err := q.resolveLaneLocked(laneName, typ)
 	if err != nil {
+		return "", "", err
+	}
+	if err := acceptLocked(ln, typ); err != nil {
 		return "", "", err
 	}
 	mode := ln.cfg.Mode

@@ -18,6 +18,7 @@ package lanequeue
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -46,6 +47,26 @@ func TestRouting(t *testing.T) {
 			wantLane: "generate",
 		},
 		"unknown explicit lane": {cmd: Command{Type: "read", Lane: "nope"}, wantErr: ErrUnknownLane},
+		"lane accepts the routed type": {
+			cfg:      func(c *Config) { c.Lanes[2].CommandTypes = []string{"bash", "write"} },
+			cmd:      Command{Type: "bash"},
+			wantLane: "execute",
+		},
+		"routed type the lane refuses": {
+			cfg:     func(c *Config) { c.Lanes[2].CommandTypes = []string{"read", "grep"} },
+			cmd:     Command{Type: "bash"},
+			wantErr: ErrCommandTypeRefused,
+		},
+		"type sent to a lane that refuses it": {
+			cfg:     func(c *Config) { c.Lanes[1].CommandTypes = []string{"read", "grep"} },
+			cmd:     Command{Type: "exec", Lane: "query"},
+			wantErr: ErrCommandTypeRefused,
+		},
+		"type without a route goes to a default lane that refuses it": {
+			cfg:     func(c *Config) { c.Lanes[2].CommandTypes = []string{"bash"} },
+			cmd:     Command{Type: "frobnicate"},
+			wantErr: ErrCommandTypeRefused,
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -112,4 +133,44 @@ func TestRouteReportsTheSessionMode(t *testing.T) {
 	check("b", "bash", "execute", Internal)
 	h.q.ClearSessionLaneMode("a", "execute")
 	check("a", "bash", "execute", Internal)
+}
+
+func TestCommandTypeRefusal(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Lanes[1].CommandTypes = []string{"read", "grep"}
+	h := newHarness(t, cfg)
+	_, err := h.q.Submit(Command{SessionKey: "s", Type: "bash", Lane: "query"})
+	if want := `lane "query" does not accept command type "bash"; it accepts read, grep`; err == nil || err.Error() != want {
+		t.Errorf("Submit error = %v, want %q", err, want)
+	}
+	if !IsPermanent(err) {
+		t.Errorf("a refused command type is not permanent: %v", err)
+	}
+	if n := len(h.events()); n != 0 {
+		t.Errorf("a refused command emitted %d events", n)
+	}
+	if st := h.q.SessionStats("s"); st.Pending != 0 || st.Active != 0 {
+		t.Errorf("a refused command left the session with %d pending, %d active", st.Pending, st.Active)
+	}
+	// A command already running is adopted whatever the lane accepts now:
+	// it was accepted when it was submitted.
+	if _, err := h.q.Adopt(Command{ID: "held", SessionKey: "s", Type: "bash", Lane: "query", External: true}, 1, h.clk.Now()); err != nil {
+		t.Errorf("Adopt of a running command of a type the lane no longer accepts: %v", err)
+	}
+}
+
+func TestCommandTypesValidation(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Lanes[1].CommandTypes = []string{"read", "", "read"}
+	cfg.Routing = map[string]string{"bash": "query"}
+	err := cfg.Validate()
+	for _, want := range []string{
+		"lanes[1].commandTypes[1]: must not be empty",
+		`lanes[1].commandTypes[2]: duplicate command type "read"`,
+		`routing["bash"]: lane "query" does not accept command type "bash" (its commandTypes: read, , read)`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v; want it to contain %q", err, want)
+		}
+	}
 }

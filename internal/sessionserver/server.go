@@ -430,6 +430,8 @@ func schedulerError(err error) error {
 	switch {
 	case errors.Is(err, lanequeue.ErrUnknownLane):
 		return apiError(http.StatusBadRequest, sessionapi.CodeUnknownLane, err.Error())
+	case errors.Is(err, lanequeue.ErrCommandTypeRefused):
+		return apiError(http.StatusBadRequest, sessionapi.CodeCommandTypeRefused, err.Error())
 	case errors.Is(err, lanequeue.ErrDuplicateID):
 		return apiError(http.StatusConflict, sessionapi.CodeDuplicateCommand, err.Error())
 	case errors.Is(err, lanequeue.ErrInvalidCommand):

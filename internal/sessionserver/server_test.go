@@ -30,6 +30,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
@@ -131,14 +132,21 @@ var _ = Describe("Session API", func() {
 				req  sessionapi.SubmitRequest
 				code string
 			}{
-				"no type":          {sessionapi.SubmitRequest{}, sessionapi.CodeInvalidRequest},
-				"unknown lane":     {sessionapi.SubmitRequest{Type: "read", Lane: "nope"}, sessionapi.CodeUnknownLane},
+				"no type":      {sessionapi.SubmitRequest{}, sessionapi.CodeInvalidRequest},
+				"unknown lane": {sessionapi.SubmitRequest{Type: "read", Lane: "nope"}, sessionapi.CodeUnknownLane},
+				"type the lane refuses": {sessionapi.SubmitRequest{Type: "bash", Lane: "readonly",
+					Payload: json.RawMessage(`{"command":"cat /etc/passwd"}`)}, sessionapi.CodeCommandTypeRefused},
 				"id not a name":    {sessionapi.SubmitRequest{ID: "Not_A_Name", Type: "read"}, sessionapi.CodeInvalidRequest},
 				"negative timeout": {sessionapi.SubmitRequest{Type: "read", Timeout: &metav1.Duration{Duration: -time.Second}}, sessionapi.CodeInvalidRequest},
 			} {
 				_, err := s.Submit(ctx, tc.req)
 				Expect(sessionapi.IsCode(err, tc.code)).To(BeTrue(), "%s: %v", name, err)
 			}
+			// A refused command leaves nothing behind: no ExternalTask for
+			// a worker to run.
+			tasks := &agentlanev1alpha1.ExternalTaskList{}
+			Expect(k8sClient.List(ctx, tasks, client.InNamespace(a.ns))).To(Succeed())
+			Expect(tasks.Items).To(BeEmpty())
 			_, err := s.Submit(ctx, sessionapi.SubmitRequest{ID: "dup", Type: "read"})
 			Expect(err).NotTo(HaveOccurred())
 			_, err = s.Submit(ctx, sessionapi.SubmitRequest{ID: "dup", Type: "read"})

@@ -167,6 +167,8 @@ func internalLanes() agentlanev1alpha1.LaneQueueSpec {
 			FixedDelay: &metav1.Duration{Duration: 50 * time.Millisecond},
 		}},
 		{Name: "remote", Priority: 2, HandlerMode: agentlanev1alpha1.HandlerModeExternal},
+		{Name: "readonly", Priority: 2, HandlerMode: agentlanev1alpha1.HandlerModeExternal,
+			CommandTypes: []agentlanev1alpha1.CommandType{"read", "grep"}},
 	}}
 }
 

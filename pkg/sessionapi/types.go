@@ -374,24 +374,25 @@ type PeerInvocation struct {
 
 // Error codes. Every error reply is an Error with one of them.
 const (
-	CodeUnauthenticated  = "Unauthenticated"  // 401: no bearer token, or not a valid one
-	CodeForbidden        = "Forbidden"        // 403: the caller may not use this session
-	CodeSessionNotFound  = "SessionNotFound"  // 404
-	CodeCommandNotFound  = "CommandNotFound"  // 404
-	CodeNotFound         = "NotFound"         // 404: no such route
-	CodeMethodNotAllowed = "MethodNotAllowed" // 405
-	CodeInvalidRequest   = "InvalidRequest"   // 400: a malformed body or a bad value
-	CodeUnknownLane      = "UnknownLane"      // 400: no lane by that name
-	CodeInvalidDirective = "InvalidDirective" // 400: a /queue message the session cannot apply
-	CodeDuplicateCommand = "DuplicateCommand" // 409: a live command has that ID
-	CodeStaleAttempt     = "StaleAttempt"     // 409: the report is for an attempt that no longer holds the slot
-	CodeNotRunning       = "NotRunning"       // 409: the command has no attempt waiting for a report
-	CodeBudgetExhausted  = "BudgetExhausted"  // 409: the session's budget denied an External command
-	CodeTooLarge         = "TooLarge"         // 413: the body, or a command's payload, is over the limit
-	CodeRateLimited      = "RateLimited"      // 429: the caller, or its address, is over its request rate; see Retry-After
-	CodeQueueFull        = "QueueFull"        // 429: the session's, or the server's, pending commands are at a bound; see Retry-After
-	CodeSessionNotReady  = "SessionNotReady"  // 503: the session's queue has no running scheduler
-	CodeInternal         = "Internal"         // 500
+	CodeUnauthenticated    = "Unauthenticated"    // 401: no bearer token, or not a valid one
+	CodeForbidden          = "Forbidden"          // 403: the caller may not use this session
+	CodeSessionNotFound    = "SessionNotFound"    // 404
+	CodeCommandNotFound    = "CommandNotFound"    // 404
+	CodeNotFound           = "NotFound"           // 404: no such route
+	CodeMethodNotAllowed   = "MethodNotAllowed"   // 405
+	CodeInvalidRequest     = "InvalidRequest"     // 400: a malformed body or a bad value
+	CodeUnknownLane        = "UnknownLane"        // 400: no lane by that name
+	CodeCommandTypeRefused = "CommandTypeRefused" // 400: the command's lane does not accept its type
+	CodeInvalidDirective   = "InvalidDirective"   // 400: a /queue message the session cannot apply
+	CodeDuplicateCommand   = "DuplicateCommand"   // 409: a live command has that ID
+	CodeStaleAttempt       = "StaleAttempt"       // 409: the report is for an attempt that no longer holds the slot
+	CodeNotRunning         = "NotRunning"         // 409: the command has no attempt waiting for a report
+	CodeBudgetExhausted    = "BudgetExhausted"    // 409: the session's budget denied an External command
+	CodeTooLarge           = "TooLarge"           // 413: the body, or a command's payload, is over the limit
+	CodeRateLimited        = "RateLimited"        // 429: the caller, or its address, is over its request rate; see Retry-After
+	CodeQueueFull          = "QueueFull"          // 429: the session's, or the server's, pending commands are at a bound; see Retry-After
+	CodeSessionNotReady    = "SessionNotReady"    // 503: the session's queue has no running scheduler
+	CodeInternal           = "Internal"           // 500
 )
 
 // Error is the body of every error reply.

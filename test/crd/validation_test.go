@@ -155,6 +155,25 @@ spec:
   - {commandType: grep, lane: execute}
   - {commandType: grep, lane: execute}
 `, "Duplicate value"),
+		Entry("routing rule sends a type to a lane that refuses it", `
+apiVersion: agentlane.io/v1alpha1
+kind: LaneQueue
+metadata: {generateName: bad-}
+spec:
+  lanes:
+  - {name: execute, priority: 0}
+  - {name: tools, priority: 1, handlerMode: External, commandTypes: [read, grep]}
+  routing:
+  - {commandType: bash, lane: tools}
+`, "a routing rule may only send a command type to a lane whose commandTypes accept it"),
+		Entry("duplicate lane command type", `
+apiVersion: agentlane.io/v1alpha1
+kind: LaneQueue
+metadata: {generateName: bad-}
+spec:
+  lanes:
+  - {name: execute, priority: 0, commandTypes: [bash, bash]}
+`, "Duplicate value"),
 		Entry("defaultLane names missing lane", `
 apiVersion: agentlane.io/v1alpha1
 kind: LaneQueue
