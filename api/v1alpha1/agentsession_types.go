@@ -344,6 +344,11 @@ type SessionRuntime struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="passivationDeadline must be a positive duration, such as 2m"
 	// +optional
 	PassivationDeadline *metav1.Duration `json:"passivationDeadline,omitempty"`
+
+	// UndecodablePodTemplate is set, and PodTemplate left empty, when the
+	// stored podTemplate does not decode (see UndecodableTemplate). It is
+	// not part of the API.
+	UndecodablePodTemplate *UndecodableTemplate `json:"-"`
 }
 
 // DesiredState is the state a user wants a session in.

@@ -189,6 +189,11 @@ type ExternalTarget struct {
 	// cannot be decoded is refused, not stored.
 	// +optional
 	JobTemplate *batchv1.JobTemplateSpec `json:"jobTemplate,omitempty"`
+
+	// UndecodableJobTemplate is set, and JobTemplate left nil, when the
+	// stored jobTemplate does not decode (see UndecodableTemplate). It is
+	// not part of the API.
+	UndecodableJobTemplate *UndecodableTemplate `json:"-"`
 }
 
 // RoutingRule sends every command of one type to one lane.

@@ -159,36 +159,47 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 
 	old := s.Status.DeepCopy()
-	result, reconcileErr := r.reconcile(ctx, s)
+	result, ready, reconcileErr := r.reconcile(ctx, s)
+	if ready != nil {
+		ready.Type, ready.ObservedGeneration = agentlanev1alpha1.AgentSessionReadyCondition, s.Generation
+		meta.SetStatusCondition(&s.Status.Conditions, *ready)
+	}
 	r.Budgets.ApplyStatus(s)
 	if reconcileErr == nil {
 		s.Status.ObservedGeneration = s.Generation
 	}
 	if !equality.Semantic.DeepEqual(old, &s.Status) {
 		if err := r.Status().Update(ctx, s); err != nil {
+			if apierrors.IsConflict(err) && reconcileErr == nil {
+				// Another writer got there first; look again from its state.
+				log.V(1).Info("Status changed under the write; reconciling again", "reason", err.Error())
+				return ctrl.Result{RequeueAfter: retrySoon}, nil
+			}
 			return ctrl.Result{}, errors.Join(reconcileErr, fmt.Errorf("update status: %w", err))
 		}
 	}
 	return result, reconcileErr
 }
 
-func (r *AgentSessionReconciler) reconcile(ctx context.Context, s *agentlanev1alpha1.AgentSession) (ctrl.Result, error) {
+// reconcile binds the session to its queue and runs its life cycle. It
+// returns the session's Ready condition, decided here and only here: the
+// first reason the life cycle found for the session not to be ready, else
+// its binding to the queue; nil leaves the condition as it is.
+func (r *AgentSessionReconciler) reconcile(ctx context.Context, s *agentlanev1alpha1.AgentSession) (ctrl.Result, *metav1.Condition, error) {
 	r.Schedulers.SetRetention(client.ObjectKeyFromObject(s), scheduling.RetentionLimitsOf(s.Spec.Retention))
 	queueKey := types.NamespacedName{Namespace: s.Namespace, Name: s.Spec.QueueRef.Name}
 	lq := &agentlanev1alpha1.LaneQueue{}
 	if err := r.Get(ctx, queueKey, lq); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, err
+			return ctrl.Result{}, nil, err
 		}
-		r.setUnbound(s, fmt.Sprintf("LaneQueue %q does not exist in namespace %q", queueKey.Name, queueKey.Namespace))
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, unbound(s, fmt.Sprintf("LaneQueue %q does not exist in namespace %q", queueKey.Name, queueKey.Namespace)), nil
 	}
 	q, inbox, ok := r.Schedulers.Session(queueKey)
 	if !ok {
 		// The LaneQueue controller has not started its scheduler yet (or
 		// refuses its spec); the LaneQueue watch brings the session back.
-		r.setUnbound(s, fmt.Sprintf("LaneQueue %q has no running scheduler yet", queueKey.Name))
-		return ctrl.Result{RequeueAfter: sessionRefreshInterval}, nil
+		return ctrl.Result{RequeueAfter: sessionRefreshInterval}, unbound(s, fmt.Sprintf("LaneQueue %q has no running scheduler yet", queueKey.Name)), nil
 	}
 
 	st := q.SessionStats(s.Name)
@@ -196,16 +207,15 @@ func (r *AgentSessionReconciler) reconcile(ctx context.Context, s *agentlanev1al
 	if s.Status.Phase == "" || s.Status.Phase == agentlanev1alpha1.SessionPending {
 		s.Status.Phase = agentlanev1alpha1.SessionActive
 	}
-	ready := metav1.Condition{
-		Type: agentlanev1alpha1.AgentSessionReadyCondition, Status: metav1.ConditionTrue,
-		Reason:             agentlanev1alpha1.AgentSessionActiveReason,
-		Message:            fmt.Sprintf("bound to LaneQueue %q", queueKey.Name),
-		ObservedGeneration: s.Generation,
+	bound := &metav1.Condition{
+		Status:  metav1.ConditionTrue,
+		Reason:  agentlanev1alpha1.AgentSessionActiveReason,
+		Message: fmt.Sprintf("bound to LaneQueue %q", queueKey.Name),
 	}
 	if len(unknown) > 0 {
-		ready.Status = metav1.ConditionFalse
-		ready.Reason = agentlanev1alpha1.AgentSessionInvalidLaneOverrideReason
-		ready.Message = fmt.Sprintf("laneOverrides name lanes LaneQueue %q does not have: %s; the other overrides apply",
+		bound.Status = metav1.ConditionFalse
+		bound.Reason = agentlanev1alpha1.AgentSessionInvalidLaneOverrideReason
+		bound.Message = fmt.Sprintf("laneOverrides name lanes LaneQueue %q does not have: %s; the other overrides apply",
 			queueKey.Name, strings.Join(unknown, ", "))
 	}
 
@@ -219,25 +229,27 @@ func (r *AgentSessionReconciler) reconcile(ctx context.Context, s *agentlanev1al
 	lc := &lifecycle{key: client.ObjectKeyFromObject(s), queue: q, inbox: inbox, stats: st, now: r.Clock.Now()}
 	after, err := r.reconcileLifecycle(ctx, s, lc)
 	if err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, nil, err
 	}
-	if s.Status.Phase == agentlanev1alpha1.SessionActive && !lc.readySet {
-		meta.SetStatusCondition(&s.Status.Conditions, ready)
+	ready := lc.notReady
+	if ready == nil && s.Status.Phase == agentlanev1alpha1.SessionActive {
+		ready = bound
 	}
 	if st.Pending+st.Active > 0 {
 		// Counts move while work is in flight: refresh them at a bounded
 		// rate rather than on every command.
 		after = minPositive(after, sessionRefreshInterval)
 	}
-	return ctrl.Result{RequeueAfter: after}, nil
+	return ctrl.Result{RequeueAfter: after}, ready, nil
 }
 
-// setUnbound records that the session has no scheduler to run in.
-func (r *AgentSessionReconciler) setUnbound(s *agentlanev1alpha1.AgentSession, msg string) {
+// unbound records that the session has no scheduler to run in, and returns
+// why it is not ready.
+func unbound(s *agentlanev1alpha1.AgentSession, msg string) *metav1.Condition {
 	if s.Status.Phase == "" || s.Status.Phase == agentlanev1alpha1.SessionActive {
 		s.Status.Phase = agentlanev1alpha1.SessionPending
 	}
-	setReady(s, metav1.ConditionFalse, agentlanev1alpha1.AgentSessionQueueNotFoundReason, msg)
+	return notReady(agentlanev1alpha1.AgentSessionQueueNotFoundReason, msg)
 }
 
 // applyLaneOverrides makes the scheduler's per-session handler modes, now

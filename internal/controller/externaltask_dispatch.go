@@ -118,7 +118,7 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, s *tas
 	setInProgress(st, task.Generation, now)
 
 	if target != nil && target.Type == agentlanev1alpha1.ExternalTargetJob {
-		job, err := buildJob(task, target.JobTemplate, n, r.Scheme())
+		job, err := r.laneJob(task, target, lane, n)
 		if err == nil {
 			err = r.Create(ctx, job)
 			if apierrors.IsAlreadyExists(err) {
@@ -207,4 +207,13 @@ func (r *ExternalTaskReconciler) pickWorker(ctx context.Context, task *agentlane
 		}
 	}
 	return r.workers.pick(client.ObjectKeyFromObject(task), candidates)
+}
+
+// laneJob builds the Job of attempt n of the task from its lane's template,
+// unless the stored template does not decode.
+func (r *ExternalTaskReconciler) laneJob(task *agentlanev1alpha1.ExternalTask, target *agentlanev1alpha1.ExternalTarget, lane string, n int32) (*batchv1.Job, error) {
+	if u := target.UndecodableJobTemplate; u != nil {
+		return nil, fmt.Errorf("%w: %s", errNoJobTemplate, u.Error(fmt.Sprintf("spec.lanes[%s].externalTarget.jobTemplate", lane)))
+	}
+	return buildJob(task, target.JobTemplate, n, r.Scheme())
 }

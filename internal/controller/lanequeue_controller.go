@@ -105,6 +105,11 @@ func (r *LaneQueueReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 	if !equality.Semantic.DeepEqual(old, &lq.Status) {
 		if err := r.Status().Update(ctx, lq); err != nil {
+			if apierrors.IsConflict(err) && reconcileErr == nil {
+				// Another writer got there first; look again from its state.
+				logf.FromContext(ctx).V(1).Info("Status changed under the write; reconciling again", "reason", err.Error())
+				return ctrl.Result{RequeueAfter: retrySoon}, nil
+			}
 			return ctrl.Result{}, errors.Join(reconcileErr, fmt.Errorf("update status: %w", err))
 		}
 	}

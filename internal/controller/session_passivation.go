@@ -188,7 +188,7 @@ func (r *AgentSessionReconciler) requestPassivation(ctx context.Context, s *agen
 	// sees queued stays queued until the session resumes.
 	lc.queue.PauseSession(s.Name)
 	r.Passivations.request(lc.key, lc.now)
-	setReady(s, metav1.ConditionFalse, agentlanev1alpha1.AgentSessionPassivatingReason,
+	lc.notReadyBecause(agentlanev1alpha1.AgentSessionPassivatingReason,
 		fmt.Sprintf("passivation requested (%s); waiting for a checkpoint until %s", reason, at.UTC().Format(time.RFC3339)))
 	r.event(s, corev1.EventTypeNormal, sessionapi.EventPassivationRequested, "Passivate",
 		"reason %s; checkpoint before %s%s", reason, at.UTC().Format(time.RFC3339), podNote(pod))
@@ -232,7 +232,7 @@ func (r *AgentSessionReconciler) continuePassivation(ctx context.Context, s *age
 	if !safe {
 		msg += "; the deadline passed before a newer checkpoint"
 	}
-	setReady(s, metav1.ConditionFalse, agentlanev1alpha1.AgentSessionPassivatedReason, msg)
+	lc.notReadyBecause(agentlanev1alpha1.AgentSessionPassivatedReason, msg)
 	return r.reconcileLifecycleAgain(s, lc)
 }
 

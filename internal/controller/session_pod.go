@@ -93,7 +93,7 @@ func (r *AgentSessionReconciler) runtimePod(ctx context.Context, s *agentlanev1a
 
 // ensureRuntime creates the session's runtime pod and its disruption budget
 // when they are missing.
-func (r *AgentSessionReconciler) ensureRuntime(ctx context.Context, s *agentlanev1alpha1.AgentSession, pod *corev1.Pod) (*corev1.Pod, error) {
+func (r *AgentSessionReconciler) ensureRuntime(ctx context.Context, s *agentlanev1alpha1.AgentSession, lc *lifecycle, pod *corev1.Pod) (*corev1.Pod, error) {
 	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: runtimeBudgetName(s)}}
 	if err := r.Get(ctx, client.ObjectKeyFromObject(pdb), pdb); apierrors.IsNotFound(err) {
 		pdb.Labels = map[string]string{RuntimeLabel: s.Name}
@@ -114,6 +114,15 @@ func (r *AgentSessionReconciler) ensureRuntime(ctx context.Context, s *agentlane
 	if pod != nil {
 		return pod, nil
 	}
+	if u := s.Spec.Runtime.UndecodablePodTemplate; u != nil {
+		// Stored before templates were checked at admission; the rest of
+		// the session, and every other session, still works.
+		msg := u.Error("spec.runtime.podTemplate")
+		s.Status.Phase = agentlanev1alpha1.SessionFailed
+		lc.notReadyBecause(agentlanev1alpha1.AgentSessionPodFailedReason, msg)
+		r.event(s, corev1.EventTypeWarning, agentlanev1alpha1.AgentSessionPodFailedReason, "CreatePod", "%s", msg)
+		return nil, nil
+	}
 	pod = r.newRuntimePod(s)
 	if err := controllerutil.SetControllerReference(s, pod, r.Scheme()); err != nil {
 		return nil, err
@@ -121,7 +130,7 @@ func (r *AgentSessionReconciler) ensureRuntime(ctx context.Context, s *agentlane
 	if err := r.Create(ctx, pod); err != nil {
 		if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
 			s.Status.Phase = agentlanev1alpha1.SessionFailed
-			setReady(s, metav1.ConditionFalse, agentlanev1alpha1.AgentSessionPodFailedReason,
+			lc.notReadyBecause(agentlanev1alpha1.AgentSessionPodFailedReason,
 				fmt.Sprintf("spec.runtime.podTemplate is refused: %v", err))
 			r.event(s, corev1.EventTypeWarning, agentlanev1alpha1.AgentSessionPodFailedReason, "CreatePod", "spec.runtime.podTemplate is refused: %v", err)
 			return nil, nil

@@ -22,7 +22,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -39,8 +38,22 @@ type lifecycle struct {
 	inbox *lanequeue.Inbox
 	stats lanequeue.SessionStats
 	now   time.Time
-	// readySet is set when the life cycle decided the Ready condition.
-	readySet bool
+	// notReady is the first reason the life cycle found for the session not
+	// to be ready; nil when it found none.
+	notReady *metav1.Condition
+}
+
+// notReadyBecause records why the session is not ready, unless an earlier
+// step of the pass already did: the first cause is the one to show.
+func (lc *lifecycle) notReadyBecause(reason, msg string) {
+	if lc.notReady == nil {
+		lc.notReady = notReady(reason, msg)
+	}
+}
+
+// notReady is a Ready=False condition.
+func notReady(reason, msg string) *metav1.Condition {
+	return &metav1.Condition{Status: metav1.ConditionFalse, Reason: reason, Message: msg}
 }
 
 // busy tells whether the session has commands or messages in flight.
@@ -80,12 +93,12 @@ func (r *AgentSessionReconciler) reconcileLifecycle(ctx context.Context, s *agen
 			return r.requestPassivation(ctx, s, lc, agentlanev1alpha1.PassivationManual, pod)
 		}
 		if s.Spec.Runtime != nil {
-			if pod, err = r.ensureRuntime(ctx, s, pod); err != nil {
+			if pod, err = r.ensureRuntime(ctx, s, lc, pod); err != nil {
 				return 0, err
 			}
 			r.showPod(s, pod)
 			if pod == nil || pod.Status.Phase != corev1.PodRunning {
-				setReady(s, metav1.ConditionFalse, agentlanev1alpha1.AgentSessionResumingReason,
+				lc.notReadyBecause(agentlanev1alpha1.AgentSessionResumingReason,
 					"waiting for the new runtime pod to run")
 				return 0, nil // the pod's watch event brings the session back
 			}
@@ -107,13 +120,12 @@ func (r *AgentSessionReconciler) reconcileLifecycle(ctx context.Context, s *agen
 	if s.Spec.Runtime == nil {
 		return r.idleCheck(s, lc), nil
 	}
-	if pod, err = r.ensureRuntime(ctx, s, pod); err != nil {
+	if pod, err = r.ensureRuntime(ctx, s, lc, pod); err != nil {
 		return 0, err
 	}
 	r.showPod(s, pod)
 	if pod == nil || pod.Status.Phase != corev1.PodRunning {
-		lc.readySet = true
-		setReady(s, metav1.ConditionFalse, agentlanev1alpha1.AgentSessionPodPendingReason,
+		lc.notReadyBecause(agentlanev1alpha1.AgentSessionPodPendingReason,
 			fmt.Sprintf("runtime pod %s is %s", podName(pod), podPhase(pod)))
 	}
 	return r.idleCheck(s, lc), nil
@@ -153,11 +165,4 @@ func (r *AgentSessionReconciler) event(s *agentlanev1alpha1.AgentSession, typ, r
 	if r.Recorder != nil {
 		r.Recorder.Eventf(s, nil, typ, reason, action, format, args...)
 	}
-}
-
-func setReady(s *agentlanev1alpha1.AgentSession, status metav1.ConditionStatus, reason, msg string) {
-	meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
-		Type: agentlanev1alpha1.AgentSessionReadyCondition, Status: status, Reason: reason, Message: msg,
-		ObservedGeneration: s.Generation,
-	})
 }
