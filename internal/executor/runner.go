@@ -222,10 +222,10 @@ func (r *Runner) Registry(ctx context.Context, interval time.Duration) (*Registr
 func (r *Runner) Run(ctx context.Context, t Task) (Output, error) {
 	var resp runResponse
 	err := r.call(ctx, http.MethodPost, runPath, runRequest{CommandType: t.CommandType, Payload: t.Payload}, &resp)
-	if cause := context.Cause(ctx); cause != nil {
-		return Output{ExitCode: -1}, fmt.Errorf("process stopped: %w", cause)
-	}
 	if err != nil {
+		if cause := context.Cause(ctx); cause != nil {
+			return Output{ExitCode: -1}, fmt.Errorf("process stopped: %w", cause)
+		}
 		return Output{}, fmt.Errorf("run in the runner: %w", err)
 	}
 	o := resp.Output
