@@ -37,6 +37,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -573,8 +574,13 @@ spec:
 		Expect(client.IgnoreAlreadyExists(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}))).To(Succeed())
 		By("waiting until the API server enforces the policy")
 		Eventually(func(g Gomega) {
-			err := k8sClient.Create(ctx, session("probe", indent(privileged, 8)), client.DryRunAll)
-			g.Expect(err).To(HaveOccurred())
+			// Refused by the policy, not unknown to the client's REST mapper
+			// because the CRDs were only just installed.
+			for _, probe := range []*unstructured.Unstructured{session("probe", indent(privileged, 14)), queue("probe", indent(privileged, 14))} {
+				err := k8sClient.Create(ctx, probe, client.DryRunAll)
+				g.Expect(err).To(HaveOccurred())
+				g.Expect(meta.IsNoMatchError(err)).To(BeFalse(), "%v", err)
+			}
 		}).WithTimeout(30 * time.Second).Should(Succeed())
 	})
 
