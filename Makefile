@@ -15,7 +15,7 @@ IMG ?= agentlane:dev
 CONTAINER_TOOL ?= docker
 # `make images` also writes SHELL_IMG, IMG with busybox for workers that run
 # shell commands, and PAUSE_IMG, a pod sandbox image; `make deploy` runs the
-# workers with WORKER_IMG.
+# workers' tasks (the runner container of the worker pods) with WORKER_IMG.
 SHELL_IMG ?= agentlane-shell:dev
 PAUSE_IMG ?= agentlane-pause:dev
 WORKER_IMG ?= $(IMG)
@@ -123,15 +123,15 @@ demo: build ## Run the main job on an embedded control plane.
 .PHONY: deploy
 # deploy sets the images in throwaway overlays under bin/, so config/default stays
 # as committed: the inner one sets IMG everywhere, the outer one patches the worker
-# container to WORKER_IMG. One overlay would not do: kustomize applies its images
+# pods' runner container, where tasks run, to WORKER_IMG. One overlay would not do: kustomize applies its images
 # after its patches, and would set a WORKER_IMG of repository agentlane back to IMG.
-deploy: kustomize ## Deploy agentlane (config/default) with image IMG, workers WORKER_IMG, to the cluster of the current kubeconfig.
+deploy: kustomize ## Deploy agentlane (config/default) with image IMG, the workers' tasks in WORKER_IMG, to the cluster of the current kubeconfig.
 	@mkdir -p bin && overlay=$$(mktemp -d bin/deploy.XXXXXX) && trap 'rm -rf "$$overlay"' EXIT && \
 	mkdir "$$overlay/image" && printf 'resources:\n- ../../../config/default\n' >"$$overlay/image/kustomization.yaml" && \
 	(cd "$$overlay/image" && $(KUSTOMIZE) edit set image agentlane=$(IMG)) && \
 	printf 'resources:\n- image\n' >"$$overlay/kustomization.yaml" && \
 	(cd "$$overlay" && $(KUSTOMIZE) edit add patch --kind Deployment --name agentlane-worker \
-		--patch '{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"agentlane-worker"},"spec":{"template":{"spec":{"containers":[{"name":"worker","image":"$(WORKER_IMG)"}]}}}}') && \
+		--patch '{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"agentlane-worker"},"spec":{"template":{"spec":{"containers":[{"name":"runner","image":"$(WORKER_IMG)"}]}}}}') && \
 	$(KUSTOMIZE) build "$$overlay" | $(KUBECTL) apply --server-side -f -
 
 .PHONY: undeploy

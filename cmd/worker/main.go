@@ -18,6 +18,12 @@ limitations under the License.
 // identifies itself by pod and node name, serves the queues and lanes it is
 // told to, and reports each task's result on its ExternalTask. With --task it
 // runs that one task and exits, as the pod of a Job-target lane.
+//
+// Tasks run in a sandbox: each attempt in a private directory under
+// --task-root, with an environment of PATH, HOME, TMPDIR and the --task-env
+// variables only. With --runner-socket they run in a runner, `worker runner`,
+// a process of its own (in a pod, a container without the worker's
+// credentials) that the worker reaches through a unix socket.
 package main
 
 import (
@@ -63,6 +69,8 @@ type options struct {
 	waitTimeout   time.Duration
 	maxOutputSize int
 	metricsAddr   string
+	tasks         taskOptions
+	runnerSocket  string
 	zap           zap.Options
 }
 
@@ -88,6 +96,9 @@ func (o *options) validate() error {
 	}
 	if o.maxOutputSize < 1 {
 		errs = append(errs, fmt.Errorf("--max-output-bytes must be at least 1, got %d", o.maxOutputSize))
+	}
+	if o.runnerSocket != "" && (o.tasks.root != "" || len(o.tasks.env) > 0) {
+		errs = append(errs, errors.New("--task-root and --task-env belong to the runner when --runner-socket is set"))
 	}
 	return errors.Join(errs...)
 }
@@ -119,6 +130,8 @@ func parseFlags(args []string, getenv func(string) string, hostname string, outp
 	fs.DurationVar(&o.waitTimeout, "wait-timeout", 10*time.Minute, "One-shot mode: how long to wait for the task to be dispatched to the Job.")
 	fs.IntVar(&o.maxOutputSize, "max-output-bytes", 64*1024, "Largest command output kept in a task result; the rest is cut.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "Address the Prometheus metrics are served on, such as :8080; 0 turns them off.")
+	fs.StringVar(&o.runnerSocket, "runner-socket", "", "Unix socket of a runner (`worker runner`) that runs the tasks; empty runs them in this process.")
+	o.tasks.bindFlags(fs)
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -127,6 +140,9 @@ func parseFlags(args []string, getenv func(string) string, hostname string, outp
 		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	o.queues, o.lanes = workerproto.SplitList(queues), workerproto.SplitList(lanes)
+	if err := o.tasks.parse(); err != nil {
+		return o, err
+	}
 	if labelList != "" {
 		set, err := labels.ConvertSelectorToLabelsMap(labelList)
 		if err != nil {
@@ -138,6 +154,9 @@ func parseFlags(args []string, getenv func(string) string, hostname string, outp
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "runner" {
+		os.Exit(runnerMain(os.Args[2:]))
+	}
 	hostname, _ := os.Hostname()
 	o, err := parseFlags(os.Args[1:], os.Getenv, hostname, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -162,7 +181,10 @@ func main() {
 
 // run runs the worker, or the one task of --task, until ctx ends.
 func run(ctx context.Context, cfg *rest.Config, o options) error {
-	registry := executor.NewRegistry(o.maxOutputSize)
+	registry, err := o.registry(ctx)
+	if err != nil {
+		return err
+	}
 	worker.RegisterMetrics()
 	if o.metricsAddr != "0" {
 		srv, err := metricsserver.NewServer(metricsserver.Options{BindAddress: o.metricsAddr}, cfg, nil)
@@ -203,4 +225,18 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 		return err
 	}
 	return w.Run(ctx)
+}
+
+// registry returns what runs the tasks: the runner of --runner-socket, once
+// it answers, or a sandbox in this process.
+func (o options) registry(ctx context.Context) (*executor.Registry, error) {
+	if o.runnerSocket == "" {
+		return executor.NewSandboxedRegistry(o.maxOutputSize, o.tasks.sandbox()), nil
+	}
+	ctrl.Log.WithName("worker").Info("Waiting for the runner", "socket", o.runnerSocket)
+	registry, err := executor.NewRunner(o.runnerSocket, o.maxOutputSize).Registry(ctx, 500*time.Millisecond)
+	if err != nil {
+		return nil, fmt.Errorf("runner at %s: %w", o.runnerSocket, err)
+	}
+	return registry, nil
 }

@@ -52,12 +52,36 @@ func TestParseFlags(t *testing.T) {
 			env: env,
 			args: []string{"--name=w1", "--node-name=node-b", "--namespace=ns", "--queues= q1, q2 ,", "--lanes=tools",
 				"--labels=gpu=a100,zone=z1", "--capacity=8", "--heartbeat-interval=2s", "--grace-period=0s",
-				"--task=t1", "--job-name=job-9", "--wait-timeout=1m", "--max-output-bytes=10", "--metrics-bind-address=:8080"},
+				"--task=t1", "--job-name=job-9", "--wait-timeout=1m", "--max-output-bytes=10", "--metrics-bind-address=:8080",
+				"--task-root=/scratch", "--task-env=LANG=C.UTF-8,GOFLAGS=-mod=mod", "--task-env=HTTP_PROXY=http://proxy:3128"},
 			want: options{
 				name: "w1", nodeName: "node-b", namespace: "ns", queues: []string{"q1", "q2"}, lanes: []string{"tools"},
 				labels: map[string]string{"gpu": "a100", "zone": "z1"}, capacity: 8, heartbeat: 2 * time.Second,
 				oneShotTask: "t1", jobName: "job-9", waitTimeout: time.Minute, maxOutputSize: 10, metricsAddr: ":8080",
+				tasks: taskOptions{
+					root:     "/scratch",
+					envFlags: stringList{"LANG=C.UTF-8,GOFLAGS=-mod=mod", "HTTP_PROXY=http://proxy:3128"},
+					env:      []string{"LANG=C.UTF-8", "GOFLAGS=-mod=mod", "HTTP_PROXY=http://proxy:3128"},
+				},
 			},
+		},
+		"tasks in a runner": {
+			env:  env,
+			args: []string{"--runner-socket=/run/agentlane/runner.sock"},
+			want: func() options {
+				o := defaults
+				o.runnerSocket = "/run/agentlane/runner.sock"
+				return o
+			}(),
+		},
+		"task settings belong to the runner when there is one": {
+			env:     env,
+			args:    []string{"--runner-socket=/run/agentlane/runner.sock", "--task-root=/scratch"},
+			wantErr: []string{"--task-root and --task-env belong to the runner when --runner-socket is set"},
+		},
+		"invalid task variables": {
+			env: env, args: []string{"--task-env=A=1,9LIVES=x", "--task-env=NOPE"},
+			wantErr: []string{`--task-env: invalid variable name "9LIVES"`, `"NOPE" is not NAME=VALUE`},
 		},
 		"invalid settings are all reported": {
 			env: env,
@@ -97,7 +121,49 @@ func TestParseFlags(t *testing.T) {
 			if err != nil {
 				t.Fatalf("unexpected error: %v", err)
 			}
-			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(options{}), cmpopts.IgnoreFields(options{}, "zap")); diff != "" {
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(options{}, taskOptions{}), cmpopts.IgnoreFields(options{}, "zap")); diff != "" {
+				t.Errorf("options (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseRunnerFlags(t *testing.T) {
+	cases := map[string]struct {
+		args    []string
+		want    runnerOptions
+		wantErr []string
+	}{
+		"defaults": {
+			want: runnerOptions{socket: "/run/agentlane/runner.sock", maxOutputSize: 64 * 1024, drain: 30 * time.Second},
+		},
+		"every flag": {
+			args: []string{"--socket=/tmp/r.sock", "--max-output-bytes=10", "--shutdown-timeout=5s",
+				"--task-root=/scratch", "--task-env=A=1"},
+			want: runnerOptions{socket: "/tmp/r.sock", maxOutputSize: 10, drain: 5 * time.Second,
+				tasks: taskOptions{root: "/scratch", envFlags: stringList{"A=1"}, env: []string{"A=1"}}},
+		},
+		"invalid settings are all reported": {
+			args: []string{"--socket=", "--max-output-bytes=0", "--shutdown-timeout=-1s", "--task-env=-=1", "extra"},
+			wantErr: []string{"--socket is required", "--max-output-bytes must be at least 1", "--shutdown-timeout must not be negative",
+				`--task-env: invalid variable name "-"`, `unexpected arguments: ["extra"]`},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := parseRunnerFlags(tc.args, io.Discard)
+			if len(tc.wantErr) > 0 {
+				for _, w := range tc.wantErr {
+					if err == nil || !strings.Contains(err.Error(), w) {
+						t.Errorf("error %v does not contain %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(runnerOptions{}, taskOptions{}), cmpopts.IgnoreFields(runnerOptions{}, "zap")); diff != "" {
 				t.Errorf("options (-want,+got):\n%s", diff)
 			}
 		})

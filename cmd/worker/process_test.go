@@ -120,6 +120,14 @@ func TestWorkerProcess(t *testing.T) {
 		g.Expect(long.Status.Worker).To(BeEmpty())
 	})
 
+	t.Run("tasks run in-process see nothing of the worker", func(t *testing.T) {
+		testIsolation(t, c, bin, kubeconfigPath, false)
+	})
+
+	t.Run("tasks run in a runner process see nothing of the worker", func(t *testing.T) {
+		testIsolation(t, c, bin, kubeconfigPath, true)
+	})
+
 	t.Run("one-shot worker runs its task and exits 0", func(t *testing.T) {
 		g := NewWithT(t)
 		task := dispatched(t, c, "job-task", "echo from a Job", "", "job-7")

@@ -20,6 +20,13 @@ limitations under the License.
 // (internal/agentscript) build their own Registry; the package has no
 // Kubernetes dependencies, so an HTTP-only binary such as cmd/agent can link
 // it without the API client.
+//
+// A Registry with a Sandbox (sandbox.go) runs every attempt in a private
+// directory with an environment built from nothing, which is how workers run
+// other people's tasks. A RunnerServer (runner.go) serves a Registry on a
+// unix socket and a Runner runs tasks through it, so that the tasks run in
+// another process (in a worker pod, another container) than the one holding
+// the worker's credentials.
 package executor
 
 import (
@@ -31,6 +38,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"sync"
 	"syscall"
@@ -95,18 +103,42 @@ var ErrUnknownCommandType = errors.New("no executor for command type")
 type Registry struct {
 	mu        sync.RWMutex
 	executors map[string]Executor
+	// sandbox, when set, gives each Run a private Attempt; it is set when
+	// the registry is made and never changed.
+	sandbox *Sandbox
 }
 
 // NewRegistry returns a registry with the built-in executors: "bash" runs a
 // shell command line, "exec" runs a program with arguments and "read" reads a
 // file, all bounded by maxOutput bytes of output (per stream for processes);
 // 0 means DefaultMaxOutputBytes.
+//
+// Its tasks run in the program's working directory with its environment and
+// may read any file it can: it is for a program's own tools, such as the
+// scripted agent runtime's. Workers, which run other people's tasks, use
+// NewSandboxedRegistry.
 func NewRegistry(maxOutput int) *Registry {
-	r := &Registry{executors: map[string]Executor{}}
+	return builtins(emptyRegistry(nil), maxOutput)
+}
+
+// NewSandboxedRegistry returns a registry with the built-in executors of
+// NewRegistry that runs every task in an Attempt of its own (see Sandbox).
+func NewSandboxedRegistry(maxOutput int, sandbox Sandbox) *Registry {
+	sandbox.Env = slices.Clone(sandbox.Env)
+	return builtins(emptyRegistry(&sandbox), maxOutput)
+}
+
+// builtins registers the built-in executors in r.
+func builtins(r *Registry, maxOutput int) *Registry {
 	r.Register("bash", &ProcessExecutor{Shell: true, MaxOutputBytes: maxOutput})
 	r.Register("exec", &ProcessExecutor{MaxOutputBytes: maxOutput})
 	r.Register("read", &ReadExecutor{MaxBytes: maxOutput})
 	return r
+}
+
+// emptyRegistry returns a registry without executors.
+func emptyRegistry(sandbox *Sandbox) *Registry {
+	return &Registry{executors: map[string]Executor{}, sandbox: sandbox}
 }
 
 // Register adds or replaces the executor for a command type.
@@ -128,15 +160,29 @@ func (r *Registry) CommandTypes() []string {
 	return out
 }
 
-// Run executes t with the executor registered for its command type.
-func (r *Registry) Run(ctx context.Context, t Task) (Output, error) {
+// Run executes t with the executor registered for its command type. In a
+// sandboxed registry the executor runs in a new Attempt, whose directory is
+// removed when it returns.
+func (r *Registry) Run(ctx context.Context, t Task) (out Output, err error) {
 	r.mu.RLock()
 	e, ok := r.executors[t.CommandType]
 	r.mu.RUnlock()
 	if !ok {
 		return Output{}, fmt.Errorf("%w %q", ErrUnknownCommandType, t.CommandType)
 	}
-	return e.Execute(ctx, t.Payload)
+	if r.sandbox == nil {
+		return e.Execute(ctx, t.Payload)
+	}
+	a, err := r.sandbox.newAttempt()
+	if err != nil {
+		return Output{}, err
+	}
+	defer func() {
+		if rmErr := removeAttemptDir(a.Dir); rmErr != nil && err == nil {
+			err = rmErr
+		}
+	}()
+	return e.Execute(WithAttempt(ctx, a), t.Payload)
 }
 
 // ProcessPayload is the payload of "bash" and "exec" tasks.
@@ -145,10 +191,13 @@ type ProcessPayload struct {
 	Command string `json:"command,omitempty"`
 	// Args is the program and its arguments ("exec" tasks).
 	Args []string `json:"args,omitempty"`
-	// WorkingDir is the directory the process starts in; empty means the
-	// worker's own working directory.
+	// WorkingDir is the directory the process starts in. In a sandbox it is
+	// relative to the attempt's directory (created when missing) and may not
+	// leave it; empty means the attempt's directory. Without a sandbox empty
+	// means the program's working directory.
 	WorkingDir string `json:"workingDir,omitempty"`
-	// Env adds variables to the worker's environment.
+	// Env adds variables to the task's environment: in a sandbox to the one
+	// it builds, without one to the program's own.
 	Env map[string]string `json:"env,omitempty"`
 	// Stdin is written to the process's standard input.
 	Stdin string `json:"stdin,omitempty"`
@@ -198,27 +247,29 @@ func (p *ProcessExecutor) parse(raw json.RawMessage) (ProcessPayload, []string, 
 	return pl, argv, nil
 }
 
-// command builds the process of argv with the payload's working
-// directory, input and environment (added to the worker's own, in key
-// order), in a process group of its own.
-func command(pl ProcessPayload, argv []string, stdout, stderr io.Writer) *exec.Cmd {
+// command builds the process of argv with the payload's working directory,
+// input and environment (in key order, after the attempt's environment, or
+// the program's own outside a sandbox), in a process group of its own.
+func command(ctx context.Context, pl ProcessPayload, argv []string, stdout, stderr io.Writer) (*exec.Cmd, error) {
+	extra, err := payloadEnv(pl.Env)
+	if err != nil {
+		return nil, err
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = pl.WorkingDir
+	cmd.Dir, cmd.Env = pl.WorkingDir, os.Environ()
+	if a, ok := AttemptFrom(ctx); ok {
+		if cmd.Dir, err = a.workingDir(pl.WorkingDir); err != nil {
+			return nil, err
+		}
+		cmd.Env = slices.Clone(a.Env)
+	}
+	cmd.Env = append(cmd.Env, extra...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if pl.Stdin != "" {
 		cmd.Stdin = bytes.NewBufferString(pl.Stdin)
 	}
-	cmd.Env = os.Environ()
-	keys := make([]string, 0, len(pl.Env))
-	for k := range pl.Env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		cmd.Env = append(cmd.Env, k+"="+pl.Env[k])
-	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	return cmd
+	return cmd, nil
 }
 
 // Execute runs the payload's process and waits for it. A process that exits
@@ -240,7 +291,10 @@ func (p *ProcessExecutor) Execute(ctx context.Context, raw json.RawMessage) (Out
 	stdout := &limitedBuffer{limit: limit}
 	stderr := &limitedBuffer{limit: limit}
 
-	cmd := command(pl, argv, stdout, stderr)
+	cmd, err := command(ctx, pl, argv, stdout, stderr)
+	if err != nil {
+		return Output{}, err
+	}
 
 	if err := cmd.Start(); err != nil {
 		return Output{}, fmt.Errorf("start %s: %w", argv[0], err)
@@ -286,108 +340,6 @@ func (p *ProcessExecutor) output(stdout, stderr *limitedBuffer, code int) Output
 		Stderr:    stderr.String(),
 		Truncated: stdout.truncated || stderr.truncated,
 	}
-}
-
-// ReadPayload is the payload of "read" tasks.
-type ReadPayload struct {
-	// Path is the file to read, relative to the worker's working directory
-	// unless absolute.
-	Path string `json:"path"`
-	// MaxBytes bounds the content returned; 0 means the executor's limit,
-	// which is also the most it returns.
-	MaxBytes int `json:"maxBytes,omitempty"`
-}
-
-// ReadOutput is the output JSON of a "read" task.
-type ReadOutput struct {
-	// Content is the start of the file, cut at the byte limit (and back to
-	// the last whole UTF-8 character).
-	Content string `json:"content"`
-	// Bytes is the size of the whole file (the bytes read, for files that
-	// report no size, such as those of procfs).
-	Bytes int64 `json:"bytes"`
-	// Truncated is set when Content is not the whole file.
-	Truncated bool `json:"truncated"`
-}
-
-// ReadExecutor reads a regular file. Like a program that cannot be started,
-// a file that is missing, unreadable, a directory or not a regular file
-// fails the task with an error naming the path; nothing is read then.
-type ReadExecutor struct {
-	// MaxBytes bounds the content returned; 0 means DefaultMaxOutputBytes.
-	MaxBytes int
-}
-
-var _ Executor = &ReadExecutor{}
-
-// Execute reads the payload's file.
-func (e *ReadExecutor) Execute(ctx context.Context, raw json.RawMessage) (Output, error) {
-	var pl ReadPayload
-	if len(raw) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&pl); err != nil {
-			return Output{}, fmt.Errorf("invalid payload: %w", err)
-		}
-	}
-	switch {
-	case pl.Path == "":
-		return Output{}, errors.New("invalid payload: path is required")
-	case pl.MaxBytes < 0:
-		return Output{}, fmt.Errorf("invalid payload: maxBytes must not be negative, got %d", pl.MaxBytes)
-	}
-	limit := e.MaxBytes
-	if limit <= 0 {
-		limit = DefaultMaxOutputBytes
-	}
-	if pl.MaxBytes > 0 && pl.MaxBytes < limit {
-		limit = pl.MaxBytes
-	}
-	if err := context.Cause(ctx); err != nil {
-		return Output{}, fmt.Errorf("read stopped: %w", err)
-	}
-
-	// Stat before opening: opening a FIFO would block.
-	info, err := os.Stat(pl.Path)
-	switch {
-	case err != nil:
-		return Output{}, readError(pl.Path, err)
-	case info.IsDir():
-		return Output{}, readError(pl.Path, errors.New("is a directory"))
-	case !info.Mode().IsRegular():
-		return Output{}, readError(pl.Path, fmt.Errorf("not a regular file (%s)", info.Mode().Type()))
-	}
-	f, err := os.Open(pl.Path)
-	if err != nil {
-		return Output{}, readError(pl.Path, err)
-	}
-	defer func() { _ = f.Close() }()
-	// One byte past the limit tells a file that fills it exactly from a
-	// longer one, also where the size is unknown (procfs reports 0).
-	buf, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
-	if err != nil {
-		return Output{}, readError(pl.Path, err)
-	}
-	out := ReadOutput{Bytes: max(info.Size(), int64(len(buf)))}
-	if len(buf) > limit {
-		buf, out.Truncated = cutRunes(buf[:limit]), true
-	}
-	out.Content = string(buf)
-	result, err := json.Marshal(out)
-	if err != nil {
-		return Output{}, err
-	}
-	return Output{Success: true, Truncated: out.Truncated, Result: result}, nil
-}
-
-// readError reports a failed read as "read <path>: <reason>", keeping the
-// reason for errors.Is (fs.ErrNotExist, fs.ErrPermission).
-func readError(path string, err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		err = pe.Err
-	}
-	return fmt.Errorf("read %s: %w", path, err)
 }
 
 // cutRunes drops a UTF-8 character that b ends in the middle of, so that the

@@ -61,7 +61,8 @@ type TaskOptions struct {
 	// GracePeriod is how long the run may go on after ctx ends; it is then
 	// stopped and reported as failed.
 	GracePeriod time.Duration
-	// Registry runs the task; nil means executor.NewRegistry(executor.DefaultMaxOutputBytes).
+	// Registry runs the task; nil means executor.NewSandboxedRegistry with the
+	// default output limit and task root.
 	Registry *executor.Registry
 	// Clock drives polling, the grace period and status timestamps; nil
 	// means the real clock.
@@ -102,7 +103,7 @@ func RunTask(ctx context.Context, cfg *rest.Config, o TaskOptions) error {
 		return err
 	}
 	if o.Registry == nil {
-		o.Registry = executor.NewRegistry(executor.DefaultMaxOutputBytes)
+		o.Registry = executor.NewSandboxedRegistry(executor.DefaultMaxOutputBytes, executor.Sandbox{})
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}

@@ -71,7 +71,8 @@ type Options struct {
 	// GracePeriod is how long a stopping worker lets its running tasks
 	// finish before it hands them back.
 	GracePeriod time.Duration
-	// Registry runs the tasks; nil means executor.NewRegistry(executor.DefaultMaxOutputBytes).
+	// Registry runs the tasks; nil means executor.NewSandboxedRegistry with the
+	// default output limit and task root.
 	Registry *executor.Registry
 	// Clock drives the heartbeat, the grace period and status timestamps;
 	// nil means the real clock.
@@ -122,7 +123,7 @@ func (o *Options) Validate() error {
 
 func (o *Options) defaults() {
 	if o.Registry == nil {
-		o.Registry = executor.NewRegistry(executor.DefaultMaxOutputBytes)
+		o.Registry = executor.NewSandboxedRegistry(executor.DefaultMaxOutputBytes, executor.Sandbox{})
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}

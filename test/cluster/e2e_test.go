@@ -279,6 +279,8 @@ spec:
 		}
 	})
 
+	It("gives a task on a worker pod neither the worker's service-account token nor its environment", expectTasksIsolated)
+
 	It("runs a Job-target lane's tasks in Jobs whose pods complete them", func() {
 		apply(fmt.Sprintf(plainSessionYAML, "jobs"))
 		apply(`

@@ -37,6 +37,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -92,11 +93,34 @@ func as[T any](o *unstructured.Unstructured) T {
 // deployment returns the rendered Deployment of name and its only container.
 func deployment(name string) (appsv1.Deployment, corev1.Container) {
 	GinkgoHelper()
-	o := find("Deployment", name)
-	Expect(o).NotTo(BeNil(), "Deployment %s is not rendered", name)
-	d := as[appsv1.Deployment](o)
+	d := deploymentOf(name)
 	Expect(d.Spec.Template.Spec.Containers).To(HaveLen(1), "containers of %s", name)
 	return d, d.Spec.Template.Spec.Containers[0]
+}
+
+// deploymentOf returns the rendered Deployment name.
+func deploymentOf(name string) appsv1.Deployment {
+	GinkgoHelper()
+	o := find("Deployment", name)
+	Expect(o).NotTo(BeNil(), "Deployment %s is not rendered", name)
+	return as[appsv1.Deployment](o)
+}
+
+// container returns the container of d called name.
+func container(d appsv1.Deployment, name string) corev1.Container {
+	GinkgoHelper()
+	i := slices.IndexFunc(d.Spec.Template.Spec.Containers, func(c corev1.Container) bool { return c.Name == name })
+	Expect(i).NotTo(Equal(-1), "container %s of %s", name, d.Name)
+	return d.Spec.Template.Spec.Containers[i]
+}
+
+// mountPaths returns where c mounts each of its volumes.
+func mountPaths(c corev1.Container) map[string]string {
+	paths := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		paths[m.MountPath] = m.Name
+	}
+	return paths
 }
 
 // flagArg is one --name[=value] argument.
@@ -318,7 +342,8 @@ var _ = Describe("config/default", func() {
 	})
 
 	It("runs 3 workers named after their pods and nodes, with only flags cmd/worker defines", func() {
-		d, c := deployment(workerDeployment)
+		d := deploymentOf(workerDeployment)
+		c := container(d, "worker")
 		Expect(d.Spec.Replicas).To(HaveValue(BeEquivalentTo(3)))
 		Expect(c.Command).To(Equal([]string{"/worker"}))
 		Expect(unknownFlags(c, workerFlags)).To(BeEmpty(), "arguments cmd/worker does not define")
@@ -340,6 +365,67 @@ var _ = Describe("config/default", func() {
 
 		Expect(containerPort(c, "metrics")).To(Equal(bindPort(c, "metrics-bind-address")))
 		Expect(d.Spec.Template.Spec.ServiceAccountName).To(Equal("agentlane-worker"))
+	})
+
+	It("runs the workers' tasks in a runner container that holds no credential and shares only the runner's socket", func() {
+		d := deploymentOf(workerDeployment)
+		spec := d.Spec.Template.Spec
+		Expect(spec.Containers).To(HaveLen(2))
+		w, r := container(d, "worker"), container(d, "runner")
+		Expect(r.Command).To(Equal([]string{"/worker", "runner"}))
+		Expect(unknownFlags(r, runnerFlags)).To(BeEmpty(), "arguments `worker runner` does not define")
+
+		By("mounting the service-account token in the worker container only")
+		Expect(spec.AutomountServiceAccountToken).To(HaveValue(BeFalse()))
+		const tokenDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+		tokenVolume := mountPaths(w)[tokenDir]
+		Expect(tokenVolume).NotTo(BeEmpty(), "the worker's in-cluster configuration reads %s", tokenDir)
+		i := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == tokenVolume })
+		Expect(i).NotTo(Equal(-1))
+		projected := spec.Volumes[i].Projected
+		Expect(projected).NotTo(BeNil())
+		var files []string
+		for _, src := range projected.Sources {
+			switch {
+			case src.ServiceAccountToken != nil:
+				files = append(files, src.ServiceAccountToken.Path)
+			case src.ConfigMap != nil:
+				for _, item := range src.ConfigMap.Items {
+					files = append(files, item.Path)
+				}
+			case src.DownwardAPI != nil:
+				for _, item := range src.DownwardAPI.Items {
+					files = append(files, item.Path)
+				}
+			}
+		}
+		Expect(files).To(ConsistOf("token", "ca.crt", "namespace"))
+		for path, volume := range mountPaths(r) {
+			Expect(volume).NotTo(Equal(tokenVolume), "the runner mounts the token at %s", path)
+		}
+
+		By("sharing only the socket's directory, and no process namespace")
+		socket := arg(w, "runner-socket")
+		Expect(arg(r, "socket")).To(Equal(socket))
+		shared := mountPaths(w)[filepath.Dir(socket)]
+		Expect(shared).NotTo(BeEmpty())
+		Expect(mountPaths(r)).To(HaveKeyWithValue(filepath.Dir(socket), shared))
+		for path, volume := range mountPaths(r) {
+			if volume != shared {
+				Expect(mountPaths(w)).NotTo(ContainElement(volume), "the worker also mounts %s of the runner", path)
+			}
+		}
+		Expect(spec.ShareProcessNamespace).To(Or(BeNil(), HaveValue(BeFalse())))
+		Expect(spec.EnableServiceLinks).To(HaveValue(BeFalse()))
+		Expect(r.Env).To(BeEmpty(), "the runner gets no variables of the pod")
+		Expect(r.EnvFrom).To(BeEmpty())
+
+		By("letting the runner's tasks go on until the worker finishes or hands them back")
+		grace, err := time.ParseDuration(arg(w, "grace-period"))
+		Expect(err).NotTo(HaveOccurred())
+		drain, err := time.ParseDuration(arg(r, "shutdown-timeout"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(drain).To(BeNumerically(">", grace))
 	})
 
 	It("routes every Service to named ports of one Deployment's pods, metrics included", func() {
@@ -365,7 +451,7 @@ var _ = Describe("config/default", func() {
 		} {
 			s := as[corev1.Service](find("Service", svc))
 			Expect(s.Spec.Ports).To(ContainElement(HaveField("Name", "metrics")), svc)
-			d, _ := deployment(target)
+			d := deploymentOf(target)
 			Expect(labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(d.Spec.Template.Labels))).To(BeTrue(), "%s selects %s", svc, target)
 		}
 	})
@@ -488,8 +574,13 @@ spec:
 		Expect(client.IgnoreAlreadyExists(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}))).To(Succeed())
 		By("waiting until the API server enforces the policy")
 		Eventually(func(g Gomega) {
-			err := k8sClient.Create(ctx, session("probe", indent(privileged, 8)), client.DryRunAll)
-			g.Expect(err).To(HaveOccurred())
+			// Refused by the policy, not unknown to the client's REST mapper
+			// because the CRDs were only just installed.
+			for _, probe := range []*unstructured.Unstructured{session("probe", indent(privileged, 14)), queue("probe", indent(privileged, 14))} {
+				err := k8sClient.Create(ctx, probe, client.DryRunAll)
+				g.Expect(err).To(HaveOccurred())
+				g.Expect(meta.IsNoMatchError(err)).To(BeFalse(), "%v", err)
+			}
 		}).WithTimeout(30 * time.Second).Should(Succeed())
 	})
 

@@ -56,8 +56,9 @@ var (
 
 	// rendered is the output of `kustomize build config/default`.
 	rendered []*unstructured.Unstructured
-	// managerFlags and workerFlags are the flags the built binaries define.
-	managerFlags, workerFlags map[string]bool
+	// managerFlags, workerFlags and runnerFlags are the flags the built
+	// binaries define (runnerFlags those of `worker runner`).
+	managerFlags, workerFlags, runnerFlags map[string]bool
 )
 
 func TestDeploy(t *testing.T) {
@@ -85,6 +86,8 @@ var _ = BeforeSuite(func() {
 	managerFlags, err = definedFlags(filepath.Join(bin, "manager"))
 	Expect(err).NotTo(HaveOccurred())
 	workerFlags, err = definedFlags(filepath.Join(bin, "worker"))
+	Expect(err).NotTo(HaveOccurred())
+	runnerFlags, err = definedFlags(filepath.Join(bin, "worker"), "runner")
 	Expect(err).NotTo(HaveOccurred())
 
 	// The CRDs come from the kustomize output, as a cluster gets them.
@@ -149,9 +152,10 @@ func run(cmd *exec.Cmd) ([]byte, error) {
 // flagLine matches a flag in the usage the flag package prints for --help.
 var flagLine = regexp.MustCompile(`(?m)^  -([A-Za-z0-9][A-Za-z0-9._-]*)`)
 
-// definedFlags runs binary --help and returns the names of its flags.
-func definedFlags(binary string) (map[string]bool, error) {
-	cmd := exec.CommandContext(ctx, binary, "--help")
+// definedFlags runs binary with args and --help and returns the names of
+// its flags.
+func definedFlags(binary string, args ...string) (map[string]bool, error) {
+	cmd := exec.CommandContext(ctx, binary, append(args, "--help")...)
 	var usage bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &usage, &usage
 	if err := cmd.Run(); err != nil {

@@ -81,9 +81,9 @@ turns:
   llm: {inputTokens: 1200, outputTokens: 300, duration: 50ms}
   steps:
   - parallel:
-    - {type: read, payload: {path: %[1]s/a.txt}}
-    - {type: read, payload: {path: %[1]s/b.txt}}
-    - {type: read, payload: {path: %[1]s/c.txt}}
+    - {type: bash, lane: query, payload: {command: "cat %[1]s/a.txt"}}
+    - {type: bash, lane: query, payload: {command: "cat %[1]s/b.txt"}}
+    - {type: bash, lane: query, payload: {command: "cat %[1]s/c.txt"}}
   - {type: bash, payload: {command: "sleep 0.2; echo build >> %[2]s; echo built"}}
   - {type: bash, payload: {command: "echo test >> %[2]s; echo tested"}}
 `, dir, out))
@@ -105,15 +105,16 @@ turns:
 		var reads, bashes []agentscript.CommandReport
 		for _, cmd := range turn.Commands {
 			Expect(cmd.State).To(Equal(sessionapi.StateSucceeded), "%s %s: %s", cmd.Type, cmd.ID, cmd.Error)
-			switch cmd.Type {
-			case "read":
+			// The reads are shell commands in the query lane: a worker's
+			// read task reads only its own attempt's directory.
+			switch {
+			case cmd.Lane == "query":
 				Expect(cmd.Mode).To(Equal(sessionapi.ModeExternal))
-				Expect(cmd.Lane).To(Equal("query"))
 				reads = append(reads, cmd)
-			case "bash":
+			case cmd.Type == "bash":
 				Expect(cmd.Mode).To(Equal(sessionapi.ModeExternal))
 				bashes = append(bashes, cmd)
-			case "llm":
+			case cmd.Type == "llm":
 				Expect(cmd.Mode).To(Equal(sessionapi.ModeInternal))
 				Expect(cmd.Lane).To(Equal("generate"))
 			}
@@ -121,9 +122,9 @@ turns:
 		Expect(reads).To(HaveLen(3))
 		Expect(bashes).To(HaveLen(2))
 		for i, r := range reads {
-			var got struct{ Content string }
+			var got struct{ Stdout string }
 			Expect(json.Unmarshal(r.Output, &got)).To(Succeed())
-			Expect(got.Content).To(Equal("contents of " + []string{"a", "b", "c"}[i]))
+			Expect(got.Stdout).To(Equal("contents of " + []string{"a", "b", "c"}[i]))
 		}
 		Expect(string(bashes[0].Output)).To(ContainSubstring("built"))
 		Expect(string(bashes[1].Output)).To(ContainSubstring("tested"))
