@@ -53,20 +53,15 @@ import (
 // +kubebuilder:rbac:groups=agentlane.io,resources=externaltasks/status,verbs=get;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update;delete
 
-// options are the worker's command-line settings.
+// options are the worker's command-line settings. The flags bind straight
+// into the settings of the worker package, which validates them; only the
+// settings of this binary are checked here.
 type options struct {
-	name          string
-	nodeName      string
-	namespace     string
-	queues        []string
-	lanes         []string
-	labels        map[string]string
-	capacity      int
-	heartbeat     time.Duration
-	gracePeriod   time.Duration
-	oneShotTask   string
-	jobName       string
-	waitTimeout   time.Duration
+	// pool is the pool worker, and the identity and grace period a
+	// one-shot worker shares with it.
+	pool worker.Options
+	// oneShot holds --task, --job-name and --wait-timeout.
+	oneShot       worker.TaskOptions
 	maxOutputSize int
 	metricsAddr   string
 	tasks         taskOptions
@@ -74,25 +69,33 @@ type options struct {
 	zap           zap.Options
 }
 
+// taskOptions are the settings of one-shot mode.
+func (o *options) taskOptions(registry *executor.Registry) worker.TaskOptions {
+	t := o.oneShot
+	t.Namespace, t.Name, t.NodeName, t.GracePeriod = o.pool.Namespace, o.pool.Name, o.pool.NodeName, o.pool.GracePeriod
+	t.Registry = registry
+	return t
+}
+
+// flagHints complete the messages of settings that come from the pod's
+// environment by default.
+var flagHints = map[string]string{"name": " (or set POD_NAME)", "namespace": " (or set POD_NAMESPACE)"}
+
+// validate reports every setting the worker cannot run with, naming its
+// flag: the worker package's checks of the pool and one-shot settings (an
+// empty --task just means pool mode), then this binary's own.
 func (o *options) validate() error {
 	var errs []error
-	if o.name == "" {
-		errs = append(errs, errors.New("--name is required (or set POD_NAME)"))
-	}
-	if o.namespace == "" {
-		errs = append(errs, errors.New("--namespace is required (or set POD_NAMESPACE)"))
-	}
-	if o.capacity < 1 {
-		errs = append(errs, fmt.Errorf("--capacity must be at least 1, got %d", o.capacity))
-	}
-	if o.heartbeat <= 0 {
-		errs = append(errs, fmt.Errorf("--heartbeat-interval must be positive, got %s", o.heartbeat))
-	}
-	if o.gracePeriod < 0 {
-		errs = append(errs, fmt.Errorf("--grace-period must not be negative, got %s", o.gracePeriod))
-	}
-	if o.waitTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("--wait-timeout must be positive, got %s", o.waitTimeout))
+	seen := map[string]bool{}
+	oneShot := o.taskOptions(nil)
+	for _, err := range []error{o.pool.Validate(), oneShot.Validate()} {
+		for _, e := range worker.OptionErrors(err) {
+			if (e.Flag == "task" && o.oneShot.Task == "") || seen[e.Error()] {
+				continue
+			}
+			seen[e.Error()] = true
+			errs = append(errs, fmt.Errorf("--%s %s%s", e.Flag, e.Problem, flagHints[e.Flag]))
+		}
 	}
 	if o.maxOutputSize < 1 {
 		errs = append(errs, fmt.Errorf("--max-output-bytes must be at least 1, got %d", o.maxOutputSize))
@@ -116,18 +119,18 @@ func parseFlags(args []string, getenv func(string) string, hostname string, outp
 	var queues, lanes, labelList string
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	fs.SetOutput(output)
-	fs.StringVar(&o.name, "name", envOr("POD_NAME", hostname), "Worker identity; defaults to $POD_NAME, then the host name.")
-	fs.StringVar(&o.nodeName, "node-name", getenv("NODE_NAME"), "Node the worker runs on; defaults to $NODE_NAME.")
-	fs.StringVar(&o.namespace, "namespace", envOr("POD_NAMESPACE", "default"), "Namespace whose queues the worker serves; defaults to $POD_NAMESPACE.")
+	fs.StringVar(&o.pool.Name, "name", envOr("POD_NAME", hostname), "Worker identity; defaults to $POD_NAME, then the host name.")
+	fs.StringVar(&o.pool.NodeName, "node-name", getenv("NODE_NAME"), "Node the worker runs on; defaults to $NODE_NAME.")
+	fs.StringVar(&o.pool.Namespace, "namespace", envOr("POD_NAMESPACE", "default"), "Namespace whose queues the worker serves; defaults to $POD_NAMESPACE.")
 	fs.StringVar(&queues, "queues", "", "Comma-separated LaneQueue names to serve; empty serves every queue in the namespace.")
 	fs.StringVar(&lanes, "lanes", "", "Comma-separated lane names to serve; empty serves every External lane.")
 	fs.StringVar(&labelList, "labels", "", "Labels advertised on the worker's Lease for lanes' workerSelector, as k=v,k=v.")
-	fs.IntVar(&o.capacity, "capacity", 4, "Tasks the worker runs at the same time.")
-	fs.DurationVar(&o.heartbeat, "heartbeat-interval", 5*time.Second, "How often the worker renews its Lease.")
-	fs.DurationVar(&o.gracePeriod, "grace-period", 25*time.Second, "On SIGTERM, how long the worker waits for running tasks before handing them back.")
-	fs.StringVar(&o.oneShotTask, "task", "", "One-shot mode: run only this ExternalTask, report it and exit (used by Job-target lanes).")
-	fs.StringVar(&o.jobName, "job-name", getenv("JOB_NAME"), "One-shot mode: the Job this pod belongs to; the task runs only while status.jobName names it. Defaults to $JOB_NAME; empty accepts any Job.")
-	fs.DurationVar(&o.waitTimeout, "wait-timeout", 10*time.Minute, "One-shot mode: how long to wait for the task to be dispatched to the Job.")
+	fs.IntVar(&o.pool.Capacity, "capacity", 4, "Tasks the worker runs at the same time.")
+	fs.DurationVar(&o.pool.HeartbeatInterval, "heartbeat-interval", 5*time.Second, "How often the worker renews its Lease.")
+	fs.DurationVar(&o.pool.GracePeriod, "grace-period", 25*time.Second, "On SIGTERM, how long the worker waits for running tasks before handing them back.")
+	fs.StringVar(&o.oneShot.Task, "task", "", "One-shot mode: run only this ExternalTask, report it and exit (used by Job-target lanes).")
+	fs.StringVar(&o.oneShot.JobName, "job-name", getenv("JOB_NAME"), "One-shot mode: the Job this pod belongs to; the task runs only while status.jobName names it. Defaults to $JOB_NAME; empty accepts any Job.")
+	fs.DurationVar(&o.oneShot.WaitTimeout, "wait-timeout", 10*time.Minute, "One-shot mode: how long to wait for the task to be dispatched to the Job.")
 	fs.IntVar(&o.maxOutputSize, "max-output-bytes", 64*1024, "Largest command output kept in a task result; the rest is cut.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "Address the Prometheus metrics are served on, such as :8080; 0 turns them off.")
 	fs.StringVar(&o.runnerSocket, "runner-socket", "", "Unix socket of a runner (`worker runner`) that runs the tasks; empty runs them in this process.")
@@ -139,7 +142,7 @@ func parseFlags(args []string, getenv func(string) string, hostname string, outp
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	o.queues, o.lanes = workerproto.SplitList(queues), workerproto.SplitList(lanes)
+	o.pool.Queues, o.pool.Lanes = workerproto.SplitList(queues), workerproto.SplitList(lanes)
 	if err := o.tasks.parse(); err != nil {
 		return o, err
 	}
@@ -148,7 +151,7 @@ func parseFlags(args []string, getenv func(string) string, hostname string, outp
 		if err != nil {
 			return o, fmt.Errorf("--labels: %w", err)
 		}
-		o.labels = set
+		o.pool.Labels = set
 	}
 	return o, o.validate()
 }
@@ -197,30 +200,12 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 			}
 		}()
 	}
-	if o.oneShotTask != "" {
-		return worker.RunTask(ctx, cfg, worker.TaskOptions{
-			Task:        o.oneShotTask,
-			Namespace:   o.namespace,
-			Name:        o.name,
-			NodeName:    o.nodeName,
-			JobName:     o.jobName,
-			WaitTimeout: o.waitTimeout,
-			GracePeriod: o.gracePeriod,
-			Registry:    registry,
-		})
+	if o.oneShot.Task != "" {
+		return worker.RunTask(ctx, cfg, o.taskOptions(registry))
 	}
-	w, err := worker.New(cfg, worker.Options{
-		Name:              o.name,
-		NodeName:          o.nodeName,
-		Namespace:         o.namespace,
-		Queues:            o.queues,
-		Lanes:             o.lanes,
-		Labels:            o.labels,
-		Capacity:          o.capacity,
-		HeartbeatInterval: o.heartbeat,
-		GracePeriod:       o.gracePeriod,
-		Registry:          registry,
-	})
+	pool := o.pool
+	pool.Registry = registry
+	w, err := worker.New(cfg, pool)
 	if err != nil {
 		return err
 	}

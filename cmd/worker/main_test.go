@@ -24,13 +24,16 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/agentlane/agentlane/internal/worker"
 )
 
 func TestParseFlags(t *testing.T) {
 	env := map[string]string{"POD_NAME": "pod-1", "NODE_NAME": "node-a", "POD_NAMESPACE": "agents", "JOB_NAME": "job-1"}
 	defaults := options{
-		name: "pod-1", nodeName: "node-a", namespace: "agents", jobName: "job-1",
-		capacity: 4, heartbeat: 5 * time.Second, gracePeriod: 25 * time.Second, waitTimeout: 10 * time.Minute,
+		pool: worker.Options{Name: "pod-1", NodeName: "node-a", Namespace: "agents",
+			Capacity: 4, HeartbeatInterval: 5 * time.Second, GracePeriod: 25 * time.Second},
+		oneShot:       worker.TaskOptions{JobName: "job-1", WaitTimeout: 10 * time.Minute},
 		maxOutputSize: 64 * 1024, metricsAddr: "0",
 	}
 	cases := map[string]struct {
@@ -44,7 +47,7 @@ func TestParseFlags(t *testing.T) {
 			env: map[string]string{},
 			want: func() options {
 				o := defaults
-				o.name, o.nodeName, o.namespace, o.jobName = "host-1", "", "default", ""
+				o.pool.Name, o.pool.NodeName, o.pool.Namespace, o.oneShot.JobName = "host-1", "", "default", ""
 				return o
 			}(),
 		},
@@ -55,9 +58,10 @@ func TestParseFlags(t *testing.T) {
 				"--task=t1", "--job-name=job-9", "--wait-timeout=1m", "--max-output-bytes=10", "--metrics-bind-address=:8080",
 				"--task-root=/scratch", "--task-env=LANG=C.UTF-8,GOFLAGS=-mod=mod", "--task-env=HTTP_PROXY=http://proxy:3128"},
 			want: options{
-				name: "w1", nodeName: "node-b", namespace: "ns", queues: []string{"q1", "q2"}, lanes: []string{"tools"},
-				labels: map[string]string{"gpu": "a100", "zone": "z1"}, capacity: 8, heartbeat: 2 * time.Second,
-				oneShotTask: "t1", jobName: "job-9", waitTimeout: time.Minute, maxOutputSize: 10, metricsAddr: ":8080",
+				pool: worker.Options{Name: "w1", NodeName: "node-b", Namespace: "ns", Queues: []string{"q1", "q2"}, Lanes: []string{"tools"},
+					Labels: map[string]string{"gpu": "a100", "zone": "z1"}, Capacity: 8, HeartbeatInterval: 2 * time.Second},
+				oneShot:       worker.TaskOptions{Task: "t1", JobName: "job-9", WaitTimeout: time.Minute},
+				maxOutputSize: 10, metricsAddr: ":8080",
 				tasks: taskOptions{
 					root:     "/scratch",
 					envFlags: stringList{"LANG=C.UTF-8,GOFLAGS=-mod=mod", "HTTP_PROXY=http://proxy:3128"},
@@ -121,7 +125,8 @@ func TestParseFlags(t *testing.T) {
 			if err != nil {
 				t.Fatalf("unexpected error: %v", err)
 			}
-			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(options{}, taskOptions{}), cmpopts.IgnoreFields(options{}, "zap")); diff != "" {
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(options{}, taskOptions{}), cmpopts.IgnoreFields(options{}, "zap"),
+				cmpopts.IgnoreFields(worker.Options{}, "Log"), cmpopts.IgnoreFields(worker.TaskOptions{}, "Log")); diff != "" {
 				t.Errorf("options (-want,+got):\n%s", diff)
 			}
 		})

@@ -18,7 +18,6 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -71,25 +70,26 @@ type TaskOptions struct {
 	Log logr.Logger
 }
 
-// Validate reports every setting RunTask cannot run with.
+// Validate reports every setting RunTask cannot run with, each as an
+// *OptionError.
 func (o *TaskOptions) Validate() error {
-	var errs []error
+	var errs optionErrors
 	if o.Task == "" {
-		errs = append(errs, errors.New("task is required"))
+		errs.add("task", "task", "is required")
 	}
 	if o.Namespace == "" {
-		errs = append(errs, errors.New("namespace is required"))
+		errs.add("namespace", "namespace", "is required")
 	}
 	if o.Name == "" {
-		errs = append(errs, errors.New("name is required"))
+		errs.add("name", "name", "is required")
 	}
 	if o.WaitTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("wait timeout must be positive, got %s", o.WaitTimeout))
+		errs.add("wait-timeout", "wait timeout", "must be positive, got %s", o.WaitTimeout)
 	}
 	if o.GracePeriod < 0 {
-		errs = append(errs, fmt.Errorf("grace period must not be negative, got %s", o.GracePeriod))
+		errs.add("grace-period", "grace period", "must not be negative, got %s", o.GracePeriod)
 	}
-	return errors.Join(errs...)
+	return errs.join()
 }
 
 // RunTask is one-shot mode, run by the pod of a Job-target lane: it waits

@@ -81,44 +81,45 @@ type Options struct {
 	Log logr.Logger
 }
 
-// Validate reports every setting the worker cannot run with.
+// Validate reports every setting the worker cannot run with, each as an
+// *OptionError.
 func (o *Options) Validate() error {
-	var errs []error
+	var errs optionErrors
 	if o.Name == "" {
-		errs = append(errs, errors.New("name is required"))
+		errs.add("name", "name", "is required")
 	} else {
 		for _, msg := range validation.IsDNS1123Subdomain(workerproto.LeaseName(o.Name)) {
-			errs = append(errs, fmt.Errorf("name %q cannot name a Lease: %s", o.Name, msg))
+			errs.add("name", "name", "%q cannot name a Lease: %s", o.Name, msg)
 		}
 	}
 	for _, msg := range validation.IsValidLabelValue(o.NodeName) {
-		errs = append(errs, fmt.Errorf("node name %q cannot be a label value: %s", o.NodeName, msg))
+		errs.add("node-name", "node name", "%q cannot be a label value: %s", o.NodeName, msg)
 	}
 	if o.Namespace == "" {
-		errs = append(errs, errors.New("namespace is required"))
+		errs.add("namespace", "namespace", "is required")
 	}
 	if o.Capacity < 1 {
-		errs = append(errs, fmt.Errorf("capacity must be at least 1, got %d", o.Capacity))
+		errs.add("capacity", "capacity", "must be at least 1, got %d", o.Capacity)
 	}
 	if o.HeartbeatInterval <= 0 {
-		errs = append(errs, fmt.Errorf("heartbeat interval must be positive, got %s", o.HeartbeatInterval))
+		errs.add("heartbeat-interval", "heartbeat interval", "must be positive, got %s", o.HeartbeatInterval)
 	}
 	if o.GracePeriod < 0 {
-		errs = append(errs, fmt.Errorf("grace period must not be negative, got %s", o.GracePeriod))
+		errs.add("grace-period", "grace period", "must not be negative, got %s", o.GracePeriod)
 	}
 	for k, v := range o.Labels {
 		if k == workerproto.WorkerLabel || k == workerproto.NodeLabel {
-			errs = append(errs, fmt.Errorf("label %s is set by the worker itself", k))
+			errs.add("labels", "label", "%s is set by the worker itself", k)
 			continue
 		}
 		for _, msg := range validation.IsQualifiedName(k) {
-			errs = append(errs, fmt.Errorf("label key %q: %s", k, msg))
+			errs.add("labels", "label key", "%q: %s", k, msg)
 		}
 		for _, msg := range validation.IsValidLabelValue(v) {
-			errs = append(errs, fmt.Errorf("label %s value %q: %s", k, v, msg))
+			errs.add("labels", "label", "%s value %q: %s", k, v, msg)
 		}
 	}
-	return errors.Join(errs...)
+	return errs.join()
 }
 
 func (o *Options) defaults() {
