@@ -397,6 +397,26 @@ var _ = Describe("config/policy worker rules, installed", Ordered, func() {
 			Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the worker deletes its Lease on shutdown: %v", err)
 		})
 
+		It("knows a worker outside a pod by its user agentlane-worker:<name>", func() {
+			Expect(admin.Create(ctx, &rbacv1.RoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Namespace: served, Name: "process-worker"},
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "agentlane-worker-role"},
+				Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "agentlane-worker:proc-w"}},
+			})).To(Succeed())
+			p := impersonating("agentlane-worker:proc-w", nil)
+			mine, theirs := dispatched("proc-w", 1), dispatched("worker-b", 1)
+			f := workerproto.WorkerFence("proc-w", 1)
+			Eventually(func() error {
+				return patchStatus(p, mine, types.JSONPatchType, string(must(workerproto.ClaimPatch(f, metav1.Now()))))
+			}).WithTimeout(10 * time.Second).Should(Succeed(), "RBAC may take a moment to see the binding")
+			expectRefused(patchStatus(p, theirs, types.MergePatchType, succeed), "(worker proc-w) may not write the status of this task")
+			lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: served, Name: "agentlane-worker-proc-w"}}
+			Expect(p.Create(ctx, lease)).To(Succeed())
+			Expect(p.Delete(ctx, lease)).To(Succeed())
+			expectRefused(p.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: served, Name: "agentlane-worker-worker-b"}}),
+				"worker proc-w may write only its own Lease")
+		})
+
 		It("admits a Job's pod claiming and completing its attempt, and refuses the pod of another Job", func() {
 			Expect(admin.Create(ctx, &rbacv1.RoleBinding{
 				ObjectMeta: metav1.ObjectMeta{Namespace: served, Name: "job-runner"},
