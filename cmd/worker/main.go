@@ -47,7 +47,10 @@ import (
 )
 
 // The worker reads the tasks dispatched to it, writes their status and keeps
-// its heartbeat Lease; nothing else.
+// its heartbeat Lease; nothing else. config/rbac binds these rights only in
+// the namespaces the workers serve, and the admission policies of
+// config/policy/worker_security.yaml confine a worker's writes to its own
+// tasks and its own Lease (docs/security.md).
 //
 // +kubebuilder:rbac:groups=agentlane.io,resources=externaltasks,verbs=get;list;watch
 // +kubebuilder:rbac:groups=agentlane.io,resources=externaltasks/status,verbs=get;patch

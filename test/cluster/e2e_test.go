@@ -29,9 +29,13 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
@@ -311,6 +315,58 @@ subjects: [{kind: ServiceAccount, name: job-worker, namespace: default}]
 			Expect(t.Status.Worker).To(HavePrefix(job.Name), describe(t))
 			Expect(nodeOf(ns, t.Status.Worker)).To(Equal(t.Status.NodeName))
 		}
+	})
+
+	It("refuses a worker pod's own token writing another worker's task or Lease, while the workers run their tasks", func() {
+		apply(fmt.Sprintf(plainSessionYAML, "tenancy"))
+		createTasks("tenancy", "tenancy", "bulk", 1, func(int) string { return "sleep 15; echo tenancy-1" })
+		task := &agentlanev1alpha1.ExternalTask{}
+		Eventually(func(g Gomega) {
+			tasks := tasksOf("tenancy")
+			g.Expect(tasks).To(HaveLen(1))
+			g.Expect(tasks[0].Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskRunning), describe(&tasks[0]))
+			*task = tasks[0]
+		}).WithTimeout(time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
+		holder := task.Status.Worker
+		var attacker corev1.Pod
+		for _, p := range podsOf("worker") {
+			if p.Name != holder {
+				attacker = p
+				break
+			}
+		}
+		Expect(attacker.Name).NotTo(BeEmpty(), "a worker pod other than %s", holder)
+		By(fmt.Sprintf("worker %s, with a token bound to its pod, attacks the task and Lease of worker %s", attacker.Name, holder))
+		c := workerPodClient(attacker)
+
+		err := c.Status().Patch(ctx, task.DeepCopy(), client.RawPatch(types.MergePatchType,
+			[]byte(`{"status":{"phase":"Succeeded","result":{"success":true,"result":{"stdout":"forged\n"}}}}`)))
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "complete another worker's task: %v", err)
+		Expect(err.Error()).To(ContainSubstring("may not write the status of this task"))
+		err = c.Status().Patch(ctx, task.DeepCopy(), client.RawPatch(types.MergePatchType,
+			[]byte(fmt.Sprintf(`{"status":{"worker":%q}}`, attacker.Name))))
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "take over another worker's task: %v", err)
+
+		lease := &coordinationv1.Lease{}
+		Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "agentlane-worker-" + holder}, lease)).To(Succeed())
+		lease.Spec.HolderIdentity = ptr.To(attacker.Name)
+		err = c.Update(ctx, lease)
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "take over another worker's Lease: %v", err)
+		Expect(err.Error()).To(ContainSubstring("may write only its own Lease"))
+		err = c.Delete(ctx, lease)
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "delete another worker's Lease: %v", err)
+		err = c.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "agentlane-worker-" + attacker.Name}})
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "create a Lease in kube-system: %v", err)
+		err = c.List(ctx, &agentlanev1alpha1.ExternalTaskList{}, client.InNamespace(systemNamespace))
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "list the tasks of a namespace the worker does not serve: %v", err)
+
+		By("the task finishes on its own worker with its own output")
+		tasks := waitForTasks("tenancy", 1, 2*time.Minute)
+		expectRanOnce(tasks)
+		t := tasks["tenancy-1"]
+		Expect(t.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskSucceeded), describe(t))
+		Expect(t.Status.Worker).To(Equal(holder))
+		Expect(stdout(t)).To(Equal("tenancy-1\n"))
 	})
 
 	It("keeps what runs when the manager pod is deleted mid-run: the new manager adopts it", func() {

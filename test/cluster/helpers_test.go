@@ -25,12 +25,16 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/testenv"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
@@ -293,4 +297,22 @@ func nodeOf(namespace, pod string) string {
 		return ""
 	}
 	return p.Spec.NodeName
+}
+
+// workerPodClient authenticates as the worker running in pod, with a token
+// of the workers' service account bound to that pod, as the pod's own
+// projected token is: the API server knows the caller by the pod's name.
+func workerPodClient(pod corev1.Pod) client.Client {
+	GinkgoHelper()
+	tr, err := clientset.CoreV1().ServiceAccounts(systemNamespace).CreateToken(ctx, pod.Spec.ServiceAccountName,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+			ExpirationSeconds: ptr.To[int64](600),
+			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+		}}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	c := rest.AnonymousClientConfig(cfg)
+	c.BearerToken = tr.Status.Token
+	cl, err := client.New(c, client.Options{Scheme: testenv.Scheme()})
+	Expect(err).NotTo(HaveOccurred())
+	return cl
 }

@@ -232,15 +232,15 @@ func kustomizeImage() string {
 }
 
 var _ = Describe("config/default", func() {
-	It("renders what agentlane needs to run, namespaced objects in agentlane-system", func() {
+	It("renders what agentlane needs to run, namespaced objects in agentlane-system but the workers' binding", func() {
 		want := map[string][]string{
 			"Namespace":                {namespace},
 			"CustomResourceDefinition": {"lanequeues.agentlane.io", "agentsessions.agentlane.io", "externaltasks.agentlane.io"},
 			"ServiceAccount":           {"agentlane-controller-manager", "agentlane-worker"},
 			"ClusterRole":              {"agentlane-manager-role", "agentlane-worker-role", "agentlane-session-user"},
-			"ClusterRoleBinding":       {"agentlane-manager-rolebinding", "agentlane-worker-rolebinding"},
+			"ClusterRoleBinding":       {"agentlane-manager-rolebinding"},
 			"Role":                     {"agentlane-leader-election-role"},
-			"RoleBinding":              {"agentlane-leader-election-rolebinding"},
+			"RoleBinding":              {"agentlane-leader-election-rolebinding", "agentlane-worker-rolebinding"},
 			"Service":                  {"agentlane-controller-manager-metrics", "agentlane-session-api", "agentlane-worker-metrics"},
 			"Deployment":               {managerDeployment, workerDeployment},
 		}
@@ -249,10 +249,14 @@ var _ = Describe("config/default", func() {
 				Expect(find(kind, name)).NotTo(BeNil(), "%s %s is not rendered", kind, name)
 			}
 		}
+		_, worker := deployment(workerDeployment)
 		for _, o := range rendered {
-			if slices.Contains(clusterScoped, o.GetKind()) {
+			switch {
+			case slices.Contains(clusterScoped, o.GetKind()):
 				Expect(o.GetNamespace()).To(BeEmpty(), "%s %s", o.GetKind(), o.GetName())
-			} else {
+			case o.GetKind() == "RoleBinding" && o.GetName() == "agentlane-worker-rolebinding":
+				Expect(o.GetNamespace()).To(Equal(arg(worker, "namespace")), "the workers are bound in the namespace they serve")
+			default:
 				Expect(o.GetNamespace()).To(Equal(namespace), "%s %s", o.GetKind(), o.GetName())
 			}
 		}
@@ -468,7 +472,9 @@ var _ = Describe("config/default", func() {
 			GinkgoHelper()
 			role := find(ref.Kind, ref.Name)
 			Expect(role).NotTo(BeNil(), "%s %s binds %s %s, which is not rendered", kind, name, ref.Kind, ref.Name)
-			Expect(role.GetNamespace()).To(Equal(bindingNamespace), "%s %s binds %s %s", kind, name, ref.Kind, ref.Name)
+			if ref.Kind == "Role" {
+				Expect(role.GetNamespace()).To(Equal(bindingNamespace), "%s %s binds %s %s", kind, name, ref.Kind, ref.Name)
+			}
 			Expect(subjects).NotTo(BeEmpty())
 			for _, s := range subjects {
 				Expect(s.Kind).To(Equal(rbacv1.ServiceAccountKind), "%s %s", kind, name)

@@ -19,7 +19,9 @@ limitations under the License.
 // apply, dry run), and checks the manifests against the binaries they run:
 // the image, the flags, the ports, the service accounts. It also checks that
 // docs/metrics.md and the Grafana dashboard name the metrics agentlane
-// registers.
+// registers. It installs the admission policies and RBAC of config/default
+// for real and attacks them with the identities of workers, Job pods and the
+// manager.
 package deploy
 
 import (
@@ -39,6 +41,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -52,6 +55,7 @@ var (
 	ctx       context.Context
 	cancel    context.CancelFunc
 	testEnv   *envtest.Environment
+	cfg       *rest.Config
 	k8sClient client.Client
 
 	// rendered is the output of `kustomize build config/default`.
@@ -93,7 +97,7 @@ var _ = BeforeSuite(func() {
 	// The CRDs come from the kustomize output, as a cluster gets them.
 	scheme := testenv.Scheme()
 	Expect(apiextensionsv1.AddToScheme(scheme)).To(Succeed())
-	testEnv, _, k8sClient, err = testenv.Start(scheme, testenv.WithoutCRDs())
+	testEnv, cfg, k8sClient, err = testenv.Start(scheme, testenv.WithoutCRDs())
 	Expect(err).NotTo(HaveOccurred())
 })
 
