@@ -249,7 +249,7 @@ var _ = Describe("config/default", func() {
 				Expect(find(kind, name)).NotTo(BeNil(), "%s %s is not rendered", kind, name)
 			}
 		}
-		_, worker := deployment(workerDeployment)
+		worker := container(deploymentOf(workerDeployment), "worker")
 		for _, o := range rendered {
 			switch {
 			case slices.Contains(clusterScoped, o.GetKind()):
