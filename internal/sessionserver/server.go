@@ -34,8 +34,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -515,7 +515,7 @@ func init() {
 // SetupWithManager adds the server to mgr, with the manager's client and a
 // KubeAuthorizer unless set, and makes the schedulers report session events
 // to it.
-func (s *Server) SetupWithManager(mgr ctrl.Manager) error {
+func (s *Server) SetupWithManager(mgr manager.Manager) error {
 	if s.Schedulers == nil || s.Budgets == nil {
 		return errors.New("the Session API needs the Schedulers and the Budgets")
 	}
