@@ -617,6 +617,8 @@ type AgentSessionStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=asn,categories=agentlane
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`,description="Life-cycle phase"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="Whether the session is Active and its runtime runs"
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,description="Why the session is or is not ready"
 // +kubebuilder:printcolumn:name="Queue",type=string,JSONPath=`.spec.queueRef.name`,description="LaneQueue the session uses"
 // +kubebuilder:printcolumn:name="Tenant",type=string,JSONPath=`.spec.identity.tenantId`,description="Tenant identity label",priority=1
 // +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.queue.pending`,description="Commands waiting to start",priority=1

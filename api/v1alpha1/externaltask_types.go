@@ -362,6 +362,8 @@ type ExternalTaskStatus struct {
 // +kubebuilder:printcolumn:name="Lane",type=string,JSONPath=`.status.lane`,description="Lane the task was routed to"
 // +kubebuilder:printcolumn:name="Worker",type=string,JSONPath=`.status.worker`,description="Worker holding the current attempt"
 // +kubebuilder:printcolumn:name="Attempt",type=integer,JSONPath=`.status.attempt`,description="Current attempt, starting at 1"
+// +kubebuilder:printcolumn:name="Exit",type=integer,JSONPath=`.status.result.exitCode`,description="Exit code of the attempt's process, once it reported"
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Finished")].reason`,description="Why the task finished, or that it is in progress",priority=1
 // +kubebuilder:printcolumn:name="Session",type=string,JSONPath=`.spec.sessionRef.name`,description="AgentSession that submitted the task",priority=1
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.nodeName`,description="Node of the worker",priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
