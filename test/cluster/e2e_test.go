@@ -28,9 +28,11 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -226,6 +228,35 @@ spec:
 		}
 		err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "escape"}, &agentlanev1alpha1.AgentSession{})
 		Expect(err).To(HaveOccurred(), "the session was stored")
+	})
+
+	It("gives namespace viewers and editors agentlane objects through the built-in roles", func() {
+		can := func(user, verb, resource, sub string) func() bool {
+			return func() bool {
+				sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+					User: user,
+					ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Group: agentlanev1alpha1.GroupVersion.Group,
+						Resource: resource, Subresource: sub, Verb: verb},
+				}}
+				Expect(k8sClient.Create(ctx, sar)).To(Succeed())
+				return sar.Status.Allowed
+			}
+		}
+		for user, role := range map[string]string{"e2e-viewer": "view", "e2e-editor": "edit"} {
+			Expect(k8sClient.Create(ctx, &rbacv1.RoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user},
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+				Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+			})).To(Succeed())
+		}
+		// The controller manager aggregates the labelled roles into view,
+		// edit and admin.
+		Eventually(can("e2e-viewer", "list", "externaltasks", "")).Should(BeTrue())
+		Eventually(can("e2e-editor", "create", "agentsessions", "")).Should(BeTrue())
+		Expect(can("e2e-editor", "create", "agentsessions", "api")()).To(BeTrue())
+		Expect(can("e2e-viewer", "create", "lanequeues", "")()).To(BeFalse())
+		Expect(can("e2e-viewer", "create", "agentsessions", "api")()).To(BeFalse())
+		Expect(can("e2e-editor", "patch", "externaltasks", "status")()).To(BeFalse(), "task status is the manager's and the workers'")
 	})
 
 	It("runs a runtime pod's External commands on worker pods on several nodes, in order and within the per-session cap", func() {

@@ -237,7 +237,7 @@ var _ = Describe("config/default", func() {
 			"Namespace":                {namespace},
 			"CustomResourceDefinition": {"lanequeues.agentlane.io", "agentsessions.agentlane.io", "externaltasks.agentlane.io"},
 			"ServiceAccount":           {"agentlane-controller-manager", "agentlane-worker"},
-			"ClusterRole":              {"agentlane-manager-role", "agentlane-worker-role", "agentlane-session-user"},
+			"ClusterRole":              {"agentlane-manager-role", "agentlane-worker-role", "agentlane-session-user", "agentlane-queue-viewer", "agentlane-editor"},
 			"ClusterRoleBinding":       {"agentlane-manager-rolebinding"},
 			"Role":                     {"agentlane-leader-election-role"},
 			"RoleBinding":              {"agentlane-leader-election-rolebinding", "agentlane-worker-rolebinding"},
