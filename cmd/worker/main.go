@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/agentlane/agentlane/internal/executor"
@@ -46,6 +47,12 @@ import (
 // +kubebuilder:rbac:groups=agentlane.io,resources=externaltasks,verbs=get;list;watch
 // +kubebuilder:rbac:groups=agentlane.io,resources=externaltasks/status,verbs=get;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update;delete
+//
+// The metrics endpoint checks its callers' tokens and access
+// (--metrics-secure).
+//
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 // options are the worker's command-line settings.
 type options struct {
@@ -63,6 +70,7 @@ type options struct {
 	waitTimeout   time.Duration
 	maxOutputSize int
 	metricsAddr   string
+	metricsSecure bool
 	zap           zap.Options
 }
 
@@ -119,6 +127,7 @@ func parseFlags(args []string, getenv func(string) string, hostname string, outp
 	fs.DurationVar(&o.waitTimeout, "wait-timeout", 10*time.Minute, "One-shot mode: how long to wait for the task to be dispatched to the Job.")
 	fs.IntVar(&o.maxOutputSize, "max-output-bytes", 64*1024, "Largest command output kept in a task result; the rest is cut.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "Address the Prometheus metrics are served on, such as :8080; 0 turns them off.")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve the metrics over HTTPS to callers whose bearer token may get the non-resource URL /metrics (the metrics-reader ClusterRole); false serves them over plain HTTP to anyone.")
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -165,7 +174,15 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 	registry := executor.NewRegistry(o.maxOutputSize)
 	worker.RegisterMetrics()
 	if o.metricsAddr != "0" {
-		srv, err := metricsserver.NewServer(metricsserver.Options{BindAddress: o.metricsAddr}, cfg, nil)
+		opts := metricsserver.Options{BindAddress: o.metricsAddr}
+		if o.metricsSecure {
+			opts.SecureServing, opts.FilterProvider = true, filters.WithAuthenticationAndAuthorization
+		}
+		httpClient, err := rest.HTTPClientFor(cfg)
+		if err != nil {
+			return fmt.Errorf("metrics server: %w", err)
+		}
+		srv, err := metricsserver.NewServer(opts, cfg, httpClient)
 		if err != nil {
 			return fmt.Errorf("metrics server: %w", err)
 		}
