@@ -403,7 +403,9 @@ var _ = Describe("config/default", func() {
 			}
 		}
 		Expect(bound).To(Equal(map[string][]string{
-			"agentlane-controller-manager": {"agentlane-manager-role", "agentlane-leader-election-role"},
+			// The ClusterRole, the leader election Role and the Role of the
+			// Session API's certificate Secret.
+			"agentlane-controller-manager": {"agentlane-manager-role", "agentlane-leader-election-role", "agentlane-manager-role"},
 			"agentlane-worker":             {"agentlane-worker-role"},
 		}))
 	})
