@@ -70,7 +70,7 @@ var _ = Describe("the manager's metrics endpoint", func() {
 		Eventually(func(g Gomega) {
 			status, body := scrape(reader)
 			g.Expect(status).To(Equal(http.StatusOK))
-			g.Expect(body).To(ContainSubstring("agentlane_"))
+			g.Expect(body).To(ContainSubstring("controller_runtime_"))
 		}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 	})
 })
