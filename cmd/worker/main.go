@@ -49,10 +49,9 @@ import (
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update;delete
 //
 // The metrics endpoint checks its callers' tokens and access
-// (--metrics-secure).
-//
-// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
-// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+// (--metrics-secure) with the cluster-wide ClusterRole
+// config/rbac/metrics_auth_role.yaml, bound apart from this role, which a
+// worker may hold in one namespace only.
 
 // options are the worker's command-line settings.
 type options struct {

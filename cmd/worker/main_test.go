@@ -31,7 +31,7 @@ func TestParseFlags(t *testing.T) {
 	defaults := options{
 		name: "pod-1", nodeName: "node-a", namespace: "agents", jobName: "job-1",
 		capacity: 4, heartbeat: 5 * time.Second, gracePeriod: 25 * time.Second, waitTimeout: 10 * time.Minute,
-		maxOutputSize: 64 * 1024, metricsAddr: "0",
+		maxOutputSize: 64 * 1024, metricsAddr: "0", metricsSecure: true,
 	}
 	cases := map[string]struct {
 		args    []string
@@ -52,7 +52,8 @@ func TestParseFlags(t *testing.T) {
 			env: env,
 			args: []string{"--name=w1", "--node-name=node-b", "--namespace=ns", "--queues= q1, q2 ,", "--lanes=tools",
 				"--labels=gpu=a100,zone=z1", "--capacity=8", "--heartbeat-interval=2s", "--grace-period=0s",
-				"--task=t1", "--job-name=job-9", "--wait-timeout=1m", "--max-output-bytes=10", "--metrics-bind-address=:8080"},
+				"--task=t1", "--job-name=job-9", "--wait-timeout=1m", "--max-output-bytes=10", "--metrics-bind-address=:8080",
+				"--metrics-secure=false"},
 			want: options{
 				name: "w1", nodeName: "node-b", namespace: "ns", queues: []string{"q1", "q2"}, lanes: []string{"tools"},
 				labels: map[string]string{"gpu": "a100", "zone": "z1"}, capacity: 8, heartbeat: 2 * time.Second,
