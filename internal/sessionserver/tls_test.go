@@ -136,6 +136,9 @@ var _ = Describe("TLS", func() {
 		first := write()
 		files := &Server{Addr: "127.0.0.1:0", Schedulers: &scheduling.Schedulers{}, Budgets: &budget.Ledger{},
 			TLS: TLS{CertFile: certFile, KeyFile: keyFile}}
+		// Set up before Start, as SetupWithManager does: the server is not
+		// set up from two goroutines at once.
+		Expect(files.LoadTLS(ctx, nil, nil)).To(Succeed())
 		sctx, stop := context.WithCancel(ctx)
 		DeferCleanup(stop)
 		go func() { _ = files.Start(sctx) }()
