@@ -68,7 +68,7 @@ func (s *Store) Ensure(ctx context.Context, now time.Time) (*Bundle, error) {
 		}
 		lastErr = err // another replica wrote it first: read it again
 	}
-	return nil, fmt.Errorf("Secret %s keeps changing: %w", s.Key, lastErr)
+	return nil, fmt.Errorf("the Secret %s keeps changing: %w", s.Key, lastErr)
 }
 
 func (s *Store) ensureOnce(ctx context.Context, now time.Time) (*Bundle, error) {
