@@ -82,6 +82,7 @@ type options struct {
 	server    string
 	token     string
 	tokenFile string
+	caFile    string
 	namespace string
 	session   string
 	script    string
@@ -136,7 +137,8 @@ func parseFlags(args []string, output io.Writer, getenv func(string) string) (op
 	fs.SetOutput(output)
 	fs.StringVar(&o.server, "server", getenv(sessionapi.EnvSessionAPIURL), "Base URL of the Session API, such as http://127.0.0.1:8443; defaults to $"+sessionapi.EnvSessionAPIURL+".")
 	fs.StringVar(&o.token, "token", "", "Bearer token (a Kubernetes token); prefer --token-file, which keeps it out of the process list.")
-	fs.StringVar(&o.tokenFile, "token-file", "", "File holding the bearer token, such as a projected service-account token; read again when it rotates.")
+	fs.StringVar(&o.tokenFile, "token-file", "", "File holding the bearer token, such as a projected service-account token; read again when it rotates. Without --token and --token-file, $"+sessionapi.EnvSessionAPITokenFile+" (the runtime pod's token for the Session API).")
+	fs.StringVar(&o.caFile, "ca-file", getenv(sessionapi.EnvSessionAPICAFile), "CA bundle (PEM) the Session API's certificate is verified with, instead of the system's roots; defaults to $"+sessionapi.EnvSessionAPICAFile+".")
 	fs.StringVar(&o.namespace, "namespace", cmp.Or(getenv(sessionapi.EnvNamespace), "default"), "Namespace of the AgentSession; defaults to $"+sessionapi.EnvNamespace+", else default.")
 	fs.StringVar(&o.session, "session", getenv(sessionapi.EnvSession), "Name of the AgentSession; defaults to $"+sessionapi.EnvSession+".")
 	fs.StringVar(&o.script, "script", "", "Script file (YAML or JSON) of the agent's turns.")
@@ -152,6 +154,9 @@ func parseFlags(args []string, output io.Writer, getenv func(string) string) (op
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if o.token == "" && o.tokenFile == "" {
+		o.tokenFile = getenv(sessionapi.EnvSessionAPITokenFile)
 	}
 	return o, o.validate()
 }
@@ -184,6 +189,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		copts = append(copts, sessionapi.WithToken(o.token))
 	case o.tokenFile != "":
 		copts = append(copts, sessionapi.WithTokenFile(o.tokenFile))
+	}
+	if o.caFile != "" {
+		copts = append(copts, sessionapi.WithCAFile(o.caFile))
 	}
 	client, err := sessionapi.NewClient(o.server, copts...)
 	if err != nil {

@@ -44,10 +44,12 @@ var noEnv = envMap(nil).get
 func TestParseFlags(t *testing.T) {
 	base := []string{"--server", "http://127.0.0.1:8443", "--session", "s1", "--script", "s.yaml"}
 	pod := envMap{
-		sessionapi.EnvSessionAPIURL: "http://session-api:8443",
-		sessionapi.EnvNamespace:     "team-a",
-		sessionapi.EnvSession:       "s9",
-		sessionapi.EnvPodName:       "s9-x7k2p",
+		sessionapi.EnvSessionAPIURL:       "https://session-api:8443",
+		sessionapi.EnvNamespace:           "team-a",
+		sessionapi.EnvSession:             "s9",
+		sessionapi.EnvPodName:             "s9-x7k2p",
+		sessionapi.EnvSessionAPITokenFile: "/run/token",
+		sessionapi.EnvSessionAPICAFile:    "/run/ca.crt",
 	}
 	resumed := envMap{sessionapi.EnvResumeRunID: "01jrun"}
 	cases := map[string]struct {
@@ -67,9 +69,14 @@ func TestParseFlags(t *testing.T) {
 			args: []string{"--script", "s.yaml"},
 			env:  pod,
 			want: func(o options) bool {
-				return o.server == "http://session-api:8443" && o.namespace == "team-a" && o.session == "s9" &&
-					o.pod == "s9-x7k2p" && o.resume
+				return o.server == "https://session-api:8443" && o.namespace == "team-a" && o.session == "s9" &&
+					o.pod == "s9-x7k2p" && o.resume && o.tokenFile == "/run/token" && o.caFile == "/run/ca.crt"
 			},
+		},
+		"a token given on the command line wins over the pod's token file": {
+			args: append([]string{"--token", "x"}, base...),
+			env:  pod,
+			want: func(o options) bool { return o.token == "x" && o.tokenFile == "" && o.caFile == "/run/ca.crt" },
 		},
 		"flags win over the environment": {
 			args: append([]string{"--namespace", "team-b", "--pod", "p"}, base...),

@@ -20,15 +20,21 @@ limitations under the License.
 package main
 
 import (
+	"context"
 	"flag"
+	"fmt"
+	"net/url"
 	"os"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
@@ -36,6 +42,7 @@ import (
 	"github.com/agentlane/agentlane/internal/controller"
 	"github.com/agentlane/agentlane/internal/lanequeue"
 	"github.com/agentlane/agentlane/internal/scheduling"
+	"github.com/agentlane/agentlane/internal/servingcert"
 	"github.com/agentlane/agentlane/internal/sessionserver"
 	"github.com/agentlane/agentlane/internal/sessionstore"
 )
@@ -50,11 +57,16 @@ func init() {
 // options are the manager's command-line settings.
 type options struct {
 	metricsAddr      string
+	metricsSecure    bool
 	probeAddr        string
 	leaderElect      bool
 	leaderElectionNS string
 	api              *sessionserver.Server
 	sessionAPIURL    string
+	tlsSecret        string
+	tlsHosts         string
+	audiences        string
+	apiServerTokens  bool
 	sessionStore     string
 	idGenerator      string
 	zap              zap.Options
@@ -65,12 +77,19 @@ type options struct {
 func parseFlags() *options {
 	o := &options{api: &sessionserver.Server{}}
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; \"0\" disables it.")
+	flag.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve the metrics over HTTPS to callers whose bearer token (TokenReview) may get the non-resource URL /metrics (SubjectAccessReview), such as through the metrics-reader ClusterRole; false serves them over plain HTTP to anyone.")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the liveness and readiness probes bind to; \"0\" disables them.")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that only one manager replica schedules lanes at a time.")
 	flag.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (defaults to the manager's namespace).")
 	flag.StringVar(&o.api.Addr, "session-api-bind-address", ":8443", "Address the Session API binds to; \"0\" disables it.")
-	flag.StringVar(&o.api.CertFile, "session-api-cert-file", "", "TLS certificate of the Session API; with --session-api-key-file it serves HTTPS.")
-	flag.StringVar(&o.api.KeyFile, "session-api-key-file", "", "TLS private key of the Session API.")
+	flag.StringVar(&o.api.TLS.CertFile, "session-api-cert-file", "", "TLS certificate of the Session API, read again when it changes; without it the manager generates a CA and a certificate and keeps them in --session-api-tls-secret.")
+	flag.StringVar(&o.api.TLS.KeyFile, "session-api-key-file", "", "TLS private key of the Session API, with --session-api-cert-file.")
+	flag.StringVar(&o.api.TLS.CAFile, "session-api-ca-file", "", "CA bundle that signed --session-api-cert-file; the manager hands it to the runtime pods it creates. Leave it empty when the certificate chains to roots the runtimes already trust.")
+	flag.BoolVar(&o.api.TLS.InsecureHTTP, "session-api-insecure-http", false, "Serve the Session API over plain HTTP: bearer tokens cross the network in clear text. Only for loopback addresses or networks encrypted otherwise.")
+	flag.StringVar(&o.tlsSecret, "session-api-tls-secret", "agentlane-session-api-tls", "Secret, in the manager's namespace ($POD_NAMESPACE), that keeps the generated CA and certificate of the Session API; created when missing, never overwritten while it serves. Out of a cluster without $POD_NAMESPACE the certificate is kept in memory.")
+	flag.StringVar(&o.tlsHosts, "session-api-tls-hosts", "", "Comma-separated DNS names and IP addresses the generated certificate names, besides the host of --session-api-url; localhost and 127.0.0.1 when both are empty.")
+	flag.StringVar(&o.audiences, "session-api-audiences", sessionserver.DefaultAudience, "Comma-separated token audiences the Session API accepts; runtime pods get a projected service-account token for the first.")
+	flag.BoolVar(&o.apiServerTokens, "session-api-accept-api-server-tokens", true, "Also accept tokens for the API server's own audiences (service accounts' default tokens, kubeconfig tokens), which can act in the cluster; false accepts only --session-api-audiences.")
 	flag.IntVar(&o.api.RetainedEvents, "session-api-retained-events", sessionserver.DefaultRetainedEvents, "The most events any session keeps for event streams that reconnect; a session's spec.retention.maxTraceEvents above it is lowered to it.")
 	flag.IntVar(&o.api.MaxPayloadBytes, "session-api-max-payload-bytes", sessionserver.DefaultMaxPayloadBytes, "The largest command payload the Session API accepts, in bytes; larger submissions get 413 TooLarge.")
 	flag.Float64Var(&o.api.Rate, "session-api-rate", sessionserver.DefaultRate, "Requests per second one Session API caller (a token's user) may sustain; over it 429 RateLimited with Retry-After. Negative disables the limit.")
@@ -80,7 +99,7 @@ func parseFlags() *options {
 	flag.IntVar(&o.api.MaxPendingPerSession, "session-api-max-pending-per-session", sessionserver.DefaultMaxPendingPerSession, "The most commands one session may have submitted through the Session API and not yet ended; over it 429 QueueFull.")
 	flag.Int64Var(&o.api.MaxPendingBytesPerSession, "session-api-max-pending-bytes-per-session", sessionserver.DefaultMaxPendingBytesPerSession, "The most payload bytes one session's pending commands may hold; over it 429 QueueFull.")
 	flag.Int64Var(&o.api.MaxPendingBytes, "session-api-max-pending-bytes", sessionserver.DefaultMaxPendingBytes, "The most payload bytes the pending commands of every session together may hold; over it 429 QueueFull.")
-	flag.StringVar(&o.sessionAPIURL, "session-api-url", "", "Session API address as session runtime pods reach it, such as http://session-api.agentlane-system.svc:8443; set in their environment as "+controller.EnvSessionAPIURL+".")
+	flag.StringVar(&o.sessionAPIURL, "session-api-url", "", "Session API address as session runtime pods reach it, such as https://agentlane-session-api.agentlane-system.svc:8443; set in their environment as "+controller.EnvSessionAPIURL+".")
 	flag.StringVar(&o.sessionStore, "session-store", "configmap", "Where runtimes' checkpoints are kept: configmap (one ConfigMap per session, deleted with it) or none (checkpoint calls answer NoStore).")
 	flag.StringVar(&o.idGenerator, "id-generator", "ulid", "How the schedulers and the Session API name commands, runs and messages: ulid, or sequential (cmd-0000000001, ...) to make replays of the same inputs name things identically.")
 	o.zap.BindFlags(flag.CommandLine)
@@ -116,7 +135,7 @@ func main() {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Cache:                   controller.CacheOptions(),
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                 o.metricsOptions(),
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "manager.agentlane.io",
@@ -136,7 +155,12 @@ func main() {
 		Budgets:      &budget.Ledger{Publish: schedulers.Publish, Recorder: mgr.GetEventRecorder("agentlane-budget")},
 		Passivations: &controller.PassivationClock{},
 	}
-	if err := controller.Setup(ctx, mgr, shared, controller.WithSessionAPIURL(o.sessionAPIURL)); err != nil {
+	access, err := o.sessionAPIAccess(ctx, mgr)
+	if err != nil {
+		log.Error(err, "unable to set up the Session API's TLS")
+		os.Exit(1)
+	}
+	if err := controller.Setup(ctx, mgr, shared, access...); err != nil {
 		log.Error(err, "unable to set up the controllers")
 		os.Exit(1)
 	}
@@ -166,4 +190,65 @@ func main() {
 		os.Exit(1)
 	}
 	log.Info("manager stopped")
+}
+
+// metricsOptions serves the metrics over HTTPS to authorized callers only,
+// unless --metrics-secure=false.
+func (o *options) metricsOptions() metricsserver.Options {
+	if !o.metricsSecure {
+		return metricsserver.Options{BindAddress: o.metricsAddr}
+	}
+	return metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: true,
+		FilterProvider: filters.WithAuthenticationAndAuthorization}
+}
+
+// sessionAPIAccess configures the Session API's authentication and TLS and
+// returns how runtime pods reach it: its URL, a token for its audience and
+// the CA bundle to trust. A generated certificate is read from (or made
+// into) its Secret now, before the controllers start, so that the first
+// runtime pod already gets the CA.
+func (o *options) sessionAPIAccess(ctx context.Context, mgr ctrl.Manager) ([]controller.SetupOption, error) {
+	setup := []controller.SetupOption{controller.WithSessionAPIURL(o.sessionAPIURL)}
+	if o.api.Addr == "0" {
+		return setup, nil
+	}
+	audiences := servingcert.Hosts(strings.Split(o.audiences, ",")...)
+	if len(audiences) == 0 {
+		return nil, fmt.Errorf("--session-api-audiences names no audience")
+	}
+	o.api.Auth = &sessionserver.KubeAuthorizer{Client: mgr.GetClient(), Audiences: audiences,
+		RefuseAPIServerTokens: !o.apiServerTokens}
+	setup = append(setup, controller.WithSessionAPIAudience(audiences[0]))
+	if o.api.TLS.InsecureHTTP {
+		return setup, nil
+	}
+	var urlHost string
+	if o.sessionAPIURL != "" {
+		u, err := url.Parse(o.sessionAPIURL)
+		if err != nil || u.Scheme != "https" {
+			return nil, fmt.Errorf("--session-api-url %q must be https:// while the Session API serves TLS (or set --session-api-insecure-http)", o.sessionAPIURL)
+		}
+		urlHost = u.Hostname()
+	}
+	o.api.TLS.Hosts = servingcert.Hosts(append([]string{urlHost}, strings.Split(o.tlsHosts, ",")...)...)
+	if ns := managerNamespace(); ns != "" && o.tlsSecret != "" {
+		o.api.TLS.Secret = types.NamespacedName{Namespace: ns, Name: o.tlsSecret}
+	}
+	if err := o.api.LoadTLS(ctx, mgr.GetClient(), mgr.GetAPIReader()); err != nil {
+		return nil, err
+	}
+	return append(setup, controller.WithSessionAPICA(o.api.CABundle)), nil
+}
+
+// managerNamespace is the namespace the manager runs in: $POD_NAMESPACE,
+// else its service account's; empty out of a cluster.
+func managerNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }

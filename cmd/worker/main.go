@@ -39,6 +39,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/agentlane/agentlane/internal/executor"
@@ -55,6 +56,11 @@ import (
 // +kubebuilder:rbac:groups=agentlane.io,resources=externaltasks,verbs=get;list;watch
 // +kubebuilder:rbac:groups=agentlane.io,resources=externaltasks/status,verbs=get;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update;delete
+//
+// The metrics endpoint checks its callers' tokens and access
+// (--metrics-secure) with the cluster-wide ClusterRole
+// config/rbac/metrics_auth_role.yaml, bound apart from this role, which a
+// worker may hold in one namespace only.
 
 // options are the worker's command-line settings. The flags bind straight
 // into the settings of the worker package, which validates them; only the
@@ -69,6 +75,7 @@ type options struct {
 	metricsAddr   string
 	tasks         taskOptions
 	runnerSocket  string
+	metricsSecure bool
 	zap           zap.Options
 }
 
@@ -138,6 +145,7 @@ func parseFlags(args []string, getenv func(string) string, hostname string, outp
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "Address the Prometheus metrics are served on, such as :8080; 0 turns them off.")
 	fs.StringVar(&o.runnerSocket, "runner-socket", "", "Unix socket of a runner (`worker runner`) that runs the tasks; empty runs them in this process.")
 	o.tasks.bindFlags(fs)
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve the metrics over HTTPS to callers whose bearer token may get the non-resource URL /metrics (the metrics-reader ClusterRole); false serves them over plain HTTP to anyone.")
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -193,7 +201,15 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 	}
 	worker.RegisterMetrics()
 	if o.metricsAddr != "0" {
-		srv, err := metricsserver.NewServer(metricsserver.Options{BindAddress: o.metricsAddr}, cfg, nil)
+		opts := metricsserver.Options{BindAddress: o.metricsAddr}
+		if o.metricsSecure {
+			opts.SecureServing, opts.FilterProvider = true, filters.WithAuthenticationAndAuthorization
+		}
+		httpClient, err := rest.HTTPClientFor(cfg)
+		if err != nil {
+			return fmt.Errorf("metrics server: %w", err)
+		}
+		srv, err := metricsserver.NewServer(opts, cfg, httpClient)
 		if err != nil {
 			return fmt.Errorf("metrics server: %w", err)
 		}

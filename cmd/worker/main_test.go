@@ -34,7 +34,7 @@ func TestParseFlags(t *testing.T) {
 		pool: worker.Options{Name: "pod-1", NodeName: "node-a", Namespace: "agents",
 			Capacity: 4, HeartbeatInterval: 5 * time.Second, GracePeriod: 25 * time.Second},
 		oneShot:       worker.TaskOptions{JobName: "job-1", WaitTimeout: 10 * time.Minute},
-		maxOutputSize: 64 * 1024, metricsAddr: "0",
+		maxOutputSize: 64 * 1024, metricsAddr: "0", metricsSecure: true,
 	}
 	cases := map[string]struct {
 		args    []string
@@ -56,7 +56,8 @@ func TestParseFlags(t *testing.T) {
 			args: []string{"--name=w1", "--node-name=node-b", "--namespace=ns", "--queues= q1, q2 ,", "--lanes=tools",
 				"--labels=gpu=a100,zone=z1", "--capacity=8", "--heartbeat-interval=2s", "--grace-period=0s",
 				"--task=t1", "--job-name=job-9", "--wait-timeout=1m", "--max-output-bytes=10", "--metrics-bind-address=:8080",
-				"--task-root=/scratch", "--task-env=LANG=C.UTF-8,GOFLAGS=-mod=mod", "--task-env=HTTP_PROXY=http://proxy:3128"},
+				"--task-root=/scratch", "--task-env=LANG=C.UTF-8,GOFLAGS=-mod=mod", "--task-env=HTTP_PROXY=http://proxy:3128",
+				"--metrics-secure=false"},
 			want: options{
 				pool: worker.Options{Name: "w1", NodeName: "node-b", Namespace: "ns", Queues: []string{"q1", "q2"}, Lanes: []string{"tools"},
 					Labels: map[string]string{"gpu": "a100", "zone": "z1"}, Capacity: 8, HeartbeatInterval: 2 * time.Second},

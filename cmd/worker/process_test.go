@@ -18,6 +18,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"io"
@@ -74,6 +75,7 @@ func TestWorkerProcess(t *testing.T) {
 	c, err := client.New(cfg, client.Options{Scheme: worker.Scheme()})
 	g.Expect(err).NotTo(HaveOccurred())
 	grantWorkerRole(t, c)
+	scraper, stranger := metricsTokens(t, c)
 	user, err := env.ControlPlane.AddUser(envtest.User{Name: workerUser}, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	kubeconfig, err := user.KubeConfig()
@@ -103,8 +105,11 @@ func TestWorkerProcess(t *testing.T) {
 			g.Expect(hello.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskSucceeded))
 		}).Should(Succeed())
 		g.Expect(stdout(t, hello)).To(Equal("hello from a process\n"))
-		g.Eventually(func() (string, error) { return get("http://" + metricsAddr + "/metrics") }).
+		metricsURL := "https://" + metricsAddr + "/metrics"
+		g.Eventually(func() (string, error) { return get(metricsURL, scraper) }).
 			Should(ContainSubstring(`agentlane_worker_tasks_finished_total{outcome="succeeded"} 1`))
+		g.Expect(get(metricsURL, "")).To(ContainSubstring("Unauthorized"), "metrics without a token")
+		g.Expect(get(metricsURL, stranger)).To(ContainSubstring("Authorization denied"), "metrics for an account without metrics-reader")
 
 		long := dispatched(t, c, "long", "sleep 30", "proc-w", "")
 		g.Eventually(func(g Gomega) {
@@ -162,8 +167,20 @@ func freeAddress(t *testing.T) string {
 }
 
 // get returns the body of a GET of url.
-func get(url string) (string, error) {
-	resp, err := http.Get(url)
+// get GETs url with token as the bearer token, when not empty. The
+// worker's metrics certificate is self-signed: the tests check who may
+// read, not the certificate.
+func get(url, token string) (string, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	hc := &http.Client{Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}}} //nolint:gosec // see above
+	resp, err := hc.Do(req)
 	if err != nil {
 		return "", err
 	}

@@ -200,7 +200,9 @@ func (d *demo) startProcesses() error {
 	d.apiURL = "http://" + apiAddr
 	step("starting the manager (Session API %s) and %d workers", d.apiURL, d.workers)
 	m, err := d.procs.start("manager", filepath.Join(d.binDir, "manager"),
-		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--session-api-bind-address="+apiAddr)
+		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--session-api-bind-address="+apiAddr,
+		// The demo's processes talk over loopback only.
+		"--session-api-insecure-http")
 	if err != nil {
 		return err
 	}
@@ -214,7 +216,7 @@ func (d *demo) startProcesses() error {
 		name := "worker-" + node
 		p, err := d.procs.start(name, filepath.Join(d.binDir, "worker"),
 			"--name="+name, "--node-name="+node, "--namespace=default", "--grace-period=5s",
-			"--heartbeat-interval=1s", "--metrics-bind-address="+addr)
+			"--heartbeat-interval=1s", "--metrics-bind-address="+addr, "--metrics-secure=false")
 		if err != nil {
 			return err
 		}

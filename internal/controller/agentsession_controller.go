@@ -77,6 +77,15 @@ type AgentSessionReconciler struct {
 	// SessionAPIURL is the Session API's address as runtime pods reach it;
 	// it is set in their environment when not empty.
 	SessionAPIURL string
+	// SessionAPIAudience, when set, is the audience of the service-account
+	// token projected into runtime pods for the Session API.
+	SessionAPIAudience string
+	// SessionAPICA, when set, returns the CA bundle runtime pods verify the
+	// Session API with; it is kept in each namespace's
+	// SessionAPICAConfigMap and mounted into the pods.
+	SessionAPICA func() []byte
+	// APIReader reads the CA ConfigMaps around the cache; Client when nil.
+	APIReader client.Reader
 	// Clock is the manager's clock; the real clock when nil.
 	Clock clock.PassiveClock
 

@@ -54,6 +54,12 @@ const (
 	EnvNodeName           = sessionapi.EnvNodeName
 )
 
+// The manager writes the Session API's CA bundle into each namespace with
+// runtime pods (session_access.go); the Session API's checkpoint store
+// already may get, create and update ConfigMaps.
+//
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update
+
 // evict removes the pod's disruption budget, then evicts the pod through
 // the Eviction API.
 func (r *AgentSessionReconciler) evict(ctx context.Context, s *agentlanev1alpha1.AgentSession, pod *corev1.Pod) error {
@@ -123,7 +129,13 @@ func (r *AgentSessionReconciler) ensureRuntime(ctx context.Context, s *agentlane
 		r.event(s, corev1.EventTypeWarning, agentlanev1alpha1.AgentSessionPodFailedReason, "CreatePod", "%s", msg)
 		return nil, nil
 	}
-	pod = r.newRuntimePod(s)
+	ca := r.sessionAPICA()
+	if len(ca) > 0 {
+		if err := r.ensureCAConfigMap(ctx, s.Namespace, ca); err != nil {
+			return nil, err
+		}
+	}
+	pod = r.newRuntimePod(s, ca)
 	if err := controllerutil.SetControllerReference(s, pod, r.Scheme()); err != nil {
 		return nil, err
 	}
@@ -142,8 +154,10 @@ func (r *AgentSessionReconciler) ensureRuntime(ctx context.Context, s *agentlane
 }
 
 // newRuntimePod builds the session's pod from its template, with the
-// session's identity and the Session API's address in every container.
-func (r *AgentSessionReconciler) newRuntimePod(s *agentlanev1alpha1.AgentSession) *corev1.Pod {
+// session's identity, the Session API's address and the means to reach it
+// (sessionAPIAccess: a token for its audience, its CA bundle ca) in every
+// container.
+func (r *AgentSessionReconciler) newRuntimePod(s *agentlanev1alpha1.AgentSession, ca []byte) *corev1.Pod {
 	tmpl := s.Spec.Runtime.PodTemplate.DeepCopy()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -166,6 +180,7 @@ func (r *AgentSessionReconciler) newRuntimePod(s *agentlanev1alpha1.AgentSession
 	if r.SessionAPIURL != "" {
 		env = append(env, corev1.EnvVar{Name: EnvSessionAPIURL, Value: r.SessionAPIURL})
 	}
+	env = append(env, r.sessionAPIAccess(pod, ca)...)
 	if id := s.Spec.Identity; id != nil {
 		for name, v := range map[string]string{EnvTenantID: id.TenantID, EnvPrincipal: id.Principal,
 			EnvAgentTemplateID: id.AgentTemplateID, EnvCorrelationID: id.CorrelationID} {

@@ -83,7 +83,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, shared Shared, options ...Setu
 	}
 	sessions := &AgentSessionReconciler{Client: mgr.GetClient(), Schedulers: schedulers, Budgets: shared.Budgets,
 		Passivations: shared.Passivations, Recorder: mgr.GetEventRecorder("agentlane-session"),
-		SessionAPIURL: opts.SessionAPIURL, Clock: clk}
+		SessionAPIURL: opts.SessionAPIURL, SessionAPIAudience: opts.SessionAPIAudience, SessionAPICA: opts.SessionAPICA,
+		APIReader: mgr.GetAPIReader(), Clock: clk}
 	if err := sessions.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the AgentSession controller: %w", err)
 	}
@@ -99,13 +100,27 @@ func Setup(ctx context.Context, mgr ctrl.Manager, shared Shared, options ...Setu
 type SetupOption func(*setupOptions)
 
 type setupOptions struct {
-	SessionAPIURL string
+	SessionAPIURL      string
+	SessionAPIAudience string
+	SessionAPICA       func() []byte
 }
 
 // WithSessionAPIURL sets the Session API address put in runtime pods'
 // environment.
 func WithSessionAPIURL(url string) SetupOption {
 	return func(o *setupOptions) { o.SessionAPIURL = url }
+}
+
+// WithSessionAPIAudience makes runtime pods carry a service-account token
+// for audience, which they send to the Session API.
+func WithSessionAPIAudience(audience string) SetupOption {
+	return func(o *setupOptions) { o.SessionAPIAudience = audience }
+}
+
+// WithSessionAPICA makes runtime pods trust the CA bundle ca returns
+// (sessionserver.Server.CABundle) for the Session API.
+func WithSessionAPICA(ca func() []byte) SetupOption {
+	return func(o *setupOptions) { o.SessionAPICA = ca }
 }
 
 // CacheOptions limits what the manager's cache holds of objects that are

@@ -65,12 +65,19 @@ type Authorizer interface {
 // KubeAuthorizer authenticates bearer tokens with the TokenReview API and
 // authorizes each call with a SubjectAccessReview on the session's
 // agentsessions/api subresource. Answers are cached for TTL, so a busy
-// runtime costs the API server about one review per TTL.
+// runtime costs the API server about one review per TTL, and a request
+// costs at most one TokenReview.
 type KubeAuthorizer struct {
 	// Client creates the reviews.
 	Client client.Client
-	// Audiences, when set, are the audiences a token must be valid for.
+	// Audiences are the audiences of tokens minted for the Session API;
+	// [DefaultAudience] when empty.
 	Audiences []string
+	// RefuseAPIServerTokens refuses tokens for the API server's own
+	// audiences (a service account's default token, a user's kubeconfig
+	// token), which can act in the cluster; only tokens for Audiences
+	// pass. Accepted by default, for runtimes that send them.
+	RefuseAPIServerTokens bool
 	// TTL is how long an answer is reused; 10s when zero.
 	TTL time.Duration
 	// Clock times the cache; the real clock when nil.
@@ -137,12 +144,16 @@ func (a *KubeAuthorizer) Authenticate(ctx context.Context, r *http.Request) (Cal
 	c, hit := a.callers[key]
 	a.mu.Unlock()
 	if !hit || now.After(c.expires) {
-		review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: a.Audiences}}
+		asked := a.reviewAudiences(token)
+		review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: asked}}
 		if err := a.Client.Create(ctx, review); err != nil {
 			return Caller{}, apiError(http.StatusInternalServerError, sessionapi.CodeInternal, "token review failed: "+err.Error())
 		}
 		st := review.Status
 		c = cachedCaller{ok: st.Authenticated, reason: st.Error, expires: now.Add(a.ttl())}
+		if c.ok && !audienceMatches(asked, st.Audiences) {
+			c.ok, c.reason = false, fmt.Sprintf("the token is not for the audiences %q", asked)
+		}
 		if st.Authenticated {
 			c.caller = Caller{Username: st.User.Username, UID: st.User.UID, Groups: st.User.Groups}
 			if len(st.User.Extra) > 0 {
@@ -163,6 +174,9 @@ func (a *KubeAuthorizer) Authenticate(ctx context.Context, r *http.Request) (Cal
 		msg := "the bearer token is not valid"
 		if c.reason != "" {
 			msg += ": " + c.reason
+		}
+		if a.RefuseAPIServerTokens {
+			msg += fmt.Sprintf(" (only tokens for the audiences %q are accepted)", a.audiences())
 		}
 		return Caller{}, apiError(http.StatusUnauthorized, sessionapi.CodeUnauthenticated, msg)
 	}

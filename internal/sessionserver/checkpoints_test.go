@@ -197,7 +197,7 @@ var _ = Describe("Checkpoints", func() {
 			fmt.Sprintf("%s/v1/namespaces/%s/sessions/s1/checkpoints", baseURL, a.ns),
 			strings.NewReader(`{"schemaVersion": 2, "runId": "run-1", "plan": ["a", "b"]}`))
 		req.Header.Set("Authorization", "Bearer "+a.token)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := apiHTTPClient.Do(req)
 		Expect(err).NotTo(HaveOccurred())
 		body, _ := io.ReadAll(resp.Body)
 		_ = resp.Body.Close()

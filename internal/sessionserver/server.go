@@ -18,7 +18,6 @@ package sessionserver
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -75,11 +74,15 @@ const (
 type Server struct {
 	// Addr is the address to listen on, such as ":8443".
 	Addr string
-	// CertFile and KeyFile, when both set, serve TLS.
-	CertFile, KeyFile string
+	// TLS is how the API serves TLS; by default with a certificate it
+	// generates.
+	TLS TLS
 	// Client reads AgentSessions and ExternalTasks (from the manager's
 	// cache) and creates ExternalTasks.
 	Client client.Client
+	// Reader reads the Secret of a generated certificate around the cache
+	// (TLS.Secret); the manager's API reader.
+	Reader client.Reader
 	// Schedulers are the manager's lane schedulers.
 	Schedulers *scheduling.Schedulers
 	// Budgets is the manager's budget ledger, shared with the AgentSession
@@ -149,6 +152,8 @@ type Server struct {
 	// ready is closed once the listener is bound; boundAddr is its address.
 	ready     chan struct{}
 	boundAddr string
+	// tls is the certificate served, unless TLS.InsecureHTTP.
+	tls *serving
 }
 
 // CheckpointObserver is told when a session saved a checkpoint through the
@@ -208,6 +213,7 @@ func (s *Server) init() {
 		s.ids = lanequeue.NewULIDGenerator(s.Clock, nil)
 	}
 	s.ready = make(chan struct{})
+	s.tls = &serving{}
 	s.log = logf.Log.WithName("session-api")
 }
 
@@ -221,6 +227,12 @@ func (s *Server) Start(ctx context.Context) error {
 		return errors.New("session API: Schedulers and Budgets are required")
 	}
 	s.init()
+	useTLS := !s.TLS.InsecureHTTP
+	if useTLS {
+		if err := s.LoadTLS(ctx, s.Client, s.Reader); err != nil {
+			return err
+		}
+	}
 	ln, err := net.Listen("tcp", s.Addr)
 	if err != nil {
 		return fmt.Errorf("session API: listen on %s: %w", s.Addr, err)
@@ -231,16 +243,15 @@ func (s *Server) Start(ctx context.Context) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
-	useTLS := s.CertFile != "" && s.KeyFile != ""
 	if useTLS {
-		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		srv.TLSConfig = s.tlsConfig(ctx)
 	}
 	close(s.ready)
 	go s.sweep(ctx)
 	errc := make(chan error, 1)
 	go func() {
 		if useTLS {
-			errc <- srv.ServeTLS(ln, s.CertFile, s.KeyFile)
+			errc <- srv.ServeTLS(ln, "", "")
 		} else {
 			errc <- srv.Serve(ln)
 		}
@@ -521,6 +532,9 @@ func (s *Server) SetupWithManager(mgr manager.Manager) error {
 	}
 	if s.Client == nil {
 		s.Client = mgr.GetClient()
+	}
+	if s.Reader == nil {
+		s.Reader = mgr.GetAPIReader()
 	}
 	if s.Auth == nil {
 		s.Auth = &KubeAuthorizer{Client: mgr.GetClient()}

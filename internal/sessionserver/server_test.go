@@ -162,7 +162,7 @@ var _ = Describe("Session API", func() {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost,
 				fmt.Sprintf("%s/v1/namespaces/%s/sessions/s1/commands", baseURL, a.ns), strings.NewReader(`{"type": "read", "colour": 1}`))
 			req.Header.Set("Authorization", "Bearer "+a.token)
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := apiHTTPClient.Do(req)
 			Expect(err).NotTo(HaveOccurred())
 			body, _ := io.ReadAll(resp.Body)
 			_ = resp.Body.Close()

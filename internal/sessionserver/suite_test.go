@@ -18,6 +18,9 @@ package sessionserver
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,6 +32,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -56,6 +60,11 @@ var (
 	testEnv   *envtest.Environment
 	k8sClient client.Client
 	baseURL   string
+	// apiHTTPClient trusts the CA of the suite server's generated
+	// certificate, for specs that send raw requests.
+	apiHTTPClient *http.Client
+	// tlsSecret keeps the suite server's generated certificate.
+	tlsSecret = types.NamespacedName{Namespace: "agentlane-system", Name: "agentlane-session-api-tls"}
 	// restConfig reaches the control plane, for the workers specs start.
 	restConfig *rest.Config
 	// server is the suite's Session API; specs that need tight bounds set
@@ -108,8 +117,10 @@ var _ = BeforeSuite(func() {
 		Budgets: &budget.Ledger{Publish: schedulers.Publish, Recorder: mgr.GetEventRecorder("agentlane-budget")}}
 	Expect(controller.Setup(ctx, mgr, shared)).To(Succeed())
 	reviews = &reviewCounter{Client: mgr.GetClient()}
+	Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tlsSecret.Namespace}})).To(Succeed())
 	server = withStore(mgr, &Server{Addr: "127.0.0.1:0", Schedulers: schedulers, Budgets: shared.Budgets,
-		Checkpoints: shared.Passivations, RetainedEvents: retainedEvents, Auth: &KubeAuthorizer{Client: reviews}})
+		Checkpoints: shared.Passivations, RetainedEvents: retainedEvents, Auth: &KubeAuthorizer{Client: reviews},
+		TLS: TLS{Secret: tlsSecret, Hosts: []string{"127.0.0.1", "localhost"}}})
 	Expect(server.SetupWithManager(mgr)).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
@@ -117,8 +128,18 @@ var _ = BeforeSuite(func() {
 	}()
 	addr, err := server.BoundAddr(ctx)
 	Expect(err).NotTo(HaveOccurred())
-	baseURL = "http://" + addr
+	baseURL = "https://" + addr
+	apiHTTPClient = trustingClient(server.CABundle())
 })
+
+// trustingClient is an HTTP client that trusts only the CA certificates of
+// caPEM.
+func trustingClient(caPEM []byte) *http.Client {
+	GinkgoHelper()
+	roots := x509.NewCertPool()
+	Expect(roots.AppendCertsFromPEM(caPEM)).To(BeTrue(), "the CA bundle holds a certificate")
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+}
 
 var _ = AfterSuite(func() {
 	cancel()
@@ -211,6 +232,7 @@ func clientWithToken(token string) *sessionapi.Client {
 	if token != "" {
 		opts = append(opts, sessionapi.WithToken(token))
 	}
+	opts = append(opts, sessionapi.WithCA(server.CABundle()))
 	c, err := sessionapi.NewClient(baseURL, opts...)
 	Expect(err).NotTo(HaveOccurred())
 	return c

@@ -59,6 +59,10 @@ type Client struct {
 	base  string
 	hc    *http.Client
 	token func() (string, error) // nil: no Authorization header
+	// ca, when set, are the only CAs the client trusts (WithCA); caErr is
+	// why WithCAFile could not read them.
+	ca    []byte
+	caErr error
 	// The durations below are the package constants; tests shorten them.
 	minBackoff time.Duration
 	maxBackoff time.Duration
@@ -97,7 +101,8 @@ func WithHTTPClient(hc *http.Client) ClientOption {
 }
 
 // NewClient returns a client of the Session API server at baseURL, such as
-// http://127.0.0.1:8443. A path in baseURL prefixes every route.
+// https://agentlane-session-api.agentlane-system.svc:8443. A path in baseURL
+// prefixes every route.
 func NewClient(baseURL string, opts ...ClientOption) (*Client, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil {
@@ -115,6 +120,9 @@ func NewClient(baseURL string, opts ...ClientOption) (*Client, error) {
 	}
 	for _, opt := range opts {
 		opt(c)
+	}
+	if err := c.useCA(); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

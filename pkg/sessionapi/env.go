@@ -23,6 +23,15 @@ package sessionapi
 const (
 	// EnvSessionAPIURL is the base URL of the Session API.
 	EnvSessionAPIURL = "AGENTLANE_SESSION_API_URL"
+	// EnvSessionAPITokenFile is the file of a service-account token for the
+	// Session API's audience (agentlane), renewed by the kubelet; send it as
+	// the bearer token (WithTokenFile).
+	EnvSessionAPITokenFile = "AGENTLANE_SESSION_API_TOKEN_FILE"
+	// EnvSessionAPICAFile is the file of the CA bundle that signed the
+	// Session API's certificate; trust it for EnvSessionAPIURL
+	// (WithCAFile). Unset when the API's certificate chains to a public CA
+	// or the API serves plain HTTP.
+	EnvSessionAPICAFile = "AGENTLANE_SESSION_API_CA_FILE"
 	// EnvNamespace and EnvSession name the AgentSession.
 	EnvNamespace = "AGENTLANE_NAMESPACE"
 	EnvSession   = "AGENTLANE_SESSION"

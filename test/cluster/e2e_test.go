@@ -117,7 +117,9 @@ spec:
         - name: agent
           image: agentlane:dev
           command: ["/agent"]
-          args: ["--mode=serve", "--script=/scripts/script.yaml", "--token-file=/var/run/secrets/kubernetes.io/serviceaccount/token"]
+          # The manager mounts a token for the Session API's audience and its
+          # CA, and names them in the environment the agent reads.
+          args: ["--mode=serve", "--script=/scripts/script.yaml"]
           volumeMounts: [{name: script, mountPath: /scripts}]
         volumes:
         - name: script

@@ -183,7 +183,7 @@ func maxOverlap(tasks []*agentlanev1alpha1.ExternalTask) int {
 // sessionClient is the Session API of a session, as the tenant "agent".
 func sessionClient(session string) *sessionapi.SessionClient {
 	GinkgoHelper()
-	c, err := sessionapi.NewClient(sessionAPIURL(), sessionapi.WithToken(tenantToken))
+	c, err := sessionapi.NewClient(sessionAPIURL(), sessionapi.WithToken(tenantToken), sessionapi.WithHTTPClient(sessionAPIHTTP()))
 	Expect(err).NotTo(HaveOccurred())
 	return c.Session(ns, session)
 }

@@ -30,7 +30,10 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,11 +44,14 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentlane/agentlane/internal/testenv"
@@ -59,6 +65,12 @@ const (
 	ns = "default"
 	// sessionAPIPort is the manager's Session API port.
 	sessionAPIPort = 8443
+	// sessionAPIServiceIP is the Session API Service's ClusterIP, which the
+	// overlay pins: runtime pods reach the API there and verify its
+	// certificate for that address.
+	sessionAPIServiceIP = "10.96.100.100"
+	// metricsPort is the manager's metrics port.
+	metricsPort = 8080
 	// workerReplicas is the worker Deployment's size in config/worker.
 	workerReplicas = 3
 )
@@ -76,7 +88,8 @@ var (
 	// artifacts is where the suite writes what it saw (pod listings, logs).
 	artifacts string
 	// tenantToken authenticates as the tenant service account "agent", bound
-	// to agentlane's session-user ClusterRole in ns.
+	// to agentlane's session-user ClusterRole in ns; it is for the audience
+	// agentlane, as runtime pods' tokens are.
 	tenantToken string
 )
 
@@ -117,9 +130,10 @@ var _ = BeforeSuite(func() {
 	GinkgoWriter.Printf("agentlane installed and available in %s\n", time.Since(began).Round(time.Millisecond))
 
 	By("creating the tenant service account 'agent', bound to agentlane-session-user")
-	tenantToken, err = testenv.ServiceAccountToken(ctx, k8sClient, ns, "agent",
+	_, err = testenv.ServiceAccountToken(ctx, k8sClient, ns, "agent",
 		rbacv1.RoleRef{Kind: "ClusterRole", Name: "agentlane-session-user"})
 	Expect(err).NotTo(HaveOccurred())
+	tenantToken = audienceToken(ns, "agent", "agentlane")
 })
 
 var _ = ReportAfterEach(func(r SpecReport) {
@@ -175,7 +189,30 @@ func managerPod() corev1.Pod {
 // served inside the nodes).
 func sessionAPIURL() string {
 	GinkgoHelper()
-	return fmt.Sprintf("http://%s:%d", managerPod().Status.PodIP, sessionAPIPort)
+	return fmt.Sprintf("https://%s:%d", managerPod().Status.PodIP, sessionAPIPort)
+}
+
+// sessionAPIHTTP is an HTTP client that verifies the Session API's
+// certificate as a runtime pod does: against the CA the manager generated
+// (from its Secret) and for the Service's address, though it dials the pod.
+func sessionAPIHTTP() *http.Client {
+	GinkgoHelper()
+	secret := &corev1.Secret{}
+	Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: "agentlane-session-api-tls"}, secret)).To(Succeed())
+	roots := x509.NewCertPool()
+	Expect(roots.AppendCertsFromPEM(secret.Data["ca.crt"])).To(BeTrue(), "the Secret holds the CA")
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		RootCAs: roots, ServerName: sessionAPIServiceIP, MinVersion: tls.VersionTLS12}}}
+}
+
+// audienceToken returns a token of the service account for audiences.
+func audienceToken(namespace, name string, audiences ...string) string {
+	GinkgoHelper()
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		Audiences: audiences, ExpirationSeconds: ptr.To[int64](3600)}}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	Expect(k8sClient.SubResource("token").Create(ctx, sa, tr)).To(Succeed())
+	return tr.Status.Token
 }
 
 // run runs a command and returns its standard output.

@@ -495,8 +495,11 @@ var _ = Describe("config/default", func() {
 			}
 		}
 		Expect(bound).To(Equal(map[string][]string{
-			"agentlane-controller-manager": {"agentlane-manager-role", "agentlane-leader-election-role"},
-			"agentlane-worker":             {"agentlane-worker-role"},
+			// The ClusterRole, the leader election Role and the Role of the
+			// Session API's certificate Secret.
+			"agentlane-controller-manager": {"agentlane-manager-role", "agentlane-leader-election-role", "agentlane-manager-role"},
+			// The worker's role and the reviews its metrics endpoint makes.
+			"agentlane-worker": {"agentlane-metrics-auth-role", "agentlane-worker-role"},
 		}))
 	})
 })

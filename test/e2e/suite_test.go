@@ -192,7 +192,10 @@ func startProcess(name, bin, kubeconfig string, args ...string) *process {
 func startManager() *process {
 	GinkgoHelper()
 	return startProcess("manager", managerBin, managerKubeconfig,
-		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--session-api-bind-address="+sessionAPIAddr)
+		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--session-api-bind-address="+sessionAPIAddr,
+		// The processes talk over loopback; internal/sessionserver and
+		// test/cluster cover the API's TLS.
+		"--session-api-insecure-http")
 }
 
 // exited tells whether the process has exited.
@@ -264,7 +267,7 @@ func startWorker(ns, name, node string, extra ...string) *workerProc {
 	args := append([]string{
 		"--name=" + name, "--node-name=" + node, "--namespace=" + ns,
 		"--heartbeat-interval=" + workerHeartbeat, "--grace-period=" + workerGrace,
-		"--metrics-bind-address=" + addr,
+		"--metrics-bind-address=" + addr, "--metrics-secure=false",
 	}, extra...)
 	w := &workerProc{process: startProcess(name, workerBin, workerKubeconfig, args...), name: name, node: node, metricsAddr: addr}
 	DeferCleanup(func() {

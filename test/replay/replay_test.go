@@ -219,7 +219,7 @@ func runOnce(ctx context.Context, script agentscript.Script) runRecord {
 	Expect(err).NotTo(HaveOccurred())
 
 	token := newTenant(ctx, k8sClient)
-	api, err := sessionapi.NewClient("http://"+addr, sessionapi.WithToken(token))
+	api, err := sessionapi.NewClient("https://"+addr, sessionapi.WithToken(token), sessionapi.WithCA(server.CABundle()))
 	Expect(err).NotTo(HaveOccurred())
 	Expect(k8sClient.Create(ctx, &agentlanev1alpha1.LaneQueue{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: queueName},
