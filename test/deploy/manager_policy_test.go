@@ -128,4 +128,21 @@ var _ = Describe("config/policy manager rules, installed", Ordered, func() {
 			p.Spec.HostNetwork = true
 		}), client.DryRunAll)).To(Succeed(), "an administrator's own pod is not the manager's")
 	})
+
+	It("never stops the cluster's pods and ConfigMaps when the template policy's ConfigMap is missing", func() {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "agentlane-template-policy"}}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(cm), cm)).To(Succeed())
+		saved := cm.DeepCopy()
+		Expect(k8sClient.Delete(ctx, cm)).To(Succeed())
+		DeferCleanup(func() {
+			saved.ResourceVersion, saved.UID = "", ""
+			Expect(k8sClient.Create(ctx, saved)).To(Succeed())
+		})
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{})).NotTo(Succeed())
+			g.Expect(k8sClient.Create(ctx, runtimePod(func(p *corev1.Pod) { p.OwnerReferences = nil }), client.DryRunAll)).To(Succeed())
+			g.Expect(k8sClient.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: served, Name: "anything"}}, client.DryRunAll)).To(Succeed())
+			g.Expect(manager.Create(ctx, runtimePod(nil), client.DryRunAll)).To(Succeed())
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+	})
 })
