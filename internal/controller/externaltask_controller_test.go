@@ -274,6 +274,19 @@ var _ = Describe("ExternalTask controller", func() {
 		Expect(cond(task, agentlanev1alpha1.ExternalTaskFinishedCondition).Message).To(ContainSubstring("nowhere"))
 	})
 
+	It("keeps tasks in the manager's cache without their managedFields", func() {
+		taskQueue(ns, nil)
+		task := queueTask(ns, "lean")
+		Expect(k8sClient.Create(ctx, task)).To(Succeed())
+		Expect(task.ManagedFields).NotTo(BeEmpty(), "the API server records field managers")
+		cached := &agentlanev1alpha1.ExternalTask{}
+		Eventually(func(g Gomega) {
+			g.Expect(managerCache.Get(ctx, client.ObjectKeyFromObject(task), cached)).To(Succeed())
+			g.Expect(cached.Status.Phase).NotTo(BeEmpty())
+		}).Should(Succeed())
+		Expect(cached.ManagedFields).To(BeEmpty())
+	})
+
 	It("fails a task whose lane does not accept its command type, and never dispatches it", func() {
 		taskQueue(ns, func(s *agentlanev1alpha1.LaneQueueSpec) {
 			s.Lanes[0].CommandTypes = []agentlanev1alpha1.CommandType{"read", "grep"}

@@ -128,12 +128,17 @@ func WithSessionAPICA(ca func() []byte) SetupOption {
 // disruption budgets (not every node's heartbeat) and only
 // the Jobs agentlane creates for Job-target lanes.
 func CacheOptions() cache.Options {
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&coordinationv1.Lease{}:         {Label: labels.SelectorFromSet(labels.Set{workerproto.WorkerLabel: "true"})},
-		&batchv1.Job{}:                  {Label: labels.SelectorFromValidatedSet(nil).Add(mustRequirement(TaskLabel, selection.Exists))},
-		&corev1.Pod{}:                   {Label: labels.SelectorFromValidatedSet(nil).Add(mustRequirement(RuntimeLabel, selection.Exists))},
-		&policyv1.PodDisruptionBudget{}: {Label: labels.SelectorFromValidatedSet(nil).Add(mustRequirement(RuntimeLabel, selection.Exists))},
-	}}
+	return cache.Options{
+		// The manager never reads managedFields; on a status-heavy object
+		// such as an ExternalTask they are most of its size.
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&coordinationv1.Lease{}:         {Label: labels.SelectorFromSet(labels.Set{workerproto.WorkerLabel: "true"})},
+			&batchv1.Job{}:                  {Label: labels.SelectorFromValidatedSet(nil).Add(mustRequirement(TaskLabel, selection.Exists))},
+			&corev1.Pod{}:                   {Label: labels.SelectorFromValidatedSet(nil).Add(mustRequirement(RuntimeLabel, selection.Exists))},
+			&policyv1.PodDisruptionBudget{}: {Label: labels.SelectorFromValidatedSet(nil).Add(mustRequirement(RuntimeLabel, selection.Exists))},
+		},
+	}
 }
 
 func mustRequirement(key string, op selection.Operator, vals ...string) labels.Requirement {

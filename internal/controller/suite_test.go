@@ -43,6 +43,8 @@ var (
 	testEnv    *envtest.Environment
 	k8sClient  client.Client
 	schedulers *scheduling.Schedulers
+	// managerCache is the manager's cache, as the reconcilers read it.
+	managerCache client.Reader
 )
 
 func TestControllers(t *testing.T) {
@@ -69,6 +71,7 @@ var _ = BeforeSuite(func() {
 		HealthProbeBindAddress: "0",
 	})
 	Expect(err).NotTo(HaveOccurred())
+	managerCache = mgr.GetCache()
 	schedulers = &scheduling.Schedulers{StatusInterval: 100 * time.Millisecond}
 	budgets := &budget.Ledger{Publish: schedulers.Publish, Recorder: mgr.GetEventRecorder("agentlane-budget")}
 	Expect(Setup(ctx, mgr, Shared{Schedulers: schedulers, Budgets: budgets})).To(Succeed())
