@@ -3,11 +3,17 @@
 # Tool versions, pinned. Tools are built from the Go module proxy into ./bin.
 CONTROLLER_TOOLS_VERSION ?= v0.21.0
 KUSTOMIZE_VERSION ?= v5.8.2
+HELM_VERSION ?= v3.22.0
 KUBE_VERSION ?= 1.36.3
 
 LOCALBIN ?= $(CURDIR)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
+HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
+
+# The Helm chart (charts/agentlane) carries copies of what `make manifests`
+# generates: the CRDs in its crds/ and the generated roles in files/rbac/.
+CHART ?= charts/agentlane
 
 # The image that serves both the manager and the workers, and the tools that
 # build and deploy it.
@@ -48,6 +54,8 @@ manifests: controller-gen ## Generate CRDs and RBAC from the API types and kubeb
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:generateEmbeddedObjectMeta=true paths="./api/..." paths="./internal/controller/..." paths="./cmd/manager/..." paths="./internal/sessionserver/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	@if grep -rq '+kubebuilder:rbac' cmd/worker; then \
 		$(CONTROLLER_GEN) rbac:roleName=worker-role paths="./cmd/worker/..." output:rbac:artifacts:config=config/rbac/worker; fi
+	@rm -f $(CHART)/crds/*.yaml && cp config/crd/bases/*.yaml $(CHART)/crds/
+	@cp config/rbac/role.yaml $(CHART)/files/rbac/role.yaml && cp config/rbac/worker/role.yaml $(CHART)/files/rbac/worker-role.yaml
 
 .PHONY: generate
 generate: controller-gen ## Generate deepcopy methods for the API types.
@@ -55,9 +63,9 @@ generate: controller-gen ## Generate deepcopy methods for the API types.
 
 .PHONY: verify-generated
 verify-generated: generate manifests ## Fail when generated files differ from what is committed.
-	@if [ -n "$$(git status --porcelain -- api config)" ]; then \
+	@if [ -n "$$(git status --porcelain -- api config $(CHART))" ]; then \
 		echo "generated files are stale; run 'make generate manifests' and commit:"; \
-		git status --short -- api config; git --no-pager diff --stat -- api config; exit 1; fi
+		git status --short -- api config $(CHART); git --no-pager diff --stat -- api config $(CHART); exit 1; fi
 
 .PHONY: verify
 verify: verify-generated ## Fail when generated files or formatting are stale.
@@ -79,9 +87,9 @@ envtest: ## Build (first time) and cache the envtest control plane; prints its p
 	@hack/envtest-assets.sh
 
 .PHONY: test
-test: generate manifests vet kustomize ## Run go vet, unit tests and the envtest suites (race detector on).
+test: generate manifests vet kustomize helm ## Run go vet, unit tests and the envtest suites (race detector on).
 	@echo "envtest control plane: $(ENVTEST_ASSETS)"
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" KUSTOMIZE="$(KUSTOMIZE)" $(GO) test -race $(GOTEST_FLAGS) ./...
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" $(GO) test -race $(GOTEST_FLAGS) ./...
 
 .PHONY: test-e2e
 test-e2e: images kustomize ## Run the end-to-end suite on a real three-node cluster on this machine (Linux, root; see docs/cluster.md).
@@ -121,18 +129,20 @@ demo: build ## Run the main job on an embedded control plane.
 ##@ Deployment
 
 .PHONY: deploy
-# deploy sets the images in throwaway overlays under bin/, so config/default stays
-# as committed: the inner one sets IMG everywhere, the outer one patches the worker
-# pods' runner container, where tasks run, to WORKER_IMG. One overlay would not do: kustomize applies its images
-# after its patches, and would set a WORKER_IMG of repository agentlane back to IMG.
+# deploy and build-installer render config/default with hack/render.sh, which
+# sets the images in throwaway overlays under bin/, so config/default stays as
+# committed: IMG everywhere, then WORKER_IMG in the worker pods' runner
+# container, where tasks run.
 deploy: kustomize ## Deploy agentlane (config/default) with image IMG, the workers' tasks in WORKER_IMG, to the cluster of the current kubeconfig.
-	@mkdir -p bin && overlay=$$(mktemp -d bin/deploy.XXXXXX) && trap 'rm -rf "$$overlay"' EXIT && \
-	mkdir "$$overlay/image" && printf 'resources:\n- ../../../config/default\n' >"$$overlay/image/kustomization.yaml" && \
-	(cd "$$overlay/image" && $(KUSTOMIZE) edit set image agentlane=$(IMG)) && \
-	printf 'resources:\n- image\n' >"$$overlay/kustomization.yaml" && \
-	(cd "$$overlay" && $(KUSTOMIZE) edit add patch --kind Deployment --name agentlane-worker \
-		--patch '{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"agentlane-worker"},"spec":{"template":{"spec":{"containers":[{"name":"runner","image":"$(WORKER_IMG)"}]}}}}') && \
-	$(KUSTOMIZE) build "$$overlay" | $(KUBECTL) apply --server-side -f -
+	KUSTOMIZE=$(KUSTOMIZE) hack/render.sh $(IMG) $(WORKER_IMG) | $(KUBECTL) apply --server-side -f -
+
+.PHONY: build-installer
+# dist/ is generated output and is not committed (.gitignore): a release
+# builds dist/install.yaml with its images and attaches it.
+build-installer: manifests kustomize ## Write dist/install.yaml, config/default in one file, with images IMG and WORKER_IMG.
+	@mkdir -p dist
+	KUSTOMIZE=$(KUSTOMIZE) hack/render.sh $(IMG) $(WORKER_IMG) >dist/install.yaml
+	@echo "wrote dist/install.yaml ($(IMG), workers' tasks in $(WORKER_IMG))"
 
 .PHONY: undeploy
 undeploy: kustomize ## Delete what deploy created, the CRDs (and so every LaneQueue, AgentSession and ExternalTask) included.
@@ -158,6 +168,17 @@ $(CONTROLLER_GEN):
 	@mkdir -p $(LOCALBIN)
 	GOBIN=$(LOCALBIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
 	@mv $(LOCALBIN)/controller-gen $(CONTROLLER_GEN)
+
+.PHONY: helm
+helm: $(HELM) ## Build helm into bin/ from the Go module proxy (a build tool, not a dependency of the module).
+$(HELM):
+	@mkdir -p $(LOCALBIN)
+	GOBIN=$(LOCALBIN) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	@mv $(LOCALBIN)/helm $(HELM)
+
+.PHONY: helm-lint
+helm-lint: helm ## Lint the chart.
+	$(HELM) lint --strict $(CHART)
 
 .PHONY: kustomize
 kustomize: $(KUSTOMIZE) ## Build kustomize into bin/ from the Go module proxy.

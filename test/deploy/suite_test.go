@@ -21,7 +21,10 @@ limitations under the License.
 // docs/metrics.md and the Grafana dashboard name the metrics agentlane
 // registers. It installs the admission policies and RBAC of config/default
 // for real and attacks them with the identities of workers, Job pods and the
-// manager.
+// manager. It renders the other ways to install, dist/install.yaml's
+// rendering (hack/render.sh) and the Helm chart charts/agentlane, compares
+// them with config/default and dry-runs them, and renders the components of
+// config/components.
 package deploy
 
 import (

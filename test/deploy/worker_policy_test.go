@@ -408,7 +408,7 @@ var _ = Describe("config/policy worker rules, installed", Ordered, func() {
 			f := workerproto.WorkerFence("proc-w", 1)
 			Eventually(func() error {
 				return patchStatus(p, mine, types.JSONPatchType, string(must(workerproto.ClaimPatch(f, metav1.Now()))))
-			}).WithTimeout(10 * time.Second).Should(Succeed(), "RBAC may take a moment to see the binding")
+			}).WithTimeout(10*time.Second).Should(Succeed(), "RBAC may take a moment to see the binding")
 			expectRefused(patchStatus(p, theirs, types.MergePatchType, succeed), "(worker proc-w) may not write the status of this task")
 			lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: served, Name: "agentlane-worker-proc-w"}}
 			Expect(p.Create(ctx, lease)).To(Succeed())
