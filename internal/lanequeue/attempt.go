@@ -25,7 +25,9 @@ import (
 )
 
 // beginAttemptLocked makes t a running attempt in mode, holding its slots,
-// that started at startedAt (now, except for adopted commands).
+// that was granted at startedAt (now, except for adopted commands). Its
+// timeout runs from then, except for an External command that awaits its
+// start: that waits for MarkStarted (Adopt starts it at once).
 func (q *Queue) beginAttemptLocked(t *Ticket, now, startedAt int64, mode HandlerMode, announce bool) {
 	ls := t.ls
 	ln := ls.lane
@@ -53,12 +55,15 @@ func (q *Queue) beginAttemptLocked(t *Ticket, now, startedAt int64, mode Handler
 		seqStart: q.starts,
 		number:   t.attempts,
 		mode:     mode,
-		started:  unixTime(startedAt),
-		deadline: unixTime(startedAt + timeout),
+		granted:  unixTime(startedAt),
+		timeout:  timeout,
 	}
 	t.run = a
-	t.due = startedAt + timeout
-	q.due.PushOrUpdate(t)
+	if mode == External && t.awaitStart {
+		q.stopTimerLocked(a)
+	} else {
+		q.startTimerLocked(a, startedAt)
+	}
 	q.refreshLocked(ls, now, false)
 	q.cmdEventLocked(EventStarted, t, now, nil)
 
@@ -285,6 +290,14 @@ type attemptCtx struct {
 	handler  Handler
 	deadline time.Time
 	started  time.Time
+	// granted is when the attempt got its slots; timeout is its run
+	// timeout. An External attempt that awaits its start has a zero
+	// started and deadline until MarkStarted sets them under q.mu; no
+	// handler reads them.
+	granted time.Time
+	timeout int64
+	// awaiting is set while the attempt waits for MarkStarted.
+	awaiting bool
 	number   int32
 	mode     HandlerMode
 	// seqStart numbers starts queue-wide, ordering attempts granted at the
