@@ -113,7 +113,10 @@ type Lane struct {
 
 	// timeout is how long one attempt of a command may run in this lane, such
 	// as 30s or 2m. It replaces the queue's defaultTimeout. A command that
-	// runs out of time fails and goes through the retry policy.
+	// runs out of time fails and goes through the retry policy. In an
+	// External lane it counts from when the attempt is dispatched to a
+	// worker (or its Job is created), not while the attempt waits for a
+	// worker with a free slot.
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="timeout must be a positive duration, such as 30s"
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
@@ -399,7 +402,8 @@ type LaneQueueSpec struct {
 	DeadLetter *DeadLetterPolicy `json:"deadLetter,omitempty"`
 
 	// defaultTimeout is how long one attempt of a command may run in a lane
-	// that sets no timeout of its own, such as 90s. Defaults to 60s.
+	// that sets no timeout of its own, such as 90s, counted as the lane's
+	// timeout is. Defaults to 60s.
 	// +kubebuilder:default="60s"
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="defaultTimeout must be a positive duration, such as 60s"
 	// +optional

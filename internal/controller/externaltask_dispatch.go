@@ -140,12 +140,17 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, s *tas
 		st.DispatchedAt = &now
 		setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
 			agentlanev1alpha1.ExternalTaskJobPendingReason, fmt.Sprintf("Job %s runs attempt %d", job.Name, n))
+		s.afterWrite(func() { markStarted(ctx, b, task.Name, n, now.Time) })
 		return ctrl.Result{}, nil
 	}
 
 	w, ok := r.pickWorker(ctx, task, b, lane, target)
 	if !ok {
 		r.awaiting.add(key)
+		// Handed back, or never started: its timeout waits for a worker.
+		if err := b.queue.MarkWaiting(task.Name, int(n)); err != nil {
+			logf.FromContext(ctx).V(1).Info("Attempt no longer pending", "attempt", n, "reason", err.Error())
+		}
 		st.Phase = agentlanev1alpha1.ExternalTaskQueued
 		st.Worker, st.NodeName = "", ""
 		setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
@@ -162,9 +167,22 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, s *tas
 		fmt.Sprintf("attempt %d dispatched to worker %s on node %s", n, w.name, w.node))
 	s.ifWriteFails(func() { r.workers.release(key) })
 	s.afterWrite(func() {
+		markStarted(ctx, b, task.Name, n, now.Time)
 		logf.FromContext(ctx).V(1).Info("Dispatched", "attempt", n, "worker", w.name, "node", w.node)
 	})
 	return ctrl.Result{RequeueAfter: min(w.expires.Sub(r.Clock.Now())+100*time.Millisecond, maxHeldCheck)}, nil
+}
+
+// markStarted tells the scheduler that attempt n of the task started at
+// at: the attempt's timeout runs from then. An attempt starts when the
+// write that hands it to a worker (or records its Job) succeeds; until then
+// it holds its lane slot without its timeout running. An attempt the
+// scheduler has meanwhile closed (cancelled) is no longer pending; that is
+// not an error.
+func markStarted(ctx context.Context, b binding, name string, n int32, at time.Time) {
+	if err := b.queue.MarkStarted(name, int(n), at); err != nil {
+		logf.FromContext(ctx).V(1).Info("Attempt no longer pending", "attempt", n, "reason", err.Error())
+	}
 }
 
 // laneTarget returns the external target of lane in lq, nil for the worker
