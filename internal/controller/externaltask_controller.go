@@ -105,6 +105,8 @@ type ExternalTaskReconciler struct {
 	Clock clock.PassiveClock
 
 	workers workerLedger
+	// sightings is when the manager last saw each worker Lease change.
+	sightings workerSightings
 	// awaiting holds the tasks that have a lane slot and wait for a worker.
 	awaiting taskKeys
 	// unbound holds the tasks whose queue or session is missing or whose
@@ -183,19 +185,30 @@ func (r *ExternalTaskReconciler) sessionTasks(ctx context.Context, o client.Obje
 	return reqs
 }
 
-// leaseHandler wakes the tasks waiting for a worker whenever a worker Lease
-// appears or changes, and the tasks a worker held when its Lease goes away.
+// leaseHandler records when the manager sees each worker Lease change
+// (workerSightings), and wakes the tasks waiting for a worker whenever a
+// worker Lease appears or changes, and the tasks a worker held when its
+// Lease goes away.
 func (r *ExternalTaskReconciler) leaseHandler() handler.EventHandler {
 	waiting := func(ns string, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		for _, req := range r.awaiting.in(ns) {
 			q.Add(req)
 		}
 	}
+	seen := func(o client.Object) {
+		if l, ok := o.(*coordinationv1.Lease); ok {
+			if _, ok := parseWorkerLease(l); ok {
+				r.sightings.observe(l, r.Clock.Now())
+			}
+		}
+	}
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			seen(e.Object)
 			waiting(e.Object.GetNamespace(), q)
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			seen(e.ObjectNew)
 			waiting(e.ObjectNew.GetNamespace(), q)
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -204,6 +217,7 @@ func (r *ExternalTaskReconciler) leaseHandler() handler.EventHandler {
 				return
 			}
 			if w, ok := parseWorkerLease(l); ok {
+				r.sightings.forget(l, r.Clock.Now())
 				for _, t := range r.workers.tasksOf(workerKey{l.Namespace, w.name}) {
 					q.Add(reconcile.Request{NamespacedName: t})
 				}

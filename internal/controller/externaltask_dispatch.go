@@ -85,12 +85,21 @@ func (r *ExternalTaskReconciler) checkHeld(ctx context.Context, task *agentlanev
 	case err != nil:
 		return nil, 0, err
 	}
-	w, ok := parseWorkerLease(lease)
-	if !ok || !w.live(now) {
-		return ended(agentlanev1alpha1.AttemptWorkerLost, "the heartbeat of worker %s expired", st.Worker)
+	if _, ok := parseWorkerLease(lease); !ok {
+		return ended(agentlanev1alpha1.AttemptWorkerLost, "worker %s has no heartbeat Lease", st.Worker)
 	}
-	// Look again just after the Lease would lapse unless renewed.
-	return nil, min(w.expires.Sub(now)+100*time.Millisecond, maxHeldCheck), nil
+	fresh, lost, expires := r.sightings.state(lease, now)
+	switch {
+	case lost:
+		return ended(agentlanev1alpha1.AttemptWorkerLost, "the heartbeat of worker %s expired at %s: the manager saw other workers renew but not it",
+			st.Worker, expires.UTC().Format(time.RFC3339))
+	case !fresh:
+		// The manager sees no worker renew: it cannot tell a lost worker
+		// from its own lost view of them. Look again soon.
+		return nil, awaitWorkerInterval, nil
+	}
+	// Look again just after the Lease would lapse unless seen renewed.
+	return nil, min(expires.Sub(now)+100*time.Millisecond, maxHeldCheck), nil
 }
 
 // dispatch gives the granted attempt of the task to a worker, or creates its
@@ -220,7 +229,12 @@ func (r *ExternalTaskReconciler) pickWorker(ctx context.Context, task *agentlane
 	var candidates []workerInfo
 	for i := range leases.Items {
 		w, ok := parseWorkerLease(&leases.Items[i])
-		if ok && w.live(now) && !w.draining && w.serves(b.queueKey.Name, lane, string(task.Spec.CommandType), selector) {
+		if !ok {
+			continue
+		}
+		fresh, _, expires := r.sightings.state(&leases.Items[i], now)
+		if fresh && !w.draining && w.serves(b.queueKey.Name, lane, string(task.Spec.CommandType), selector) {
+			w.expires = expires // as the manager judges it
 			candidates = append(candidates, w)
 		}
 	}

@@ -84,10 +84,10 @@ limitations under the License.
 // MarkStarted (the attempt reached whatever runs it), stops at MarkWaiting,
 // and a granted attempt that nothing runs holds its slots without timing
 // out, so waiting to start never counts as an attempt's run. Hybrid runs
-// like Internal and also emits the external-task events. A command takes the mode of its lane (or its
-// session's override, see SetSessionLaneMode) at the moment it starts, so a
-// mode change affects commands that have not started yet and never those in
-// flight.
+// like Internal and also emits the external-task events. A command takes
+// the mode of its lane (or its session's override, see SetSessionLaneMode)
+// at the moment it starts, so a mode change affects commands that have not
+// started yet and never those in flight.
 //
 // # Time, IDs and replay
 //
