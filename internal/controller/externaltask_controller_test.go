@@ -269,6 +269,17 @@ var _ = Describe("ExternalTask controller", func() {
 		}, 5*time.Second).Should(Succeed())
 	})
 
+	It("records no attempt for a task cancelled while it waited for a worker", func() {
+		taskQueue(ns, nil)
+		task := queueTask(ns, "never-ran")
+		Expect(k8sClient.Create(ctx, task)).To(Succeed())
+		Eventually(func(g Gomega) int32 { return getTask(task)(g).Status.Attempt }).Should(Equal(int32(1)))
+		task.Annotations = map[string]string{CancelAnnotation: "true"}
+		Expect(k8sClient.Update(ctx, task)).To(Succeed())
+		Eventually(taskPhase(task)).Should(Equal(agentlanev1alpha1.ExternalTaskCancelled))
+		Expect(task.Status.Attempts).To(BeEmpty())
+	})
+
 	It("re-dispatches a handed-back attempt without counting it", func() {
 		taskQueue(ns, nil)
 		fakeWorker(ns, "leaving", 1)
