@@ -121,6 +121,19 @@ type Lane struct {
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
+	// startTimeout bounds how long an ExternalTask's attempt may wait to
+	// start once the lane has granted it a slot: to be dispatched to a live
+	// worker with a free slot (or to have its Job created), such as 10m. A
+	// task whose attempt waits longer ends Failed with a message that says
+	// so, without retries and without counting the attempt, which never
+	// ran. A task handed back by a stopping worker waits again from the
+	// hand-back. When it is not set, a task waits for a worker as long as
+	// it takes. Commands a session runtime runs itself (Internal) are not
+	// affected.
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="startTimeout must be a positive duration, such as 10m"
+	// +optional
+	StartTimeout *metav1.Duration `json:"startTimeout,omitempty"`
+
 	// retryPolicy replaces the queue's retryPolicy for this lane. It replaces
 	// it as a whole: fields left out take their defaults, not the queue's
 	// values.

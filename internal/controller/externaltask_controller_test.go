@@ -280,6 +280,18 @@ var _ = Describe("ExternalTask controller", func() {
 		Expect(task.Status.Attempts).To(BeEmpty())
 	})
 
+	It("fails a task that waits longer than its lane's startTimeout for a worker, without counting an attempt", func() {
+		taskQueue(ns, func(s *agentlanev1alpha1.LaneQueueSpec) {
+			s.Lanes[0].StartTimeout = &metav1.Duration{Duration: 500 * time.Millisecond}
+		})
+		task := queueTask(ns, "no-worker")
+		Expect(k8sClient.Create(ctx, task)).To(Succeed())
+		Eventually(taskPhase(task), 10*time.Second).Should(Equal(agentlanev1alpha1.ExternalTaskFailed))
+		Expect(task.Status.Attempts).To(BeEmpty())
+		Expect(cond(task, agentlanev1alpha1.ExternalTaskFinishedCondition)).To(And(
+			HaveField("Status", metav1.ConditionTrue), HaveField("Message", ContainSubstring("did not start in time"))))
+	})
+
 	It("re-dispatches a handed-back attempt without counting it", func() {
 		taskQueue(ns, nil)
 		fakeWorker(ns, "leaving", 1)

@@ -60,7 +60,7 @@ func (q *Queue) beginAttemptLocked(t *Ticket, now, startedAt int64, mode Handler
 	}
 	t.run = a
 	if mode == External && t.awaitStart {
-		q.stopTimerLocked(a)
+		q.stopTimerLocked(a, now)
 	} else {
 		q.startTimerLocked(a, startedAt)
 	}
@@ -296,10 +296,11 @@ type attemptCtx struct {
 	// handler reads them.
 	granted time.Time
 	timeout int64
-	// awaiting is set while the attempt waits for MarkStarted.
-	awaiting bool
-	number   int32
-	mode     HandlerMode
+	// waitingSince is when an External attempt began to wait for
+	// MarkStarted; 0 while it runs. Guarded by q.mu.
+	waitingSince int64
+	number       int32
+	mode         HandlerMode
 	// seqStart numbers starts queue-wide, ordering attempts granted at the
 	// same instant.
 	seqStart uint64

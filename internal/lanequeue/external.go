@@ -151,19 +151,20 @@ func (q *Queue) reportExternal(id string, attempt int, r Result, err error) erro
 // another runner) starts it again from its at. It fails like
 // CompleteAttempt when attempt is not the pending one.
 func (q *Queue) MarkStarted(id string, attempt int, at time.Time) error {
-	return q.markExternal(id, attempt, func(a *attemptCtx) { q.startTimerLocked(a, at.UnixNano()) })
+	return q.markExternal(id, attempt, func(a *attemptCtx, _ int64) { q.startTimerLocked(a, at.UnixNano()) })
 }
 
 // MarkWaiting reports that nothing runs attempt of the pending external task
 // id any more and it waits to start again (its runner handed it back
 // unfinished): it keeps its slots, and its timeout stops until the next
-// MarkStarted. It fails like CompleteAttempt when attempt is not the pending
-// one.
+// MarkStarted; the lane's StartTimeout counts from the first MarkWaiting
+// after a start. It fails like CompleteAttempt when attempt is not the
+// pending one.
 func (q *Queue) MarkWaiting(id string, attempt int) error {
 	return q.markExternal(id, attempt, q.stopTimerLocked)
 }
 
-func (q *Queue) markExternal(id string, attempt int, mark func(*attemptCtx)) error {
+func (q *Queue) markExternal(id string, attempt int, mark func(a *attemptCtx, now int64)) error {
 	if attempt <= 0 {
 		return fmt.Errorf("%w: attempt must be >= 1", ErrInvalidCommand)
 	}
@@ -183,7 +184,7 @@ func (q *Queue) markExternal(id string, attempt int, mark func(*attemptCtx)) err
 		q.mu.Unlock()
 		return fmt.Errorf("%w: %s attempt %d, pending attempt is %d", ErrStaleAttempt, id, attempt, cur)
 	}
-	mark(t.run)
+	mark(t.run, now)
 	q.unlock(now)
 	return nil
 }
@@ -193,18 +194,38 @@ func (q *Queue) markExternal(id string, attempt int, mark func(*attemptCtx)) err
 func (q *Queue) startTimerLocked(a *attemptCtx, startedAt int64) {
 	t := a.t
 	t.started = startedAt
+	a.waitingSince = 0
 	a.started = unixTime(startedAt)
 	a.deadline = unixTime(startedAt + a.timeout)
 	t.due = startedAt + a.timeout
 	q.due.PushOrUpdate(t)
 }
 
-// stopTimerLocked holds the timeout of attempt a until it starts. The
-// attempt stays in q.due, due never, so that cancellation, which looks
-// for running commands there, still finds it.
-func (q *Queue) stopTimerLocked(a *attemptCtx) {
+// stopTimerLocked holds the timeout of attempt a until it starts, and
+// bounds its wait by the lane's StartTimeout, counted from now unless it
+// already waits. The attempt stays in q.due (due never without a bound) so
+// that cancellation, which looks for running commands there, finds it.
+func (q *Queue) stopTimerLocked(a *attemptCtx, now int64) {
+	if a.waitingSince != 0 {
+		return
+	}
 	t := a.t
+	a.waitingSince = now
 	a.started, a.deadline = time.Time{}, time.Time{}
 	t.due = dueNever
+	if d := int64(t.ls.lane.cfg.StartTimeout); d > 0 {
+		t.due = now + d
+	}
 	q.due.PushOrUpdate(t)
+}
+
+// startTimedOutLocked ends the command of attempt a, which waited longer
+// than its lane's StartTimeout to start. The attempt never ran: it is not
+// counted.
+func (q *Queue) startTimedOutLocked(a *attemptCtx, now int64) {
+	t := a.t
+	err := fmt.Errorf("%w: attempt %d waited %s to start (start timeout %s)", ErrStartTimeout,
+		a.number, time.Duration(now-a.waitingSince), t.ls.lane.cfg.StartTimeout)
+	t.attempts--
+	q.endAttemptLocked(t, endFailure, Result{Error: err.Error()}, err, now)
 }

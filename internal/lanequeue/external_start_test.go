@@ -116,3 +116,47 @@ func TestAwaitStartCancelSession(t *testing.T) {
 		t.Errorf("outcome = %+v, want cancelled", o)
 	}
 }
+
+// TestStartTimeout: a lane's StartTimeout ends a command whose attempt
+// waited too long to start, without retries and without counting the
+// attempt; repeated MarkWaiting does not extend the wait, and a wait after a
+// hand-back counts from the hand-back.
+func TestStartTimeout(t *testing.T) {
+	cfg := externalConfig()
+	cfg.Lanes[0].StartTimeout = 30 * time.Second
+	h := newHarness(t, cfg)
+	never := h.submit(Command{ID: "never", SessionKey: "s", External: true, AwaitStart: true})
+	back := h.submit(Command{ID: "back", SessionKey: "s", External: true, AwaitStart: true})
+	if err := h.q.MarkStarted("back", 1, h.clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	h.step(5 * time.Second)
+	if err := h.q.MarkWaiting("back", 1); err != nil { // handed back at +5s
+		t.Fatal(err)
+	}
+	for range 24 {
+		h.step(time.Second)
+		if err := h.q.MarkWaiting("never", 1); err != nil { // a controller asking again
+			t.Fatal(err)
+		}
+	}
+	if o, _ := never.Outcome(); o.State != StateRunning {
+		t.Fatalf("never at +29s: %+v, want still waiting", o)
+	}
+	h.step(time.Second)
+	o := h.outcome(never)
+	if o.State != StateFailed || !errors.Is(o.Err, ErrStartTimeout) || o.Attempts != 0 {
+		t.Errorf("never at +30s: %+v, want Failed by ErrStartTimeout after 0 attempts", o)
+	}
+	h.step(4 * time.Second)
+	if o, _ := back.Outcome(); o.State != StateRunning {
+		t.Fatalf("back 29s after its hand-back: %+v, want still waiting", o)
+	}
+	h.step(time.Second)
+	if o := h.outcome(back); o.State != StateFailed || !errors.Is(o.Err, ErrStartTimeout) {
+		t.Errorf("back 30s after its hand-back: %+v, want Failed by ErrStartTimeout", o)
+	}
+	if n := len(h.q.DeadLetters()); n != 0 {
+		t.Errorf("%d dead letters, want none: a start timeout is not retried or dead-lettered", n)
+	}
+}

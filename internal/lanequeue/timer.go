@@ -93,6 +93,10 @@ func (q *Queue) advanceLocked(now int64) {
 		t := q.due.Pop()
 		switch t.state {
 		case stRunning:
+			if t.run.waitingSince != 0 {
+				q.startTimedOutLocked(t.run, now)
+				continue
+			}
 			q.endAttemptLocked(t, endTimeout, Result{}, ErrTimeout, now)
 		case stRetrying:
 			q.enqueueLocked(t, now, true)
