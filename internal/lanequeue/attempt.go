@@ -282,8 +282,9 @@ func runHandler(a *attemptCtx) (r Result, err error) {
 }
 
 // attemptCtx is the context handed to a Handler, and the record of one
-// granted attempt. Everything but done and next is immutable once the
-// attempt is granted, so the runner reads it without the lock.
+// granted attempt. Everything but done, next and the start of an External
+// attempt (started, deadline, waitingSince) is immutable once the attempt
+// is granted, so the runner reads it without the lock.
 type attemptCtx struct {
 	q        *Queue
 	t        *Ticket
