@@ -66,6 +66,11 @@ const (
 	// maxHeldCheck bounds how long a dispatched task goes without checking
 	// its worker or Job.
 	maxHeldCheck = 30 * time.Second
+	// blindInterval is how often a dispatched task checks its worker again
+	// while the manager sees no worker Lease change at all (an API server
+	// outage): often enough to notice the end, rarely enough that every
+	// held task's check does not load the manager meanwhile.
+	blindInterval = 5 * time.Second
 	// jobGrace is how long a Job that completed may take to show its pod's
 	// result before the attempt counts as failed.
 	jobGrace = 10 * time.Second

@@ -95,8 +95,9 @@ func (r *ExternalTaskReconciler) checkHeld(ctx context.Context, task *agentlanev
 			st.Worker, expires.UTC().Format(time.RFC3339))
 	case !fresh:
 		// The manager sees no worker renew: it cannot tell a lost worker
-		// from its own lost view of them. Look again soon.
-		return nil, awaitWorkerInterval, nil
+		// from its own lost view of them. Look again later; when Leases
+		// change again every worker gets a full lease duration anyway.
+		return nil, blindInterval, nil
 	}
 	// Look again just after the Lease would lapse unless seen renewed.
 	return nil, min(expires.Sub(now)+100*time.Millisecond, maxHeldCheck), nil
