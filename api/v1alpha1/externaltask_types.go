@@ -103,9 +103,11 @@ type ExternalTaskSpec struct {
 	// +optional
 	Payload *runtime.RawExtension `json:"payload,omitempty"`
 
-	// timeout is how long one attempt may run, such as 2m. When it is not set
-	// the lane's timeout applies. An attempt that runs out of time fails and
-	// goes through the retry policy.
+	// timeout is how long one attempt may run, such as 2m, counted from its
+	// dispatch to a worker (or its Job's creation); time spent waiting for
+	// a worker does not count. When it is not set the lane's timeout
+	// applies. An attempt that runs out of time fails and goes through the
+	// retry policy.
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="timeout must be a positive duration, such as 2m"
 	// +kubebuilder:validation:XValidation:rule="duration(self) == duration(oldSelf)",message="timeout is immutable"
 	// +optional

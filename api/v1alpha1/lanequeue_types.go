@@ -113,10 +113,26 @@ type Lane struct {
 
 	// timeout is how long one attempt of a command may run in this lane, such
 	// as 30s or 2m. It replaces the queue's defaultTimeout. A command that
-	// runs out of time fails and goes through the retry policy.
+	// runs out of time fails and goes through the retry policy. In an
+	// External lane it counts from when the attempt is dispatched to a
+	// worker (or its Job is created), not while the attempt waits for a
+	// worker with a free slot.
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="timeout must be a positive duration, such as 30s"
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// startTimeout bounds how long an ExternalTask's attempt may wait to
+	// start once the lane has granted it a slot: to be dispatched to a live
+	// worker with a free slot (or to have its Job created), such as 10m. A
+	// task whose attempt waits longer ends Failed with a message that says
+	// so, without retries and without counting the attempt, which never
+	// ran. A task handed back by a stopping worker waits again from the
+	// hand-back. When it is not set, a task waits for a worker as long as
+	// it takes. Commands a session runtime runs itself (Internal) are not
+	// affected.
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="startTimeout must be a positive duration, such as 10m"
+	// +optional
+	StartTimeout *metav1.Duration `json:"startTimeout,omitempty"`
 
 	// retryPolicy replaces the queue's retryPolicy for this lane. It replaces
 	// it as a whole: fields left out take their defaults, not the queue's
@@ -399,7 +415,8 @@ type LaneQueueSpec struct {
 	DeadLetter *DeadLetterPolicy `json:"deadLetter,omitempty"`
 
 	// defaultTimeout is how long one attempt of a command may run in a lane
-	// that sets no timeout of its own, such as 90s. Defaults to 60s.
+	// that sets no timeout of its own, such as 90s, counted as the lane's
+	// timeout is. Defaults to 60s.
 	// +kubebuilder:default="60s"
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="defaultTimeout must be a positive duration, such as 60s"
 	// +optional

@@ -554,6 +554,11 @@ func (in *Lane) DeepCopyInto(out *Lane) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.StartTimeout != nil {
+		in, out := &in.StartTimeout, &out.StartTimeout
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	if in.RetryPolicy != nil {
 		in, out := &in.RetryPolicy, &out.RetryPolicy
 		*out = new(RetryPolicy)

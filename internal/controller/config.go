@@ -51,6 +51,7 @@ func QueueConfig(spec *agentlanev1alpha1.LaneQueueSpec) (lanequeue.Config, error
 			MaxConcurrencyPerSession: int(l.MaxConcurrencyPerSession),
 			Isolated:                 l.Isolated,
 			Timeout:                  duration(l.Timeout, 0),
+			StartTimeout:             duration(l.StartTimeout, 0),
 			RateLimit:                rateLimit(l.RateLimit),
 		}
 		for _, t := range l.CommandTypes {

@@ -65,9 +65,9 @@ func TestQueueConfig(t *testing.T) {
 					{Name: "query", Priority: 1, MaxConcurrency: 8, MaxConcurrencyPerSession: 4, Timeout: dur(30 * time.Second)},
 					{
 						Name: "execute", Priority: 2, HandlerMode: agentlanev1alpha1.HandlerModeExternal,
-						MaxConcurrencyPerSession: 1,
-						RetryPolicy:              &agentlanev1alpha1.RetryPolicy{Strategy: agentlanev1alpha1.RetryFixed, FixedDelay: dur(time.Second), MaxRetries: ptr.To[int32](5)},
-						RateLimit:                &agentlanev1alpha1.RateLimit{Count: 10, Per: agentlanev1alpha1.RateLimitPerMinute},
+						MaxConcurrencyPerSession: 1, StartTimeout: dur(10 * time.Minute),
+						RetryPolicy: &agentlanev1alpha1.RetryPolicy{Strategy: agentlanev1alpha1.RetryFixed, FixedDelay: dur(time.Second), MaxRetries: ptr.To[int32](5)},
+						RateLimit:   &agentlanev1alpha1.RateLimit{Count: 10, Per: agentlanev1alpha1.RateLimitPerMinute},
 					},
 					{Name: "cron", Priority: 3, Isolated: true},
 				},
@@ -86,6 +86,7 @@ func TestQueueConfig(t *testing.T) {
 					lanequeue.LaneConfig{Name: "query", Priority: 1, Mode: lanequeue.Internal, MaxConcurrency: 8, MaxConcurrencyPerSession: 4, Timeout: 30 * time.Second},
 					lanequeue.LaneConfig{
 						Name: "execute", Priority: 2, Mode: lanequeue.External, MaxConcurrencyPerSession: 1,
+						StartTimeout: 10 * time.Minute,
 						Retry: &lanequeue.RetryPolicy{
 							Strategy: lanequeue.RetryFixed, MaxRetries: 5, FixedDelay: time.Second,
 							InitialDelay: 100 * time.Millisecond, MaxDelay: 30 * time.Second,

@@ -66,6 +66,11 @@ const (
 	// maxHeldCheck bounds how long a dispatched task goes without checking
 	// its worker or Job.
 	maxHeldCheck = 30 * time.Second
+	// blindInterval is how often a dispatched task checks its worker again
+	// while the manager sees no worker Lease change at all (an API server
+	// outage): often enough to notice the end, rarely enough that every
+	// held task's check does not load the manager meanwhile.
+	blindInterval = 5 * time.Second
 	// jobGrace is how long a Job that completed may take to show its pod's
 	// result before the attempt counts as failed.
 	jobGrace = 10 * time.Second
@@ -105,6 +110,8 @@ type ExternalTaskReconciler struct {
 	Clock clock.PassiveClock
 
 	workers workerLedger
+	// sightings is when the manager last saw each worker Lease change.
+	sightings workerSightings
 	// awaiting holds the tasks that have a lane slot and wait for a worker.
 	awaiting taskKeys
 	// unbound holds the tasks whose queue or session is missing or whose
@@ -183,19 +190,30 @@ func (r *ExternalTaskReconciler) sessionTasks(ctx context.Context, o client.Obje
 	return reqs
 }
 
-// leaseHandler wakes the tasks waiting for a worker whenever a worker Lease
-// appears or changes, and the tasks a worker held when its Lease goes away.
+// leaseHandler records when the manager sees each worker Lease change
+// (workerSightings), and wakes the tasks waiting for a worker whenever a
+// worker Lease appears or changes, and the tasks a worker held when its
+// Lease goes away.
 func (r *ExternalTaskReconciler) leaseHandler() handler.EventHandler {
 	waiting := func(ns string, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		for _, req := range r.awaiting.in(ns) {
 			q.Add(req)
 		}
 	}
+	seen := func(o client.Object) {
+		if l, ok := o.(*coordinationv1.Lease); ok {
+			if _, ok := parseWorkerLease(l); ok {
+				r.sightings.observe(l, r.Clock.Now())
+			}
+		}
+	}
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			seen(e.Object)
 			waiting(e.Object.GetNamespace(), q)
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			seen(e.ObjectNew)
 			waiting(e.ObjectNew.GetNamespace(), q)
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -204,6 +222,7 @@ func (r *ExternalTaskReconciler) leaseHandler() handler.EventHandler {
 				return
 			}
 			if w, ok := parseWorkerLease(l); ok {
+				r.sightings.forget(l, r.Clock.Now())
 				for _, t := range r.workers.tasksOf(workerKey{l.Namespace, w.name}) {
 					q.Add(reconcile.Request{NamespacedName: t})
 				}
@@ -389,6 +408,9 @@ func (r *ExternalTaskReconciler) admit(b binding, task *agentlanev1alpha1.Extern
 		Lane:       string(spec.Lane),
 		RunID:      spec.RunID,
 		External:   true,
+		// The timeout of an attempt runs from its dispatch to a worker
+		// (or its Job's creation), not while it waits for one.
+		AwaitStart: true,
 	}
 	if spec.Payload != nil {
 		cmd.Payload = spec.Payload.Raw

@@ -228,6 +228,70 @@ var _ = Describe("ExternalTask controller", func() {
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
 	})
 
+	It("does not run an attempt's timeout while it waits for a worker, and keeps the lane cap", func() {
+		taskQueue(ns, func(s *agentlanev1alpha1.LaneQueueSpec) {
+			s.Lanes[0].Timeout = &metav1.Duration{Duration: 300 * time.Millisecond}
+			s.Lanes[0].MaxConcurrency = 1
+			s.RetryPolicy = &agentlanev1alpha1.RetryPolicy{Strategy: agentlanev1alpha1.RetryFixed,
+				FixedDelay: &metav1.Duration{Duration: 50 * time.Millisecond}, MaxRetries: ptr.To[int32](1)}
+		})
+		first, second := queueTask(ns, "waits-1"), queueTask(ns, "waits-2")
+		Expect(k8sClient.Create(ctx, first)).To(Succeed())
+		Eventually(func(g Gomega) {
+			getTask(first)(g)
+			g.Expect(first.Status.Attempt).To(Equal(int32(1)))
+			g.Expect(cond(first, agentlanev1alpha1.ExternalTaskClaimedCondition)).To(HaveField("Message", ContainSubstring("has a slot")))
+		}).Should(Succeed())
+		Expect(k8sClient.Create(ctx, second)).To(Succeed())
+
+		By("waiting several timeouts with no worker: no attempt ends, the lane still holds one")
+		Consistently(func(g Gomega) {
+			getTask(first)(g)
+			g.Expect(first.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskQueued))
+			g.Expect(first.Status.Attempt).To(Equal(int32(1)))
+			g.Expect(first.Status.Attempts).To(BeEmpty())
+			g.Expect(getTask(second)(g).Status.Attempt).To(BeZero(), "the lane's cap is 1")
+		}, 1500*time.Millisecond, 100*time.Millisecond).Should(Succeed())
+
+		By("running attempt 1 once a worker has it")
+		fakeWorker(ns, "late", 1)
+		runToSuccess(first, "late")
+		Eventually(taskPhase(first)).Should(Equal(agentlanev1alpha1.ExternalTaskSucceeded))
+		Expect(first.Status.Attempts).To(BeEmpty())
+		Eventually(taskPhase(second)).Should(Equal(agentlanev1alpha1.ExternalTaskDispatched))
+		Expect(second.Status.Attempt).To(Equal(int32(1)))
+
+		By("timing out a dispatched attempt from its dispatch")
+		Eventually(func(g Gomega) {
+			getTask(second)(g)
+			g.Expect(second.Status.Attempts).To(ContainElement(And(HaveField("Attempt", int32(1)),
+				HaveField("Outcome", agentlanev1alpha1.AttemptTimedOut))))
+		}, 5*time.Second).Should(Succeed())
+	})
+
+	It("records no attempt for a task cancelled while it waited for a worker", func() {
+		taskQueue(ns, nil)
+		task := queueTask(ns, "never-ran")
+		Expect(k8sClient.Create(ctx, task)).To(Succeed())
+		Eventually(func(g Gomega) int32 { return getTask(task)(g).Status.Attempt }).Should(Equal(int32(1)))
+		task.Annotations = map[string]string{CancelAnnotation: "true"}
+		Expect(k8sClient.Update(ctx, task)).To(Succeed())
+		Eventually(taskPhase(task)).Should(Equal(agentlanev1alpha1.ExternalTaskCancelled))
+		Expect(task.Status.Attempts).To(BeEmpty())
+	})
+
+	It("fails a task that waits longer than its lane's startTimeout for a worker, without counting an attempt", func() {
+		taskQueue(ns, func(s *agentlanev1alpha1.LaneQueueSpec) {
+			s.Lanes[0].StartTimeout = &metav1.Duration{Duration: 500 * time.Millisecond}
+		})
+		task := queueTask(ns, "no-worker")
+		Expect(k8sClient.Create(ctx, task)).To(Succeed())
+		Eventually(taskPhase(task), 10*time.Second).Should(Equal(agentlanev1alpha1.ExternalTaskFailed))
+		Expect(task.Status.Attempts).To(BeEmpty())
+		Expect(cond(task, agentlanev1alpha1.ExternalTaskFinishedCondition)).To(And(
+			HaveField("Status", metav1.ConditionTrue), HaveField("Message", ContainSubstring("did not start in time"))))
+	})
+
 	It("re-dispatches a handed-back attempt without counting it", func() {
 		taskQueue(ns, nil)
 		fakeWorker(ns, "leaving", 1)

@@ -85,12 +85,22 @@ func (r *ExternalTaskReconciler) checkHeld(ctx context.Context, task *agentlanev
 	case err != nil:
 		return nil, 0, err
 	}
-	w, ok := parseWorkerLease(lease)
-	if !ok || !w.live(now) {
-		return ended(agentlanev1alpha1.AttemptWorkerLost, "the heartbeat of worker %s expired", st.Worker)
+	if _, ok := parseWorkerLease(lease); !ok {
+		return ended(agentlanev1alpha1.AttemptWorkerLost, "worker %s has no heartbeat Lease", st.Worker)
 	}
-	// Look again just after the Lease would lapse unless renewed.
-	return nil, min(w.expires.Sub(now)+100*time.Millisecond, maxHeldCheck), nil
+	fresh, lost, expires := r.sightings.state(lease, now)
+	switch {
+	case lost:
+		return ended(agentlanev1alpha1.AttemptWorkerLost, "the heartbeat of worker %s expired at %s: the manager saw other workers renew but not it",
+			st.Worker, expires.UTC().Format(time.RFC3339))
+	case !fresh:
+		// The manager sees no worker renew: it cannot tell a lost worker
+		// from its own lost view of them. Look again later; when Leases
+		// change again every worker gets a full lease duration anyway.
+		return nil, blindInterval, nil
+	}
+	// Look again just after the Lease would lapse unless seen renewed.
+	return nil, min(expires.Sub(now)+100*time.Millisecond, maxHeldCheck), nil
 }
 
 // dispatch gives the granted attempt of the task to a worker, or creates its
@@ -140,12 +150,17 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, s *tas
 		st.DispatchedAt = &now
 		setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
 			agentlanev1alpha1.ExternalTaskJobPendingReason, fmt.Sprintf("Job %s runs attempt %d", job.Name, n))
+		s.afterWrite(func() { markStarted(ctx, b, task.Name, n, now.Time) })
 		return ctrl.Result{}, nil
 	}
 
 	w, ok := r.pickWorker(ctx, task, b, lane, target)
 	if !ok {
 		r.awaiting.add(key)
+		// Handed back, or never started: its timeout waits for a worker.
+		if err := b.queue.MarkWaiting(task.Name, int(n)); err != nil {
+			logf.FromContext(ctx).V(1).Info("Attempt no longer pending", "attempt", n, "reason", err.Error())
+		}
 		st.Phase = agentlanev1alpha1.ExternalTaskQueued
 		st.Worker, st.NodeName = "", ""
 		setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
@@ -162,9 +177,22 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, s *tas
 		fmt.Sprintf("attempt %d dispatched to worker %s on node %s", n, w.name, w.node))
 	s.ifWriteFails(func() { r.workers.release(key) })
 	s.afterWrite(func() {
+		markStarted(ctx, b, task.Name, n, now.Time)
 		logf.FromContext(ctx).V(1).Info("Dispatched", "attempt", n, "worker", w.name, "node", w.node)
 	})
 	return ctrl.Result{RequeueAfter: min(w.expires.Sub(r.Clock.Now())+100*time.Millisecond, maxHeldCheck)}, nil
+}
+
+// markStarted tells the scheduler that attempt n of the task started at
+// at: the attempt's timeout runs from then. An attempt starts when the
+// write that hands it to a worker (or records its Job) succeeds; until then
+// it holds its lane slot without its timeout running. An attempt the
+// scheduler has meanwhile closed (cancelled) is no longer pending; that is
+// not an error.
+func markStarted(ctx context.Context, b binding, name string, n int32, at time.Time) {
+	if err := b.queue.MarkStarted(name, int(n), at); err != nil {
+		logf.FromContext(ctx).V(1).Info("Attempt no longer pending", "attempt", n, "reason", err.Error())
+	}
 }
 
 // laneTarget returns the external target of lane in lq, nil for the worker
@@ -202,7 +230,12 @@ func (r *ExternalTaskReconciler) pickWorker(ctx context.Context, task *agentlane
 	var candidates []workerInfo
 	for i := range leases.Items {
 		w, ok := parseWorkerLease(&leases.Items[i])
-		if ok && w.live(now) && !w.draining && w.serves(b.queueKey.Name, lane, string(task.Spec.CommandType), selector) {
+		if !ok {
+			continue
+		}
+		fresh, _, expires := r.sightings.state(&leases.Items[i], now)
+		if fresh && !w.draining && w.serves(b.queueKey.Name, lane, string(task.Spec.CommandType), selector) {
+			w.expires = expires // as the manager judges it
 			candidates = append(candidates, w)
 		}
 	}

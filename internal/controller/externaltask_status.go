@@ -46,6 +46,14 @@ func recorded(st *agentlanev1alpha1.ExternalTaskStatus, n int32) bool {
 	return len(st.Attempts) > 0 && st.Attempts[len(st.Attempts)-1].Attempt >= n
 }
 
+// reachedRunner tells whether the task's current attempt was ever handed to
+// a worker or a Job. One that was not never started: unless the manager
+// closed it itself (its Job could not be created), it is no attempt and
+// gets no record (a task cancelled while it waited for a worker).
+func reachedRunner(st *agentlanev1alpha1.ExternalTaskStatus) bool {
+	return st.DispatchedAt != nil || st.Worker != "" || st.JobName != ""
+}
+
 // priorAttempts is how many attempts of a task that is not held have been
 // made: status.attempt once that attempt has its record; one less when it
 // has none, because then it was handed back or never reached a worker.
@@ -182,7 +190,7 @@ func (r *ExternalTaskReconciler) finish(ctx context.Context, b binding, s *taskS
 	if o.Err != nil {
 		msg = o.Err.Error()
 	}
-	if phase != agentlanev1alpha1.ExternalTaskSucceeded && st.Attempt > 0 && st.Attempt == n && !recorded(st, n) {
+	if phase != agentlanev1alpha1.ExternalTaskSucceeded && st.Attempt > 0 && st.Attempt == n && !recorded(st, n) && (reachedRunner(st) || tt.Closed == n) {
 		rec := r.recordEnded(st, tt, o, now)
 		if msg == "" {
 			msg = rec.Error

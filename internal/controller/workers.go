@@ -42,7 +42,9 @@ type workerInfo struct {
 	lanes        []string // empty: every lane
 	commandTypes []string // empty: not advertised, so any
 	draining     bool
-	// expires is when the Lease lapses unless renewed.
+	// expires is when the worker stops being live unless seen renewing:
+	// the Lease's renewTime plus its duration as parsed, replaced by the
+	// manager's own judgement (workerSightings) for a candidate worker.
 	expires time.Time
 }
 
@@ -65,9 +67,6 @@ func parseWorkerLease(l *coordinationv1.Lease) (workerInfo, bool) {
 		expires:      wl.Expires,
 	}, true
 }
-
-// live tells whether the worker's heartbeat is current at now.
-func (w workerInfo) live(now time.Time) bool { return now.Before(w.expires) }
 
 // serves tells whether the worker takes tasks of commandType from lane of
 // queue, as selected by the lane's workerSelector (nil: any worker).

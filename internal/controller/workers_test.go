@@ -49,8 +49,8 @@ func TestParseWorkerLease(t *testing.T) {
 	if w.name != "w1" || w.node != "node-a" || w.capacity != 3 || !w.draining {
 		t.Errorf("parsed %+v", w)
 	}
-	if !w.live(renew.Add(2*time.Second)) || w.live(renew.Add(3*time.Second)) {
-		t.Error("a Lease is live for leaseDurationSeconds after its renewal, and no longer")
+	if want := renew.Add(3 * time.Second); !w.expires.Equal(want) {
+		t.Errorf("expires = %v, want renewTime + leaseDurationSeconds = %v", w.expires, want)
 	}
 	sel := labels.SelectorFromSet(labels.Set{"zone": "z1"})
 	for _, c := range []struct {

@@ -25,7 +25,9 @@ import (
 )
 
 // beginAttemptLocked makes t a running attempt in mode, holding its slots,
-// that started at startedAt (now, except for adopted commands).
+// that was granted at startedAt (now, except for adopted commands). Its
+// timeout runs from then, except for an External command that awaits its
+// start: that waits for MarkStarted (Adopt starts it at once).
 func (q *Queue) beginAttemptLocked(t *Ticket, now, startedAt int64, mode HandlerMode, announce bool) {
 	ls := t.ls
 	ln := ls.lane
@@ -53,12 +55,15 @@ func (q *Queue) beginAttemptLocked(t *Ticket, now, startedAt int64, mode Handler
 		seqStart: q.starts,
 		number:   t.attempts,
 		mode:     mode,
-		started:  unixTime(startedAt),
-		deadline: unixTime(startedAt + timeout),
+		granted:  unixTime(startedAt),
+		timeout:  timeout,
 	}
 	t.run = a
-	t.due = startedAt + timeout
-	q.due.PushOrUpdate(t)
+	if mode == External && t.awaitStart {
+		q.stopTimerLocked(a, now)
+	} else {
+		q.startTimerLocked(a, startedAt)
+	}
 	q.refreshLocked(ls, now, false)
 	q.cmdEventLocked(EventStarted, t, now, nil)
 
@@ -277,16 +282,26 @@ func runHandler(a *attemptCtx) (r Result, err error) {
 }
 
 // attemptCtx is the context handed to a Handler, and the record of one
-// granted attempt. Everything but done and next is immutable once the
-// attempt is granted, so the runner reads it without the lock.
+// granted attempt. Everything but done, next and the start of an External
+// attempt (started, deadline, waitingSince) is immutable once the attempt
+// is granted, so the runner reads it without the lock.
 type attemptCtx struct {
 	q        *Queue
 	t        *Ticket
 	handler  Handler
 	deadline time.Time
 	started  time.Time
-	number   int32
-	mode     HandlerMode
+	// granted is when the attempt got its slots; timeout is its run
+	// timeout. An External attempt that awaits its start has a zero
+	// started and deadline until MarkStarted sets them under q.mu; no
+	// handler reads them.
+	granted time.Time
+	timeout int64
+	// waitingSince is when an External attempt began to wait for
+	// MarkStarted; 0 while it runs. Guarded by q.mu.
+	waitingSince int64
+	number       int32
+	mode         HandlerMode
 	// seqStart numbers starts queue-wide, ordering attempts granted at the
 	// same instant.
 	seqStart uint64

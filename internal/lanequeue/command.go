@@ -70,6 +70,12 @@ type Command struct {
 	// the handler mode of its lane and session: for work that exists only as
 	// a durable task, such as one created directly as a Kubernetes object.
 	External bool
+	// AwaitStart, for an External command, holds each attempt's timeout
+	// until MarkStarted reports that something runs it. A granted attempt
+	// that waits for a runner holds its slots (the caps bound what is
+	// granted, not what runs) but cannot time out, and a timeout never
+	// counts time spent waiting to start. Adopted attempts have started.
+	AwaitStart bool
 }
 
 // Attempt describes one run of a command, as handed to its Handler.
@@ -200,15 +206,17 @@ type Ticket struct {
 	tag uint64
 
 	state    state
-	external bool        // Command.External; fits in state's padding
-	attempts int32       // attempts started, including prior ones
-	dueIdx   int32       // position in q.due; -1 when absent
-	ready    int64       // when it last became ready to start (submit or retry)
-	started  int64       // start of the current or last attempt
-	due      int64       // when q.due should act on it: boost change, retry or timeout
-	run      *attemptCtx // the current attempt while running; nil otherwise
-	done     chan struct{}
-	fin      *finish // how it ended; nil while live and for a plain success
+	external bool // Command.External; fits in state's padding
+	// awaitStart is Command.AwaitStart.
+	awaitStart bool
+	attempts   int32       // attempts started, including prior ones
+	dueIdx     int32       // position in q.due; -1 when absent
+	ready      int64       // when it last became ready to start (submit or retry)
+	started    int64       // start of the current or last attempt
+	due        int64       // when q.due should act on it: boost change, retry or timeout
+	run        *attemptCtx // the current attempt while running; nil otherwise
+	done       chan struct{}
+	fin        *finish // how it ended; nil while live and for a plain success
 }
 
 // finish holds the end of a command that has more to say than "succeeded".

@@ -79,11 +79,15 @@ limitations under the License.
 // Internal attempts run the command's Handler on a queue-owned goroutine.
 // External attempts become ExternalTasks: listed by PendingExternal, passed
 // to Options.OnExternalTask, and finished by Complete, CompleteAttempt or
-// FailAttempt, or by their timeout. Hybrid runs like Internal and also emits
-// the external-task events. A command takes the mode of its lane (or its
-// session's override, see SetSessionLaneMode) at the moment it starts, so a
-// mode change affects commands that have not started yet and never those in
-// flight.
+// FailAttempt, or by their timeout. The timeout of an External attempt runs
+// from its grant, unless its command sets AwaitStart: then it runs from
+// MarkStarted (the attempt reached whatever runs it), stops at MarkWaiting,
+// and a granted attempt that nothing runs holds its slots without timing
+// out, so waiting to start never counts as an attempt's run. Hybrid runs
+// like Internal and also emits the external-task events. A command takes
+// the mode of its lane (or its session's override, see SetSessionLaneMode)
+// at the moment it starts, so a mode change affects commands that have not
+// started yet and never those in flight.
 //
 // # Time, IDs and replay
 //

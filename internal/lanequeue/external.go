@@ -39,12 +39,21 @@ type ExternalTask struct {
 	RunID       string
 	// CreatedAt is when the attempt was granted.
 	CreatedAt time.Time
-	// Deadline is when the attempt times out.
-	Deadline time.Time
+	// StartedAt is when the attempt started running, and Deadline when it
+	// times out; both are zero while a command with AwaitStart waits for
+	// MarkStarted.
+	StartedAt time.Time
+	Deadline  time.Time
+	// Timeout is how long the attempt may run once started.
+	Timeout time.Duration
 }
 
-// Remaining returns how long the task has left at now (never negative).
+// Remaining returns how long the task has left at now (never negative). A
+// task that has not started has its whole timeout left.
 func (t ExternalTask) Remaining(now time.Time) time.Duration {
+	if t.Deadline.IsZero() {
+		return t.Timeout
+	}
 	return max(t.Deadline.Sub(now), 0)
 }
 
@@ -59,8 +68,10 @@ func externalTaskOf(t *Ticket) ExternalTask {
 		Payload:     t.payload,
 		Labels:      t.labels,
 		RunID:       t.runID,
-		CreatedAt:   a.started,
+		CreatedAt:   a.granted,
+		StartedAt:   a.started,
 		Deadline:    a.deadline,
+		Timeout:     time.Duration(a.timeout),
 	}
 }
 
@@ -73,7 +84,7 @@ func (q *Queue) PendingExternal() []ExternalTask {
 		ts = append(ts, t)
 	}
 	slices.SortFunc(ts, func(a, b *Ticket) int {
-		return cmp.Or(cmp.Compare(a.started, b.started), cmp.Compare(a.seq, b.seq))
+		return cmp.Or(a.run.granted.Compare(b.run.granted), cmp.Compare(a.seq, b.seq))
 	})
 	out := make([]ExternalTask, len(ts))
 	for i, t := range ts {
@@ -132,4 +143,89 @@ func (q *Queue) reportExternal(id string, attempt int, r Result, err error) erro
 	q.dispatchLocked(now)
 	q.unlock(now)
 	return nil
+}
+
+// MarkStarted reports that attempt of the pending external task id started
+// running at at: its timeout runs from then. For a command with AwaitStart
+// this is what starts the timeout; a later call (the attempt handed to
+// another runner) starts it again from its at. It fails like
+// CompleteAttempt when attempt is not the pending one.
+func (q *Queue) MarkStarted(id string, attempt int, at time.Time) error {
+	return q.markExternal(id, attempt, func(a *attemptCtx, _ int64) { q.startTimerLocked(a, at.UnixNano()) })
+}
+
+// MarkWaiting reports that nothing runs attempt of the pending external task
+// id any more and it waits to start again (its runner handed it back
+// unfinished): it keeps its slots, and its timeout stops until the next
+// MarkStarted; the lane's StartTimeout counts from the first MarkWaiting
+// after a start. It fails like CompleteAttempt when attempt is not the
+// pending one.
+func (q *Queue) MarkWaiting(id string, attempt int) error {
+	return q.markExternal(id, attempt, q.stopTimerLocked)
+}
+
+func (q *Queue) markExternal(id string, attempt int, mark func(a *attemptCtx, now int64)) error {
+	if attempt <= 0 {
+		return fmt.Errorf("%w: attempt must be >= 1", ErrInvalidCommand)
+	}
+	q.mu.Lock()
+	now := q.now()
+	t := q.external[id]
+	switch {
+	case t == nil:
+		_, live := q.tickets[id]
+		q.mu.Unlock()
+		if !live {
+			return fmt.Errorf("%w: %s", ErrNotFound, id)
+		}
+		return fmt.Errorf("%w: %s attempt %d is not pending", ErrStaleAttempt, id, attempt)
+	case int(t.attempts) != attempt:
+		cur := t.attempts
+		q.mu.Unlock()
+		return fmt.Errorf("%w: %s attempt %d, pending attempt is %d", ErrStaleAttempt, id, attempt, cur)
+	}
+	mark(t.run, now)
+	q.unlock(now)
+	return nil
+}
+
+// startTimerLocked starts the timeout of attempt a, which started running
+// at startedAt.
+func (q *Queue) startTimerLocked(a *attemptCtx, startedAt int64) {
+	t := a.t
+	t.started = startedAt
+	a.waitingSince = 0
+	a.started = unixTime(startedAt)
+	a.deadline = unixTime(startedAt + a.timeout)
+	t.due = startedAt + a.timeout
+	q.due.PushOrUpdate(t)
+}
+
+// stopTimerLocked holds the timeout of attempt a until it starts, and
+// bounds its wait by the lane's StartTimeout, counted from now unless it
+// already waits. The attempt stays in q.due (due never without a bound) so
+// that cancellation, which looks for running commands there, finds it.
+func (q *Queue) stopTimerLocked(a *attemptCtx, now int64) {
+	if a.waitingSince != 0 {
+		return
+	}
+	t := a.t
+	a.waitingSince = now
+	a.started, a.deadline = time.Time{}, time.Time{}
+	t.due = dueNever
+	if d := int64(t.ls.lane.cfg.StartTimeout); d > 0 {
+		t.due = now + d
+	}
+	q.due.PushOrUpdate(t)
+}
+
+// startTimedOutLocked ends the command of attempt a, which waited longer
+// than its lane's StartTimeout to start. The attempt never ran: it is not
+// counted.
+func (q *Queue) startTimedOutLocked(a *attemptCtx, now int64) {
+	t := a.t
+	err := fmt.Errorf("%w: attempt %d waited %s to start (start timeout %s)", ErrStartTimeout,
+		a.number, time.Duration(now-a.waitingSince), t.ls.lane.cfg.StartTimeout)
+	t.attempts--
+	q.endAttemptLocked(t, endFailure, Result{Error: err.Error()}, err, now)
 }

@@ -40,7 +40,8 @@ func TestExternalComplete(t *testing.T) {
 	h.submit(Command{ID: "x3", SessionKey: "s", Type: "bash"})
 
 	want := ExternalTask{ID: "x1", Attempt: 1, SessionKey: "s", Lane: "execute", CommandType: "bash",
-		Payload: []byte(`{"command":"make"}`), Labels: labels, RunID: "r", CreatedAt: t0, Deadline: t0.Add(10 * time.Second)}
+		Payload: []byte(`{"command":"make"}`), Labels: labels, RunID: "r",
+		CreatedAt: t0, StartedAt: t0, Deadline: t0.Add(10 * time.Second), Timeout: 10 * time.Second}
 	pending := h.q.PendingExternal()
 	if diff := cmp.Diff([]string{"x1", "x2"}, taskIDs(pending)); diff != "" {
 		t.Fatalf("pending (-want,+got):\n%s", diff)
@@ -183,7 +184,8 @@ func TestAdopt(t *testing.T) {
 	}
 	h.submit(Command{ID: "new", SessionKey: "s"})
 	want := []ExternalTask{{ID: "old", Attempt: 2, SessionKey: "s", Lane: "execute", CommandType: "bash",
-		CreatedAt: t0.Add(-4 * time.Second), Deadline: t0.Add(6 * time.Second)}}
+		CreatedAt: t0.Add(-4 * time.Second), StartedAt: t0.Add(-4 * time.Second), Deadline: t0.Add(6 * time.Second),
+		Timeout: 10 * time.Second}}
 	if diff := cmp.Diff(want, h.q.PendingExternal()); diff != "" {
 		t.Fatalf("pending (-want,+got):\n%s", diff)
 	}

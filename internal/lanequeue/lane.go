@@ -87,6 +87,11 @@ type LaneConfig struct {
 	Isolated bool
 	// Timeout bounds each attempt; 0 defers to Config.DefaultTimeout.
 	Timeout time.Duration
+	// StartTimeout bounds how long a granted attempt of an AwaitStart
+	// command may wait for MarkStarted (again, after MarkWaiting); 0 is no
+	// bound. When it passes, the command ends Failed with ErrStartTimeout,
+	// without retries, and the attempt that never started is not counted.
+	StartTimeout time.Duration
 	// Retry, when set, replaces Config.Retry for this lane.
 	Retry *RetryPolicy
 	// RateLimit, when set, limits starts in this lane (in addition to any
@@ -122,6 +127,9 @@ func (l LaneConfig) validate(path string) []error {
 	}
 	if l.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("%s.timeout: must be >= 0", path))
+	}
+	if l.StartTimeout < 0 {
+		errs = append(errs, fmt.Errorf("%s.startTimeout: must be >= 0", path))
 	}
 	if l.Retry != nil {
 		errs = append(errs, l.Retry.validate(path+".retry")...)

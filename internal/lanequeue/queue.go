@@ -222,6 +222,7 @@ func (q *Queue) Adopt(cmd Command, attempt int, startedAt time.Time) (*Ticket, e
 	}
 	t.ready = startedAt.UnixNano()
 	q.beginAttemptLocked(t, now, startedAt.UnixNano(), External, false)
+	q.startTimerLocked(t.run, startedAt.UnixNano())
 	q.dispatchLocked(now)
 	q.unlock(now)
 	return t, nil
@@ -253,6 +254,8 @@ func (q *Queue) newTicket(cmd Command) (*Ticket, error) {
 		attempts: int32(cmd.PriorAttempts),
 		external: cmd.External,
 		dueIdx:   -1,
+
+		awaitStart: cmd.External && cmd.AwaitStart,
 	}
 	if cmd.Priority != nil {
 		t.prio = int32(*cmd.Priority)

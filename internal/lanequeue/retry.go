@@ -121,6 +121,10 @@ func (p RetryPolicy) Delay(retry int) time.Duration {
 var (
 	// ErrTimeout: an attempt ran past its timeout. Retryable.
 	ErrTimeout = errors.New("lanequeue: attempt timed out")
+	// ErrStartTimeout: a granted attempt of an AwaitStart command waited
+	// longer than its lane's StartTimeout for MarkStarted. Permanent: it
+	// never ran, and another attempt would wait the same.
+	ErrStartTimeout = errors.New("lanequeue: attempt did not start in time")
 	// ErrCancelled: the command was cancelled. Permanent.
 	ErrCancelled = errors.New("lanequeue: command cancelled")
 	// ErrLaneRemoved: the command's lane was removed by Reconfigure. Permanent.
@@ -174,7 +178,8 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &p) ||
 		errors.Is(err, ErrCancelled) || errors.Is(err, ErrLaneRemoved) ||
 		errors.Is(err, ErrNoHandler) || errors.Is(err, ErrClosed) ||
-		errors.Is(err, ErrInvalidCommand) || errors.Is(err, ErrCommandTypeRefused)
+		errors.Is(err, ErrInvalidCommand) || errors.Is(err, ErrCommandTypeRefused) ||
+		errors.Is(err, ErrStartTimeout)
 }
 
 // failLocked handles a failed attempt: retry it after the policy's delay, or

@@ -16,12 +16,18 @@ limitations under the License.
 
 package lanequeue
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // The queue keeps one timer on its clock. Everything that waits on time
 // (attempt timeouts, retry delays, priority boost steps and rate-limit
 // refills) is a due time in q.due or a lane's rateWake, and the timer is
 // armed for the earliest of them.
+
+// dueNever is the due time of an attempt whose timeout has not started.
+const dueNever = math.MaxInt64
 
 func dueLess(a, b *Ticket) bool {
 	if a.due != b.due {
@@ -37,7 +43,7 @@ func dueSlot(t *Ticket) *int32 { return &t.dueIdx }
 // never needed, which keeps the common start/finish path free of timer calls.
 func (q *Queue) armLocked(now int64) {
 	next := int64(0)
-	if q.due.Len() > 0 {
+	if q.due.Len() > 0 && q.due.Peek().due != dueNever {
 		next = q.due.Peek().due
 	}
 	if q.rateWake > 0 && (next == 0 || q.rateWake < next) {
@@ -87,6 +93,10 @@ func (q *Queue) advanceLocked(now int64) {
 		t := q.due.Pop()
 		switch t.state {
 		case stRunning:
+			if t.run.waitingSince != 0 {
+				q.startTimedOutLocked(t.run, now)
+				continue
+			}
 			q.endAttemptLocked(t, endTimeout, Result{}, ErrTimeout, now)
 		case stRetrying:
 			q.enqueueLocked(t, now, true)

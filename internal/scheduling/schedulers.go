@@ -202,6 +202,7 @@ func (s *Schedulers) SubmitTask(key types.NamespacedName, cmd lanequeue.Command,
 		return nil, fmt.Errorf("%w: LaneQueue %s has no running scheduler", lanequeue.ErrClosed, key)
 	}
 	cmd.External = true
+	cmd.AwaitStart = true // the ExternalTask controller reports the start
 	tk, err := q.Submit(cmd)
 	if err != nil {
 		return nil, err

@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -70,21 +71,26 @@ const (
 const maxResultError = 32768
 
 // writeTimeout bounds one status write, retries of transient failures
-// included. Writes do not stop at SIGTERM: reporting and handing back happen
-// during shutdown.
+// included: a worker keeps trying to report a result through an API server
+// outage this long, by its clock, before it drops the result. Writes do not
+// stop at SIGTERM: reporting and handing back happen during shutdown.
 const writeTimeout = 30 * time.Second
 
 // writeBackoff spaces the retries of a status write that failed for a
-// transient reason (the API server unreachable, overloaded or timing out).
-var writeBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 8, Cap: 5 * time.Second}
+// transient reason (the API server unreachable, overloaded or timing out):
+// 200ms doubling up to 5s, then every 5s until writeTimeout has passed.
+// Only its Step is used: wait.ExponentialBackoff stops when Cap is reached
+// (it sets Steps to 0), which would end the retries after about 6s.
+var writeBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: 5 * time.Second}
 
 // attempts claims, runs and reports attempts of ExternalTasks with fenced
 // status patches. The pool worker and one-shot mode share it.
 type attempts struct {
 	client   client.Client
 	registry *executor.Registry
-	clock    clock.PassiveClock
-	log      logr.Logger
+	// clock stamps status times and paces write retries.
+	clock clock.WithTicker
+	log   logr.Logger
 }
 
 // claim moves the task's Dispatched attempt to Running. It returns an error
@@ -234,37 +240,51 @@ func (a *attempts) now() metav1.Time { return metav1.NewTime(a.clock.Now()) }
 // (422 from a failed test or the CRD's terminal-phase rule, 409, or the task
 // gone) returns an error wrapping errAttemptLost and is never retried: the
 // attempt belongs to someone else now. Transient failures are retried with
-// backoff for up to writeTimeout.
+// writeBackoff until writeTimeout has passed on the worker's clock.
 func (a *attempts) patchStatus(ctx context.Context, task *agentlanev1alpha1.ExternalTask, write string, body []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
 	log := a.log.WithValues("externalTask", klog.KObj(task), "write", write)
 	obj := &agentlanev1alpha1.ExternalTask{}
 	obj.Namespace, obj.Name = task.Namespace, task.Name
-	var last error
-	err := wait.ExponentialBackoffWithContext(ctx, writeBackoff, func(ctx context.Context) (bool, error) {
-		last = a.client.Status().Patch(ctx, obj, client.RawPatch(types.JSONPatchType, body))
+	giveUp := a.clock.Now().Add(writeTimeout)
+	backoff := writeBackoff
+	for {
+		err := a.client.Status().Patch(ctx, obj, client.RawPatch(types.JSONPatchType, body))
 		switch {
-		case last == nil:
-			return true, nil
-		case apierrors.IsInvalid(last) || apierrors.IsConflict(last):
+		case err == nil:
+			return nil
+		case apierrors.IsInvalid(err) || apierrors.IsConflict(err):
 			fencedWritesRejected.WithLabelValues(write).Inc()
-			log.V(1).Info("Fenced write rejected: the attempt was taken away; dropping it", "reason", last.Error())
-			return false, fmt.Errorf("%w: %w", errAttemptLost, last)
-		case apierrors.IsNotFound(last):
+			log.V(1).Info("Fenced write rejected: the attempt was taken away; dropping it", "reason", err.Error())
+			return fmt.Errorf("%w: %w", errAttemptLost, err)
+		case apierrors.IsNotFound(err):
 			log.V(1).Info("Task is gone; dropping the write")
-			return false, fmt.Errorf("%w: %w", errAttemptLost, last)
-		case transient(last):
-			log.V(1).Info("Status write failed; retrying", "error", last.Error())
-			return false, nil
-		default:
-			return false, last
+			return fmt.Errorf("%w: %w", errAttemptLost, err)
+		case !transient(err):
+			return fmt.Errorf("%s write: %w", write, err)
 		}
-	})
-	if wait.Interrupted(err) && last != nil {
-		return fmt.Errorf("%s write: %w", write, last)
+		left := giveUp.Sub(a.clock.Now())
+		if left <= 0 {
+			return fmt.Errorf("%s write: gave up after %s: %w", write, writeTimeout, err)
+		}
+		log.V(1).Info("Status write failed; retrying", "error", err.Error())
+		if werr := a.sleep(ctx, min(backoff.Step(), left)); werr != nil {
+			return fmt.Errorf("%s write: %w (last error: %w)", write, werr, err)
+		}
 	}
-	return err
+}
+
+// sleep waits d on the worker's clock, or until ctx ends.
+func (a *attempts) sleep(ctx context.Context, d time.Duration) error {
+	t := a.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // transient tells which write failures may go away by themselves.

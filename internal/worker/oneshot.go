@@ -164,7 +164,9 @@ func RunTask(ctx context.Context, cfg *rest.Config, o TaskOptions) error {
 }
 
 // waitForJobDispatch polls the task, with backoff, until it is Dispatched to
-// a Job (to o.JobName when set) and returns it.
+// a Job (to o.JobName when set) and returns it. A read that fails for a
+// transient reason (an API server outage) is polled again, within
+// o.WaitTimeout.
 func waitForJobDispatch(ctx context.Context, c client.Client, a *attempts, o TaskOptions) (*agentlanev1alpha1.ExternalTask, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.WaitTimeout)
 	defer cancel()
@@ -173,7 +175,7 @@ func waitForJobDispatch(ctx context.Context, c client.Client, a *attempts, o Tas
 	for {
 		task := &agentlanev1alpha1.ExternalTask{}
 		err := c.Get(ctx, key, task)
-		if err != nil && ctx.Err() == nil {
+		if err != nil && ctx.Err() == nil && !transient(err) {
 			return nil, fmt.Errorf("get ExternalTask %s: %w", key, err)
 		}
 		if err == nil {

@@ -260,7 +260,9 @@ type ExternalTask struct {
 	CommandType string    `json:"commandType"`
 	RunID       string    `json:"runId,omitempty"`
 	CreatedAt   time.Time `json:"createdAt"`
-	Deadline    time.Time `json:"deadline"`
+	// Deadline is when the attempt times out; zero until a worker has it,
+	// since an attempt's timeout runs from its dispatch (docs/workers.md).
+	Deadline time.Time `json:"deadline"`
 }
 
 // DeadLetter is a command of the session that failed for good:

@@ -242,6 +242,22 @@ spec:
   lanes:
   - {name: execute, priority: 0, timeout: soon}
 `, "timeout must be a positive duration, such as 30s"),
+		Entry("zero lane startTimeout", `
+apiVersion: agentlane.io/v1alpha1
+kind: LaneQueue
+metadata: {generateName: bad-}
+spec:
+  lanes:
+  - {name: execute, priority: 0, handlerMode: External, startTimeout: 0s}
+`, "startTimeout must be a positive duration, such as 10m"),
+		Entry("malformed lane startTimeout", `
+apiVersion: agentlane.io/v1alpha1
+kind: LaneQueue
+metadata: {generateName: bad-}
+spec:
+  lanes:
+  - {name: execute, priority: 0, handlerMode: External, startTimeout: later}
+`, "startTimeout must be a positive duration, such as 10m"),
 		Entry("Job target without jobTemplate", `
 apiVersion: agentlane.io/v1alpha1
 kind: LaneQueue
