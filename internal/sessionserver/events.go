@@ -39,7 +39,10 @@ const DefaultRetainedEvents = scheduling.DefaultMaxTraceEvents
 type eventHub struct {
 	// ceiling caps every session's maxTraceEvents.
 	ceiling int
-	clock   clock.PassiveClock
+	// base is the id before every session's first event in this manager
+	// run (eventIDBase).
+	base  uint64
+	clock clock.PassiveClock
 	// calls learns of each command that ended, and forgets the ended
 	// commands beyond the session's maxFinishedTasks.
 	calls *calls
@@ -61,11 +64,11 @@ type sessionLog struct {
 	runtimes int
 }
 
-func newEventHub(ceiling int, c clock.PassiveClock, cs *calls, p *pendingLedger) *eventHub {
+func newEventHub(ceiling int, base uint64, c clock.PassiveClock, cs *calls, p *pendingLedger) *eventHub {
 	if ceiling <= 0 {
 		ceiling = DefaultRetainedEvents
 	}
-	return &eventHub{ceiling: ceiling, clock: c, calls: cs, pending: p, sessions: map[types.NamespacedName]*sessionLog{}}
+	return &eventHub{ceiling: ceiling, base: base, clock: c, calls: cs, pending: p, sessions: map[types.NamespacedName]*sessionLog{}}
 }
 
 // limits are a session's retention caps, with maxTraceEvents within the
@@ -83,7 +86,7 @@ func (h *eventHub) log(key types.NamespacedName) *sessionLog {
 	if l == nil {
 		// Until the AgentSession controller reports the session's caps,
 		// the defaults apply.
-		l = &sessionLog{wake: make(chan struct{}), events: newEventLog(h.limits(scheduling.RetentionLimitsOf(nil)))}
+		l = &sessionLog{wake: make(chan struct{}), events: newEventLog(h.limits(scheduling.RetentionLimitsOf(nil)), h.base)}
 		h.sessions[key] = l
 	}
 	return l

@@ -63,6 +63,9 @@ var (
 	server *Server
 	// reviews counts the TokenReviews the suite's server creates.
 	reviews *reviewCounter
+	// observer passes the schedulers' session events to the server that
+	// serves.
+	observer = &switchObserver{}
 )
 
 // reviewCounter is a client that counts the TokenReviews it creates.
@@ -111,6 +114,10 @@ var _ = BeforeSuite(func() {
 	server = withStore(mgr, &Server{Addr: "127.0.0.1:0", Schedulers: schedulers, Budgets: shared.Budgets,
 		Checkpoints: shared.Passivations, RetainedEvents: retainedEvents, Auth: &KubeAuthorizer{Client: reviews}})
 	Expect(server.SetupWithManager(mgr)).To(Succeed())
+	// The schedulers report to whichever server serves, so that a spec can
+	// restart the API (restart_test.go).
+	observer.use(server)
+	schedulers.Observer = observer
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())
