@@ -49,6 +49,9 @@ type eventHub struct {
 	// pending learns of each command that ended, and of each session
 	// released, to give back what they held of the bounds.
 	pending *pendingLedger
+	// inboxes learn of each turn, which takes messages from the inbox, and
+	// of each session released.
+	inboxes *inboxKeeper
 
 	mu       sync.Mutex
 	sessions map[types.NamespacedName]*sessionLog
@@ -130,6 +133,9 @@ func (h *eventHub) InboxEvent(queue types.NamespacedName, ev lanequeue.InboxEven
 	case lanequeue.InboxTurn:
 		out.Type = sessionapi.EventTurn
 		out.Waited = &metav1.Duration{Duration: ev.Waited}
+		if h.inboxes != nil {
+			h.inboxes.turnTaken(queue, ev.Session)
+		}
 	case lanequeue.InboxSteer:
 		out.Type = sessionapi.EventSteer
 	case lanequeue.InboxAbort:
@@ -168,6 +174,9 @@ func (h *eventHub) SessionRetention(session types.NamespacedName, limits schedul
 func (h *eventHub) SessionReleased(namespace, name string) {
 	key := types.NamespacedName{Namespace: namespace, Name: name}
 	h.pending.sessionReleased(key)
+	if h.inboxes != nil {
+		h.inboxes.forget(key)
+	}
 	h.mu.Lock()
 	l := h.sessions[key]
 	delete(h.sessions, key)

@@ -321,11 +321,12 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, sc *session
 			return err
 		}
 	}
-	s.configureInbox(sc)
+	s.configureInbox(r.Context(), sc)
 	res, err := sc.inbox.Post(sc.key.Name, lanequeue.Message{ID: m.ID, Text: m.Text, Channel: m.Channel, Thread: m.Thread})
 	if err != nil {
 		return schedulerError(err)
 	}
+	s.inboxes.save(r.Context(), sc.key, sc.inbox)
 	out := sessionapi.PostResult{Directive: res.Directive, Queued: res.Queued, Steered: res.Steered,
 		Dropped: res.Dropped, Aborted: res.Aborted}
 	if res.Directive {
@@ -337,8 +338,10 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, sc *session
 }
 
 // configureInbox gives the inbox the session's options from its spec and
-// whether a runtime that takes steers is connected.
-func (s *Server) configureInbox(sc *sessionCall) {
+// whether a runtime that takes steers is connected, after what a restarted
+// manager kept of it is put back.
+func (s *Server) configureInbox(ctx context.Context, sc *sessionCall) {
+	s.inboxes.restore(ctx, sc.key, sc.inbox)
 	opts := messageOptions(sc.session.Spec.QueueMode)
 	if err := sc.inbox.ConfigureSession(sc.key.Name, opts, s.hub.log(sc.key).hasRuntime()); err != nil {
 		// The CRD validates the options; should it ever let a bad value
@@ -408,10 +411,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 	}
 	if r.URL.Query().Get("runtime") == "true" {
 		log.attachRuntime(1)
-		s.configureInbox(sc)
+		s.configureInbox(r.Context(), sc)
 		defer func() {
 			log.attachRuntime(-1)
-			s.configureInbox(sc)
+			s.configureInbox(r.Context(), sc)
 		}()
 	}
 	h := w.Header()
@@ -468,8 +471,8 @@ func writeEvent(buf *bytes.Buffer, ev sessionapi.Event) {
 	fmt.Fprintf(buf, "event: %s\ndata: %s\n\n", ev.Type, data)
 }
 
-func (s *Server) stats(w http.ResponseWriter, _ *http.Request, sc *sessionCall) error {
-	s.configureInbox(sc)
+func (s *Server) stats(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
+	s.configureInbox(r.Context(), sc)
 	st := sc.queue.Stats()
 	ss := sc.queue.SessionStats(sc.key.Name)
 	out := sessionapi.Stats{

@@ -18,6 +18,7 @@ package sessionserver
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -34,6 +35,7 @@ import (
 
 	"github.com/agentlane/agentlane/internal/lanequeue"
 	"github.com/agentlane/agentlane/internal/scheduling"
+	"github.com/agentlane/agentlane/internal/sessionstore"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
@@ -82,7 +84,7 @@ func (o *switchObserver) SessionRetention(s types.NamespacedName, l scheduling.R
 func restartAPI(t tenant, startedAt time.Time) *sessionapi.Client {
 	GinkgoHelper()
 	restarted := &Server{Client: server.Client, Schedulers: server.Schedulers, Budgets: server.Budgets,
-		Auth: server.Auth, RetainedEvents: retainedEvents, StartedAt: startedAt}
+		Auth: server.Auth, RetainedEvents: retainedEvents, StartedAt: startedAt, Store: server.Store}
 	srv := httptest.NewServer(restarted.Handler())
 	observer.use(restarted)
 	DeferCleanup(func() {
@@ -92,6 +94,15 @@ func restartAPI(t tenant, startedAt time.Time) *sessionapi.Client {
 	c, err := sessionapi.NewClient(srv.URL, sessionapi.WithToken(t.token))
 	Expect(err).NotTo(HaveOccurred())
 	return c
+}
+
+// texts are the texts of an event's messages.
+func texts(ev sessionapi.Event) []string {
+	out := []string{}
+	for _, m := range ev.Messages {
+		out = append(out, m.Text)
+	}
+	return out
 }
 
 // succeed runs an Internal command to success.
@@ -148,6 +159,54 @@ var _ = Describe("A manager restart", func() {
 		ev := again.next(sessionapi.EventGap, sessionapi.EventEventsLost, "submitted")
 		Expect(ev.Type).To(Equal("submitted"))
 		Expect(ev.CommandID).To(Equal("c2"))
+	})
+
+	It("puts back the queued messages and the /queue override the session's inbox held", func() {
+		old := a.session("s1")
+		before := follow(old, sessionapi.EventsOptions{})
+		post := func(s *sessionapi.SessionClient, text string) {
+			GinkgoHelper()
+			_, err := s.Post(ctx, sessionapi.Message{Text: text})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		post(old, "first")
+		Expect(texts(before.next(sessionapi.EventTurn))).To(Equal([]string{"first"}))
+		post(old, "/queue followup cap:5")
+		post(old, "second")
+		post(old, "third")
+
+		s := restartAPI(a, time.Now()).Session(a.ns, "s1")
+		// The restarted manager's schedulers start empty.
+		_, inbox, ok := server.Schedulers.Session(types.NamespacedName{Namespace: a.ns, Name: "q"})
+		Expect(ok).To(BeTrue())
+		inbox.ForgetSession("s1")
+		after := follow(s, sessionapi.EventsOptions{FromNow: true})
+		st, err := s.Stats(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(st.Options.Mode).To(Equal("followup"), "the override is back")
+		Expect(st.Options.Cap).To(Equal(5))
+		Expect(st.Session.QueuedMessages).To(Equal(2))
+
+		restored := after.next(sessionapi.EventInboxRestored, sessionapi.EventTurn)
+		Expect(restored.Type).To(Equal(sessionapi.EventInboxRestored), "the stream is told before the turns")
+		Expect(texts(restored)).To(Equal([]string{"second", "third"}))
+		turn := after.next(sessionapi.EventTurn)
+		Expect(texts(turn)).To(Equal([]string{"second"}), "followup: one message a turn")
+		Expect(s.FinishRun(ctx, turn.RunID)).To(Succeed())
+		turn = after.next(sessionapi.EventTurn)
+		Expect(texts(turn)).To(Equal([]string{"third"}))
+		Expect(s.FinishRun(ctx, turn.RunID)).To(Succeed())
+
+		By("keeping nothing once the turns took the messages")
+		Eventually(func() []sessionapi.Message {
+			data, err := server.Store.(sessionstore.InboxStore).LoadInbox(ctx, types.NamespacedName{Namespace: a.ns, Name: "s1"})
+			Expect(err).NotTo(HaveOccurred())
+			var rec inboxRecord
+			if len(data) > 0 {
+				Expect(json.Unmarshal(data, &rec)).To(Succeed())
+			}
+			return rec.Queued
+		}).Should(BeEmpty())
 	})
 
 	It("answers Interrupted for the Internal commands of the run before it", func() {

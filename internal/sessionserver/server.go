@@ -153,6 +153,9 @@ type Server struct {
 	// ready is closed once the listener is bound; boundAddr is its address.
 	ready     chan struct{}
 	boundAddr string
+
+	// inboxes keep the sessions' queued messages in the session store.
+	inboxes *inboxKeeper
 }
 
 // CheckpointObserver is told when a session saved a checkpoint through the
@@ -216,6 +219,8 @@ func (s *Server) init() {
 	}
 	s.ready = make(chan struct{})
 	s.log = logf.Log.WithName("session-api")
+	s.inboxes = newInboxKeeper(s.Store, s.Schedulers, s.log, s.hub.ClusterEvent)
+	s.hub.inboxes = s.inboxes
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: only the

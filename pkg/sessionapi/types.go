@@ -296,6 +296,11 @@ const (
 	// gone, in a number nobody knows. It comes first, with the ID every
 	// later event is above: resuming after it misses nothing more.
 	EventGap = "gap"
+	// EventInboxRestored: a restarted manager put back the messages the
+	// session's inbox held (Messages: those dropped for a summary first,
+	// then the queued ones) and its /queue override; Lost counts the
+	// oldest messages that were not kept. They wait for their turn again.
+	EventInboxRestored = "inbox_restored"
 )
 
 // Event is one entry of a session's event stream: GET .../events (Server-Sent
