@@ -115,8 +115,10 @@ type submission struct {
 // submit names req with a new ID and submits it under runID, waiting at
 // most wait for its grant, or reads the command attach a runtime before
 // this one submitted. A command to attach to that the server no longer
-// knows (the manager restarted and lost it before it ran) is submitted
-// again under its ID. finish follows the command to its end.
+// knows (CommandNotFound), or that it says a manager restart interrupted
+// (Interrupted: the restart lost it before it ran, since a held command
+// had not started), is submitted again under its ID. finish follows the
+// command to its end.
 func (r *Runtime) submit(ctx context.Context, runID string, req sessionapi.SubmitRequest, attach string, wait time.Duration, fn runAttempt) *submission {
 	req.ID, req.RunID = attach, runID
 	if attach == "" {
@@ -127,7 +129,7 @@ func (r *Runtime) submit(ctx context.Context, runID string, req sessionapi.Submi
 	if attach != "" {
 		s.log.Info("Following a command a runtime before this one left queued")
 		s.cmd, s.err = r.Session.Get(ctx, req.ID, 0)
-		if !sessionapi.IsCode(s.err, sessionapi.CodeCommandNotFound) {
+		if !sessionapi.IsCode(s.err, sessionapi.CodeCommandNotFound) && !sessionapi.IsCode(s.err, sessionapi.CodeInterrupted) {
 			return s
 		}
 	} else {
@@ -147,6 +149,10 @@ func (r *Runtime) finish(ctx context.Context, s *submission) CommandReport {
 	cmd, held, err := s.cmd, false, s.err
 	if err == nil {
 		cmd, held, err = r.follow(ctx, cmd, s.fn)
+	}
+	if sessionapi.IsCode(err, sessionapi.CodeInterrupted) && ctx.Err() == nil {
+		log.Info("The manager restarted and lost the command: it failed, interrupted", "reason", err.Error())
+		cmd, err = interruptedCommand(cmd, cr.ID, err), nil
 	}
 	cr.Finished = r.clock().Now()
 	cr.Held = held
@@ -348,4 +354,20 @@ func result(out executor.Output, err error) sessionapi.Result {
 		res.Output, _ = json.Marshal(out) // strings, ints, bools and JSON only
 	}
 	return res
+}
+
+// interruptedCommand is cmd (or, when nil, the command id) failed by the
+// manager restart that err reports: the turn goes on as after any failed
+// command.
+func interruptedCommand(cmd *sessionapi.Command, id string, err error) *sessionapi.Command {
+	out := sessionapi.Command{ID: id}
+	if cmd != nil {
+		out = *cmd
+	}
+	out.State, out.Grant, out.Result = sessionapi.StateFailed, nil, nil
+	out.Error = "interrupted: " + err.Error()
+	if e := refusal(err); e != nil {
+		out.Error = "interrupted: " + e.Message
+	}
+	return &out
 }

@@ -26,8 +26,8 @@ import (
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
-// eventLog is one session's retained events, numbered from 1 and grouped by
-// run, bounded by the session's retention caps. Each append evicts, oldest
+// eventLog is one session's retained events, numbered from base+1 and
+// grouped by run, bounded by the session's retention caps. Each append evicts, oldest
 // first:
 //
 //   - the oldest events of the appended event's run beyond maxEventsPerRun
@@ -49,6 +49,8 @@ import (
 // Not safe for concurrent use; sessionLog guards it.
 type eventLog struct {
 	limits scheduling.RetentionLimits
+	// base is the id before the first: the manager run's event id base.
+	base   uint64
 	lastID uint64
 	// entries are the retained events in id order, among evicted ones not
 	// yet compacted away; entries[0], if any, is retained.
@@ -93,8 +95,9 @@ type logItem struct {
 	Entry *logEntry
 }
 
-func newEventLog(limits scheduling.RetentionLimits) *eventLog {
-	return &eventLog{limits: limits, runs: map[string]*runLog{}}
+// newEventLog returns an empty log whose first event is base+1.
+func newEventLog(limits scheduling.RetentionLimits, base uint64) *eventLog {
+	return &eventLog{limits: limits, base: base, lastID: base, runs: map[string]*runLog{}}
 }
 
 // append numbers ev, keeps it and evicts what the caps no longer allow.
@@ -149,8 +152,9 @@ func (l *eventLog) runFinished(runID string) {
 }
 
 // after returns what a reader that has seen every id up to cursor has not
-// seen, and the cursor after it.
+// seen, and the cursor after it. A cursor below base counts from base.
 func (l *eventLog) after(cursor uint64) ([]logItem, uint64) {
+	cursor = max(cursor, l.base)
 	if cursor >= l.lastID {
 		return nil, cursor
 	}

@@ -307,7 +307,7 @@ func TestEventLog(t *testing.T) {
 			if tc.limits != nil {
 				tc.limits(&limits)
 			}
-			l := newEventLog(limits)
+			l := newEventLog(limits, 0)
 			for _, s := range tc.steps {
 				run(t, l, s)
 			}
@@ -332,7 +332,7 @@ func TestEventLogAccountsForEveryID(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	limits := scheduling.RetentionLimits{MaxRuns: 3, MaxEventsPerRun: 7, MaxEventBytesPerRun: 6 * eventSize("r0", 1000),
 		MaxTraceEvents: 15, MaxFinishedTasks: 1}
-	l := newEventLog(limits)
+	l := newEventLog(limits, 0)
 	inFlight := map[string]string{}
 	for i := range 3000 {
 		runID := fmt.Sprintf("r%d", i/40+rng.IntN(3))

@@ -39,13 +39,19 @@ const DefaultRetainedEvents = scheduling.DefaultMaxTraceEvents
 type eventHub struct {
 	// ceiling caps every session's maxTraceEvents.
 	ceiling int
-	clock   clock.PassiveClock
+	// base is the id before every session's first event in this manager
+	// run (eventIDBase).
+	base  uint64
+	clock clock.PassiveClock
 	// calls learns of each command that ended, and forgets the ended
 	// commands beyond the session's maxFinishedTasks.
 	calls *calls
 	// pending learns of each command that ended, and of each session
 	// released, to give back what they held of the bounds.
 	pending *pendingLedger
+	// inboxes learn of each turn, which takes messages from the inbox, and
+	// of each session released.
+	inboxes *inboxKeeper
 
 	mu       sync.Mutex
 	sessions map[types.NamespacedName]*sessionLog
@@ -61,11 +67,11 @@ type sessionLog struct {
 	runtimes int
 }
 
-func newEventHub(ceiling int, c clock.PassiveClock, cs *calls, p *pendingLedger) *eventHub {
+func newEventHub(ceiling int, base uint64, c clock.PassiveClock, cs *calls, p *pendingLedger) *eventHub {
 	if ceiling <= 0 {
 		ceiling = DefaultRetainedEvents
 	}
-	return &eventHub{ceiling: ceiling, clock: c, calls: cs, pending: p, sessions: map[types.NamespacedName]*sessionLog{}}
+	return &eventHub{ceiling: ceiling, base: base, clock: c, calls: cs, pending: p, sessions: map[types.NamespacedName]*sessionLog{}}
 }
 
 // limits are a session's retention caps, with maxTraceEvents within the
@@ -83,7 +89,7 @@ func (h *eventHub) log(key types.NamespacedName) *sessionLog {
 	if l == nil {
 		// Until the AgentSession controller reports the session's caps,
 		// the defaults apply.
-		l = &sessionLog{wake: make(chan struct{}), events: newEventLog(h.limits(scheduling.RetentionLimitsOf(nil)))}
+		l = &sessionLog{wake: make(chan struct{}), events: newEventLog(h.limits(scheduling.RetentionLimitsOf(nil)), h.base)}
 		h.sessions[key] = l
 	}
 	return l
@@ -127,6 +133,9 @@ func (h *eventHub) InboxEvent(queue types.NamespacedName, ev lanequeue.InboxEven
 	case lanequeue.InboxTurn:
 		out.Type = sessionapi.EventTurn
 		out.Waited = &metav1.Duration{Duration: ev.Waited}
+		if h.inboxes != nil {
+			h.inboxes.turnTaken(queue, ev.Session)
+		}
 	case lanequeue.InboxSteer:
 		out.Type = sessionapi.EventSteer
 	case lanequeue.InboxAbort:
@@ -165,6 +174,9 @@ func (h *eventHub) SessionRetention(session types.NamespacedName, limits schedul
 func (h *eventHub) SessionReleased(namespace, name string) {
 	key := types.NamespacedName{Namespace: namespace, Name: name}
 	h.pending.sessionReleased(key)
+	if h.inboxes != nil {
+		h.inboxes.forget(key)
+	}
 	h.mu.Lock()
 	l := h.sessions[key]
 	delete(h.sessions, key)

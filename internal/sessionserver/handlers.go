@@ -18,6 +18,7 @@ package sessionserver
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -200,6 +201,9 @@ func (s *Server) getCommand(w http.ResponseWriter, r *http.Request, sc *sessionC
 	// An External command this server does not hold (it was submitted
 	// before a restart, or ended a while ago) is read from its task.
 	task, err := s.sessionTask(r.Context(), sc, id)
+	if sessionapi.IsCode(err, sessionapi.CodeCommandNotFound) {
+		err = cmp.Or(s.interrupted(sc, id), err)
+	}
 	if err != nil {
 		return err
 	}
@@ -270,6 +274,9 @@ func (s *Server) reportResult(w http.ResponseWriter, r *http.Request, sc *sessio
 	}
 	c := s.calls.get(sc.key.Namespace, id)
 	if c == nil || c.session != sc.key {
+		if err := s.interrupted(sc, id); err != nil {
+			return err
+		}
 		return apiErrorf(http.StatusNotFound, sessionapi.CodeCommandNotFound, "session %q has no command %q", sc.key.Name, id)
 	}
 	if c.task != "" {
@@ -314,11 +321,12 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, sc *session
 			return err
 		}
 	}
-	s.configureInbox(sc)
+	s.configureInbox(r.Context(), sc)
 	res, err := sc.inbox.Post(sc.key.Name, lanequeue.Message{ID: m.ID, Text: m.Text, Channel: m.Channel, Thread: m.Thread})
 	if err != nil {
 		return schedulerError(err)
 	}
+	s.inboxes.save(r.Context(), sc.key, sc.inbox)
 	out := sessionapi.PostResult{Directive: res.Directive, Queued: res.Queued, Steered: res.Steered,
 		Dropped: res.Dropped, Aborted: res.Aborted}
 	if res.Directive {
@@ -330,8 +338,10 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, sc *session
 }
 
 // configureInbox gives the inbox the session's options from its spec and
-// whether a runtime that takes steers is connected.
-func (s *Server) configureInbox(sc *sessionCall) {
+// whether a runtime that takes steers is connected, after what a restarted
+// manager kept of it is put back.
+func (s *Server) configureInbox(ctx context.Context, sc *sessionCall) {
+	s.inboxes.restore(ctx, sc.key, sc.inbox)
 	opts := messageOptions(sc.session.Spec.QueueMode)
 	if err := sc.inbox.ConfigureSession(sc.key.Name, opts, s.hub.log(sc.key).hasRuntime()); err != nil {
 		// The CRD validates the options; should it ever let a bad value
@@ -367,6 +377,9 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 	case req.CommandID != "":
 		if c := s.calls.get(sc.key.Namespace, req.CommandID); c == nil || c.session != sc.key {
 			if _, err := s.sessionTask(r.Context(), sc, req.CommandID); err != nil {
+				if sessionapi.IsCode(err, sessionapi.CodeCommandNotFound) {
+					err = cmp.Or(s.interrupted(sc, req.CommandID), err)
+				}
 				return err
 			}
 		}
@@ -383,25 +396,25 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 }
 
 func (s *Server) events(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
-	last := r.Header.Get("Last-Event-ID")
-	if last == "" {
-		last = r.URL.Query().Get("lastEventId")
-	}
-	cursor, ok := uintParam(last)
-	if !ok {
-		return apiErrorf(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "Last-Event-ID %q is not an event id", last)
+	req, err := parseStreamRequest(r)
+	if err != nil {
+		return err
 	}
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		return apiError(http.StatusInternalServerError, sessionapi.CodeInternal, "the connection cannot stream")
 	}
 	log := s.hub.log(sc.key)
+	cursor, first, err := log.start(req, s.Clock.Now())
+	if err != nil {
+		return err
+	}
 	if r.URL.Query().Get("runtime") == "true" {
 		log.attachRuntime(1)
-		s.configureInbox(sc)
+		s.configureInbox(r.Context(), sc)
 		defer func() {
 			log.attachRuntime(-1)
-			s.configureInbox(sc)
+			s.configureInbox(r.Context(), sc)
 		}()
 	}
 	h := w.Header()
@@ -409,6 +422,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	if _, err := w.Write(first); err != nil {
+		return nil
+	}
 	flusher.Flush()
 
 	keepAlive := s.Clock.NewTicker(keepAliveInterval)
@@ -455,8 +471,8 @@ func writeEvent(buf *bytes.Buffer, ev sessionapi.Event) {
 	fmt.Fprintf(buf, "event: %s\ndata: %s\n\n", ev.Type, data)
 }
 
-func (s *Server) stats(w http.ResponseWriter, _ *http.Request, sc *sessionCall) error {
-	s.configureInbox(sc)
+func (s *Server) stats(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
+	s.configureInbox(r.Context(), sc)
 	st := sc.queue.Stats()
 	ss := sc.queue.SessionStats(sc.key.Name)
 	out := sessionapi.Stats{

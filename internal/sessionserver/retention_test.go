@@ -32,9 +32,14 @@ import (
 )
 
 // replayed reads the first n events a stream from after cursor sends, as
-// "<id> <type> <command>", or "lost <n>" for an events_lost event.
+// "<id> <type> <command>", or "lost <n>" for an events_lost event. Ids, and
+// cursor unless 0, count from the suite server's event id base.
 func replayed(s *sessionapi.SessionClient, cursor uint64, n int) []string {
 	GinkgoHelper()
+	base := server.hub.base
+	if cursor > 0 {
+		cursor += base
+	}
 	st := follow(s, sessionapi.EventsOptions{LastEventID: cursor})
 	var out []string
 	for range n {
@@ -44,7 +49,7 @@ func replayed(s *sessionapi.SessionClient, cursor uint64, n int) []string {
 			out = append(out, fmt.Sprintf("lost %d", ev.Lost))
 			continue
 		}
-		out = append(out, fmt.Sprintf("%d %s %s", ev.ID, ev.Type, ev.CommandID))
+		out = append(out, fmt.Sprintf("%d %s %s", ev.ID-base, ev.Type, ev.CommandID))
 	}
 	return out
 }

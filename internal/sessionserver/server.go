@@ -102,6 +102,10 @@ type Server struct {
 	// lowercase ULIDs when nil. Sequential ids with a fake clock make a run
 	// replay to the same ids.
 	IDs lanequeue.IDGenerator
+	// StartedAt is when this manager run began; Clock.Now() at first use
+	// when zero. Event ids continue above it, and command ids issued
+	// before it are answered Interrupted (see restart.go).
+	StartedAt time.Time
 	// MaxWait caps how long a call waits; DefaultMaxWait when zero.
 	MaxWait time.Duration
 	// RetainedEvents caps the events each session's log keeps for
@@ -154,6 +158,9 @@ type Server struct {
 	boundAddr string
 	// tls is the certificate served, unless TLS.InsecureHTTP.
 	tls *serving
+
+	// inboxes keep the sessions' queued messages in the session store.
+	inboxes *inboxKeeper
 }
 
 // CheckpointObserver is told when a session saved a checkpoint through the
@@ -187,7 +194,10 @@ func (s *Server) init() {
 	}
 	s.pending = newPendingLedger(pendingLimits{perSession: int64(s.MaxPendingPerSession),
 		perSessionBytes: s.MaxPendingBytesPerSession, totalBytes: s.MaxPendingBytes})
-	s.hub = newEventHub(s.RetainedEvents, s.Clock, &s.calls, s.pending)
+	if s.StartedAt.IsZero() {
+		s.StartedAt = s.Clock.Now()
+	}
+	s.hub = newEventHub(s.RetainedEvents, eventIDBase(s.StartedAt), s.Clock, &s.calls, s.pending)
 	if s.MaxWait <= 0 {
 		s.MaxWait = DefaultMaxWait
 	}
@@ -215,6 +225,8 @@ func (s *Server) init() {
 	s.ready = make(chan struct{})
 	s.tls = &serving{}
 	s.log = logf.Log.WithName("session-api")
+	s.inboxes = newInboxKeeper(s.Store, s.Schedulers, s.log, s.hub.ClusterEvent)
+	s.hub.inboxes = s.inboxes
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: only the

@@ -72,6 +72,9 @@ var (
 	server *Server
 	// reviews counts the TokenReviews the suite's server creates.
 	reviews *reviewCounter
+	// observer passes the schedulers' session events to the server that
+	// serves.
+	observer = &switchObserver{}
 )
 
 // reviewCounter is a client that counts the TokenReviews it creates.
@@ -122,6 +125,10 @@ var _ = BeforeSuite(func() {
 		Checkpoints: shared.Passivations, RetainedEvents: retainedEvents, Auth: &KubeAuthorizer{Client: reviews},
 		TLS: TLS{Secret: tlsSecret, Hosts: []string{"127.0.0.1", "localhost"}}})
 	Expect(server.SetupWithManager(mgr)).To(Succeed())
+	// The schedulers report to whichever server serves, so that a spec can
+	// restart the API (restart_test.go).
+	observer.use(server)
+	schedulers.Observer = observer
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())

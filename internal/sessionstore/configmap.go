@@ -98,7 +98,13 @@ func NewConfigMaps(c client.Client, r client.Reader) *ConfigMaps {
 // the session named session: agentlane-checkpoint-<session>, shortened with
 // a hash of the session's name if that is too long for an object name.
 func ConfigMapName(session string) string {
-	name := configMapPrefix + session
+	return objectName(configMapPrefix, session)
+}
+
+// objectName is prefix+session, shortened with a hash of the session's
+// name if that is too long for an object name.
+func objectName(prefix, session string) string {
+	name := prefix + session
 	if len(name) <= validation.DNS1123SubdomainMaxLength {
 		return name
 	}

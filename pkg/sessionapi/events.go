@@ -49,8 +49,14 @@ var errStreamIdle = errors.New("sessionapi: event stream: the server sent nothin
 // dropped connection.
 type EventsOptions struct {
 	// LastEventID resumes the stream after this event (Last-Event-ID); 0
-	// sends none and lets the server pick where the stream starts.
+	// sends none and lets the server pick where the stream starts. An id
+	// of an earlier manager run brings a gap event first (EventGap); an id
+	// the session never had is refused with FutureEventID.
 	LastEventID uint64
+	// FromNow starts the stream after the session's newest event, skipping
+	// what it retains (from=now), unless LastEventID is set. The server
+	// names that event's id at once, so a reconnect resumes from it.
+	FromNow bool
 	// Runtime marks the stream as the session's runtime, which takes steers
 	// while it is connected (runtime=true).
 	Runtime bool
@@ -191,9 +197,13 @@ func (es *EventStream) endErr(err error) error {
 // connect opens a connection that resumes after the last event seen.
 func (es *EventStream) connect() error {
 	ctx, cancel := context.WithCancel(es.ctx)
-	var query url.Values
+	query := url.Values{}
 	if es.opts.Runtime {
-		query = url.Values{"runtime": {"true"}}
+		query.Set("runtime", "true")
+	}
+	id := es.lastID.Load()
+	if id == 0 && es.opts.FromNow {
+		query.Set("from", "now")
 	}
 	req, err := es.s.c.newRequest(ctx, http.MethodGet, es.s.prefix+"/events", query, nil)
 	if err != nil {
@@ -201,7 +211,7 @@ func (es *EventStream) connect() error {
 		return err
 	}
 	req.Header.Set("Accept", "text/event-stream")
-	if id := es.lastID.Load(); id > 0 {
+	if id > 0 {
 		req.Header.Set("Last-Event-ID", strconv.FormatUint(id, 10))
 	}
 	resp, err := es.s.c.send(req)

@@ -276,6 +276,40 @@ func TestEventStreamReconnectResumes(t *testing.T) {
 	}
 }
 
+// A FromNow stream asks for from=now until the server names an id, then
+// resumes after the last id like any other.
+func TestEventStreamFromNow(t *testing.T) {
+	var froms []string
+	srv := &streamServer{t: t, serve: func(n int, w http.ResponseWriter, r *http.Request) {
+		froms = append(froms, r.URL.Query().Get("from"))
+		switch n {
+		case 0:
+			// The server names the newest event, then a new one comes.
+			sendSSE(w, "id: 41\n\n"+sseEvent(42, "turn"))
+		case 1:
+			sendSSE(w, sseEvent(43, "steer"))
+			<-r.Context().Done()
+		default:
+			t.Errorf("connection %d", n)
+		}
+	}}
+	s := newTestSession(t, srv)
+	es, err := s.Events(testContext(t), EventsOptions{FromNow: true, Reconnect: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer es.Close()
+	if diff := cmp.Diff([]string{"42:turn", "43:steer"}, nextIDs(t, es, 2)); diff != "" {
+		t.Errorf("events (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"", "42"}, srv.seen()); diff != "" {
+		t.Errorf("Last-Event-ID of each connection (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"now", ""}, froms); diff != "" {
+		t.Errorf("from of each connection (-want,+got):\n%s", diff)
+	}
+}
+
 func TestEventStreamReconnectStopsOnAuthErrors(t *testing.T) {
 	for _, status := range []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound} {
 		t.Run(http.StatusText(status), func(t *testing.T) {

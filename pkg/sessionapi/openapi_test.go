@@ -153,7 +153,7 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 	want := []string{
 		CodeUnauthenticated, CodeForbidden, CodeSessionNotFound, CodeCommandNotFound, CodeNotFound,
 		CodeMethodNotAllowed, CodeInvalidRequest, CodeUnknownLane, CodeInvalidDirective,
-		CodeDuplicateCommand, CodeStaleAttempt, CodeNotRunning, CodeBudgetExhausted, CodeTooLarge, CodeRateLimited, CodeQueueFull, CodeSessionNotReady,
+		CodeDuplicateCommand, CodeStaleAttempt, CodeNotRunning, CodeInterrupted, CodeFutureEventID, CodeBudgetExhausted, CodeTooLarge, CodeRateLimited, CodeQueueFull, CodeSessionNotReady,
 		CodeInternal, CodeNoStore, CodeCheckpointNotFound, CodeSchemaTooNew,
 	}
 	got := doc.Components.Schemas["Error"].Properties["code"].Enum

@@ -293,13 +293,25 @@ const (
 	// EventEventsLost: events the session no longer retains come here, in
 	// a stream that resumed or fell behind; Lost counts them. It has no ID.
 	EventEventsLost = "events_lost"
+	// EventGap: the stream resumed after an id of an earlier manager run
+	// (After), and what came between it and the manager's restart is
+	// gone, in a number nobody knows. It comes first, with the ID every
+	// later event is above: resuming after it misses nothing more.
+	EventGap = "gap"
+	// EventInboxRestored: a restarted manager put back the messages the
+	// session's inbox held (Messages: those dropped for a summary first,
+	// then the queued ones) and its /queue override; Lost counts the
+	// oldest messages that were not kept. They wait for their turn again.
+	EventInboxRestored = "inbox_restored"
 )
 
 // Event is one entry of a session's event stream: GET .../events (Server-Sent
 // Events; the SSE id is ID and the SSE event name is Type).
 type Event struct {
-	// ID numbers the session's events from 1 in order; reconnecting with
-	// Last-Event-ID resumes after it.
+	// ID orders the session's events: it only grows, also across manager
+	// restarts. Within one manager run a session's ids are consecutive
+	// from the run's base (its start in Unix milliseconds times 1000)
+	// plus 1; reconnecting with Last-Event-ID resumes after it.
 	ID   uint64    `json:"id"`
 	Type string    `json:"type"`
 	Time time.Time `json:"time"`
@@ -324,6 +336,8 @@ type Event struct {
 	Waited   *metav1.Duration `json:"waited,omitempty"`
 	// Lost counts the events an events_lost event stands for.
 	Lost uint64 `json:"lost,omitempty"`
+	// After is the Last-Event-ID a gap event's stream resumed from.
+	After uint64 `json:"after,omitempty"`
 	// Cluster events: one of these is set on a BudgetThresholdHit,
 	// PassivationRequested or PeerInvocation event.
 	Budget      *BudgetThreshold    `json:"budget,omitempty"`
@@ -389,6 +403,8 @@ const (
 	CodeDuplicateCommand   = "DuplicateCommand"   // 409: a live command has that ID
 	CodeStaleAttempt       = "StaleAttempt"       // 409: the report is for an attempt that no longer holds the slot
 	CodeNotRunning         = "NotRunning"         // 409: the command has no attempt waiting for a report
+	CodeInterrupted        = "Interrupted"        // 410: the command was issued before the manager restarted, which lost it: it failed, interrupted
+	CodeFutureEventID      = "FutureEventID"      // 400: Last-Event-ID is past every event the session has had
 	CodeBudgetExhausted    = "BudgetExhausted"    // 409: the session's budget denied an External command
 	CodeTooLarge           = "TooLarge"           // 413: the body, or a command's payload, is over the limit
 	CodeRateLimited        = "RateLimited"        // 429: the caller, or its address, is over its request rate; see Retry-After

@@ -408,10 +408,14 @@ func commandLines(crs []agentscript.CommandReport) []string {
 	return out
 }
 
+// eventLines shows events as "<id> <type> <command>", the ids counted from
+// the manager run's base: its start on the fake clock in Unix milliseconds
+// times 1000, the id before each session's first event.
 func eventLines(events []sessionapi.Event) []string {
+	base := uint64(start.UnixMilli()) * 1000
 	var out []string
 	for _, ev := range events {
-		out = append(out, fmt.Sprintf("%d %s %s", ev.ID, ev.Type, ev.CommandID))
+		out = append(out, fmt.Sprintf("%d %s %s", ev.ID-base, ev.Type, ev.CommandID))
 	}
 	return out
 }
