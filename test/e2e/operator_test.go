@@ -140,6 +140,24 @@ func lines(path string) []string {
 	return out
 }
 
+// duplicates describes the tasks that ran more than once, with what their
+// status knows of their attempts, to tell an attempt the manager knowingly
+// ran again from a run nobody recorded.
+func duplicates(ns, runs string) string {
+	seen := map[string]int{}
+	for _, name := range lines(runs) {
+		seen[name]++
+	}
+	var out []string
+	for _, t := range tasksIn(Default, ns) {
+		if seen[t.Name] > 1 {
+			out = append(out, fmt.Sprintf("%s ran %d times; status: phase %s, attempt %d, worker %s, attempts %+v",
+				t.Name, seen[t.Name], t.Status.Phase, t.Status.Attempt, t.Status.Worker, t.Status.Attempts))
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
 var _ = Describe("ExternalTasks on worker processes", func() {
 	var ns string
 
@@ -180,7 +198,7 @@ var _ = Describe("ExternalTasks on worker processes", func() {
 		}, 3*time.Minute).Should(Equal(202))
 
 		By("checking that every task ran once, on its first attempt, and that all workers took part")
-		Expect(lines(runs)).To(Equal(names))
+		Expect(lines(runs)).To(Equal(names), "every task ran exactly once: %s", duplicates(ns, runs))
 		perWorker := map[string]int{}
 		for _, t := range tasksIn(Default, ns) {
 			Expect(t.Status.Attempt).To(Equal(int32(1)), t.Name)
@@ -437,7 +455,7 @@ var _ = Describe("ExternalTasks on worker processes", func() {
 		Eventually(func(g Gomega) int {
 			return countPhases(g, ns)[agentlanev1alpha1.ExternalTaskSucceeded]
 		}, 2*time.Minute).Should(Equal(40))
-		Expect(lines(runs)).To(Equal(names), "every task ran exactly once")
+		Expect(lines(runs)).To(Equal(names), "every task ran exactly once: %s", duplicates(ns, runs))
 		for _, t := range tasksIn(Default, ns) {
 			Expect(t.Status.Attempt).To(Equal(int32(1)), t.Name)
 			Expect(t.Status.Attempts).To(BeEmpty(), t.Name)
