@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -138,6 +139,33 @@ func runToSuccess(t *agentlanev1alpha1.ExternalTask, w string) {
 	succeed(t, w, 1)
 }
 
+// fail completes the running attempt of t held by w with a failed result,
+// leaving the phase to the manager as cmd/worker does.
+func fail(t *agentlanev1alpha1.ExternalTask, w string, attempt int, msg string) {
+	GinkgoHelper()
+	Expect(jsonPatch(t, fmt.Sprintf(`[
+		{"op":"test","path":"/status/worker","value":%q},
+		{"op":"test","path":"/status/attempt","value":%d},
+		{"op":"test","path":"/status/phase","value":"Running"},
+		{"op":"add","path":"/status/result","value":{"success":false,"error":%q,"exitCode":3}},
+		{"op":"add","path":"/status/finishedAt","value":%q}]`, w, attempt, msg, time.Now().UTC().Format(time.RFC3339)))).To(Succeed())
+}
+
+// taskEvents lists the task's Kubernetes Events (events.k8s.io/v1).
+func taskEvents(t *agentlanev1alpha1.ExternalTask) func(Gomega) []eventsv1.Event {
+	return func(g Gomega) []eventsv1.Event {
+		list := &eventsv1.EventList{}
+		g.Expect(k8sClient.List(ctx, list, client.InNamespace(t.Namespace))).To(Succeed())
+		var out []eventsv1.Event
+		for _, e := range list.Items {
+			if e.Regarding.Kind == "ExternalTask" && e.Regarding.Name == t.Name {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+}
+
 func cond(t *agentlanev1alpha1.ExternalTask, typ string) *metav1.Condition {
 	return meta.FindStatusCondition(t.Status.Conditions, typ)
 }
@@ -226,6 +254,44 @@ var _ = Describe("ExternalTask controller", func() {
 		err := jsonPatch(task, `[{"op":"test","path":"/status/worker","value":"slow"},{"op":"test","path":"/status/attempt","value":1},
 			{"op":"add","path":"/status/result","value":{"success":true}}]`)
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
+	})
+
+	It("reports a failed attempt that will be retried as a Warning event, and a success as no Warning", func() {
+		taskQueue(ns, func(s *agentlanev1alpha1.LaneQueueSpec) {
+			s.RetryPolicy = &agentlanev1alpha1.RetryPolicy{Strategy: agentlanev1alpha1.RetryFixed,
+				FixedDelay: &metav1.Duration{Duration: 100 * time.Millisecond}, MaxRetries: ptr.To[int32](1)}
+		})
+		fakeWorker(ns, "flaky", 1)
+		task := queueTask(ns, "retried")
+		Expect(k8sClient.Create(ctx, task)).To(Succeed())
+		Eventually(taskPhase(task)).Should(Equal(agentlanev1alpha1.ExternalTaskDispatched))
+		claim(task, "flaky", 1)
+		fail(task, "flaky", 1, "exit code 3")
+
+		Eventually(func(g Gomega) {
+			getTask(task)(g)
+			g.Expect(task.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskDispatched))
+			g.Expect(task.Status.Attempt).To(Equal(int32(2)))
+		}).Should(Succeed())
+		Eventually(taskEvents(task)).Should(ContainElement(And(
+			HaveField("Type", corev1.EventTypeWarning),
+			HaveField("Reason", "Retrying"),
+			HaveField("Action", "Retry"),
+			HaveField("Note", ContainSubstring("attempt 1 ended Failed: exit code 3")),
+		)))
+
+		claim(task, "flaky", 2)
+		succeed(task, "flaky", 2)
+		Eventually(taskPhase(task)).Should(Equal(agentlanev1alpha1.ExternalTaskSucceeded))
+		Consistently(func(g Gomega) []string {
+			var warnings []string
+			for _, e := range taskEvents(task)(g) {
+				if e.Type == corev1.EventTypeWarning {
+					warnings = append(warnings, e.Reason)
+				}
+			}
+			return warnings
+		}, 500*time.Millisecond).Should(Equal([]string{"Retrying"}), "one Warning for the failed attempt, none for the success")
 	})
 
 	It("does not run an attempt's timeout while it waits for a worker, and keeps the lane cap", func() {

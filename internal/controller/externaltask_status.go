@@ -160,8 +160,11 @@ func (r *ExternalTaskReconciler) setQueued(task *agentlanev1alpha1.ExternalTask,
 		if rec.Outcome == agentlanev1alpha1.AttemptWorkerLost {
 			reason = agentlanev1alpha1.ExternalTaskWorkerLostReason
 		}
+		// A failed attempt is a Warning even though the task goes on: an
+		// operator filtering on Warnings sees flaky workers and commands
+		// before their retries run out.
 		if r.Recorder != nil {
-			r.Recorder.Eventf(task, nil, corev1.EventTypeNormal, "Retrying", "Retry",
+			r.Recorder.Eventf(task, nil, corev1.EventTypeWarning, "Retrying", "Retry",
 				"attempt %d ended %s: %s", n, rec.Outcome, rec.Error)
 		}
 	case st.Phase == agentlanev1alpha1.ExternalTaskQueued:

@@ -144,6 +144,20 @@ func sessionEvents(s *agentlanev1alpha1.AgentSession) func(Gomega) []string {
 	}
 }
 
+// sessionEvent finds the session's Kubernetes Event with reason.
+func sessionEvent(s *agentlanev1alpha1.AgentSession, reason string) func(Gomega) *eventsv1.Event {
+	return func(g Gomega) *eventsv1.Event {
+		list := &eventsv1.EventList{}
+		g.Expect(k8sClient.List(ctx, list, client.InNamespace(s.Namespace))).To(Succeed())
+		for i, e := range list.Items {
+			if e.Regarding.Name == s.Name && e.Regarding.Kind == "AgentSession" && e.Reason == reason {
+				return &list.Items[i]
+			}
+		}
+		return nil
+	}
+}
+
 // counter counts how many times each command ran; a command blocks until
 // released.
 type counter struct {
@@ -283,6 +297,11 @@ var _ = Describe("Session runtime pods and passivation", func() {
 			g.Expect(pod.DeletionTimestamp).NotTo(BeNil())
 		}).Should(Succeed())
 		Eventually(sessionEvents(s)).Should(ContainElement("PassivationDeadlineExceeded"))
+		Eventually(sessionEvent(s, "Passivated")).Should(And(
+			HaveField("Type", corev1.EventTypeNormal),
+			HaveField("Note", And(ContainSubstring("passivated (node_drain)"), ContainSubstring("no checkpoint yet"),
+				ContainSubstring("the deadline passed before a newer checkpoint"))),
+		))
 		finishDeletion(pod)
 		Eventually(func(g Gomega) {
 			cur := getSession(client.ObjectKeyFromObject(s))(g)
@@ -311,6 +330,11 @@ var _ = Describe("Session runtime pods and passivation", func() {
 		Eventually(phaseOf(s)).Should(Equal(agentlanev1alpha1.SessionPassivating))
 		checkpoint(s, "run-m")
 		Eventually(phaseOf(s)).Should(Equal(agentlanev1alpha1.SessionPassivated))
+		Eventually(sessionEvent(s, "Passivated")).Should(And(
+			HaveField("Type", corev1.EventTypeNormal),
+			HaveField("Action", "Passivate"),
+			HaveField("Note", And(ContainSubstring("passivated (manual)"), ContainSubstring("checkpoint of run run-m, turn 1"))),
+		))
 		finishDeletion(pod)
 		Consistently(func(g Gomega) []corev1.Pod {
 			pods := &corev1.PodList{}

@@ -233,6 +233,7 @@ func (r *AgentSessionReconciler) continuePassivation(ctx context.Context, s *age
 		msg += "; the deadline passed before a newer checkpoint"
 	}
 	lc.notReadyBecause(agentlanev1alpha1.AgentSessionPassivatedReason, msg)
+	r.event(s, corev1.EventTypeNormal, "Passivated", "Passivate", "%s", msg)
 	return r.reconcileLifecycleAgain(s, lc)
 }
 
