@@ -17,10 +17,18 @@ limitations under the License.
 package sessionapi
 
 import (
+	"encoding/json"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"maps"
+	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -30,11 +38,12 @@ import (
 
 // oaSchema is the part of an OpenAPI schema these tests read.
 type oaSchema struct {
-	Ref        string              `json:"$ref"`
-	Required   []string            `json:"required"`
-	Properties map[string]oaSchema `json:"properties"`
-	AllOf      []oaSchema          `json:"allOf"`
-	Enum       []string            `json:"enum"`
+	Ref         string              `json:"$ref"`
+	Description string              `json:"description"`
+	Required    []string            `json:"required"`
+	Properties  map[string]oaSchema `json:"properties"`
+	AllOf       []oaSchema          `json:"allOf"`
+	Enum        []string            `json:"enum"`
 }
 
 type oaOperation struct {
@@ -148,18 +157,284 @@ func TestOpenAPISchemasMirrorTypes(t *testing.T) {
 	}
 }
 
+// TestOpenAPIErrorCodes checks that every Code* constant of this package
+// is in the Error schema's code enum and in its description (which gives
+// each code's HTTP status), and that the enum holds nothing else. The
+// constants are read from the package source, so a new code that the
+// document misses fails here.
 func TestOpenAPIErrorCodes(t *testing.T) {
 	doc := loadOpenAPI(t)
-	want := []string{
-		CodeUnauthenticated, CodeForbidden, CodeSessionNotFound, CodeCommandNotFound, CodeNotFound,
-		CodeMethodNotAllowed, CodeInvalidRequest, CodeUnknownLane, CodeInvalidDirective,
-		CodeDuplicateCommand, CodeStaleAttempt, CodeNotRunning, CodeInterrupted, CodeFutureEventID, CodeBudgetExhausted, CodeTooLarge, CodeRateLimited, CodeQueueFull, CodeSessionNotReady,
-		CodeInternal, CodeNoStore, CodeCheckpointNotFound, CodeSchemaTooNew,
+	want := errorCodeConstants(t)
+	if len(want) < 20 {
+		t.Fatalf("found only %d Code* constants in the package source: %v", len(want), want)
 	}
-	got := doc.Components.Schemas["Error"].Properties["code"].Enum
+	errSchema := doc.Components.Schemas["Error"]
+	got := slices.Sorted(slices.Values(errSchema.Properties["code"].Enum))
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("Error.code enum (-want,+got):\n%s", diff)
+		t.Errorf("Error.code enum against the Code* constants (-want,+got):\n%s", diff)
 	}
+	for _, code := range want {
+		if !regexp.MustCompile(`\b` + code + `\b`).MatchString(errSchema.Description) {
+			t.Errorf("the Error schema's description does not give the HTTP status of %s", code)
+		}
+	}
+}
+
+// errorCodeConstants returns the sorted values of the package's exported
+// string constants named Code*, read from its non-test source files.
+func errorCodeConstants(t *testing.T) []string {
+	t.Helper()
+	fset := token.NewFileSet()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var codes []string
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range f.Decls {
+			gen, ok := decl.(*ast.GenDecl)
+			if !ok || gen.Tok != token.CONST {
+				continue
+			}
+			for _, spec := range gen.Specs {
+				vs := spec.(*ast.ValueSpec)
+				for i, id := range vs.Names {
+					if !strings.HasPrefix(id.Name, "Code") || !id.IsExported() || i >= len(vs.Values) {
+						continue
+					}
+					lit, ok := vs.Values[i].(*ast.BasicLit)
+					if !ok || lit.Kind != token.STRING {
+						t.Errorf("%s: constant %s is not a string literal", fset.Position(id.Pos()), id.Name)
+						continue
+					}
+					v, err := strconv.Unquote(lit.Value)
+					if err != nil {
+						t.Fatal(err)
+					}
+					codes = append(codes, v)
+				}
+			}
+		}
+	}
+	slices.Sort(codes)
+	return codes
+}
+
+// openAPIMethods are the operation keys of an OpenAPI 3.0 path item.
+var openAPIMethods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+
+// TestOpenAPILint checks the structural rules a client generator relies on:
+// every $ref resolves, every operation has a unique operationId, every path
+// template parameter is declared as a required path parameter (and no
+// undeclared one is), servers name the Session API's address with a host
+// variable, and the event stream's 200 response carries the Event schema.
+func TestOpenAPILint(t *testing.T) {
+	js, err := yaml.YAMLToJSON(OpenAPI)
+	if err != nil {
+		t.Fatalf("openapi.yaml: %v", err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(js, &doc); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("refs resolve", func(t *testing.T) {
+		var refs int
+		walkRefs(doc, "#", func(at, ref string) {
+			refs++
+			if _, err := resolvePointer(doc, ref); err != nil {
+				t.Errorf("%s: $ref %q: %v", at, ref, err)
+			}
+		})
+		if refs == 0 {
+			t.Error("no $ref found: the walk is broken")
+		}
+	})
+
+	t.Run("operations", func(t *testing.T) {
+		paths, _ := doc["paths"].(map[string]any)
+		if len(paths) == 0 {
+			t.Fatal("no paths")
+		}
+		seen := map[string]string{}
+		placeholder := regexp.MustCompile(`\{([^}]+)\}`)
+		for path, v := range paths {
+			item := v.(map[string]any)
+			var inTemplate []string
+			for _, m := range placeholder.FindAllStringSubmatch(path, -1) {
+				inTemplate = append(inTemplate, m[1])
+			}
+			slices.Sort(inTemplate)
+			for _, method := range openAPIMethods {
+				op, ok := item[method].(map[string]any)
+				if !ok {
+					continue
+				}
+				where := strings.ToUpper(method) + " " + path
+				id, _ := op["operationId"].(string)
+				switch {
+				case id == "":
+					t.Errorf("%s: no operationId", where)
+				case seen[id] != "":
+					t.Errorf("%s: operationId %q is also %s's", where, id, seen[id])
+				default:
+					seen[id] = where
+				}
+				// Operation parameters override path-item ones of the same
+				// name and location.
+				params := map[string]map[string]any{}
+				for _, list := range []any{item["parameters"], op["parameters"]} {
+					for _, p := range asList(list) {
+						resolved, err := resolveParameter(doc, p)
+						if err != nil {
+							t.Errorf("%s: parameter: %v", where, err)
+							continue
+						}
+						params[fmt.Sprint(resolved["in"], "/", resolved["name"])] = resolved
+					}
+				}
+				var declared []string
+				for _, p := range params {
+					if p["in"] != "path" {
+						continue
+					}
+					name := fmt.Sprint(p["name"])
+					declared = append(declared, name)
+					if p["required"] != true {
+						t.Errorf("%s: path parameter %s is not required: true", where, name)
+					}
+				}
+				slices.Sort(declared)
+				if diff := cmp.Diff(inTemplate, declared); diff != "" {
+					t.Errorf("%s: path parameters, template (-) against declared (+):\n%s", where, diff)
+				}
+				if responses, _ := op["responses"].(map[string]any); len(responses) == 0 {
+					t.Errorf("%s: no responses", where)
+				}
+			}
+		}
+		if len(seen) == 0 {
+			t.Error("no operations found")
+		}
+	})
+
+	t.Run("servers", func(t *testing.T) {
+		servers := asList(doc["servers"])
+		if len(servers) == 0 {
+			t.Fatal("no servers entry: generated clients have no base URL")
+		}
+		first, _ := servers[0].(map[string]any)
+		if first["url"] != "https://{host}:8443" {
+			t.Errorf("servers[0].url %v, want https://{host}:8443", first["url"])
+		}
+		for i, v := range servers {
+			s, _ := v.(map[string]any)
+			url, _ := s["url"].(string)
+			vars, _ := s["variables"].(map[string]any)
+			for _, m := range regexp.MustCompile(`\{([^}]+)\}`).FindAllStringSubmatch(url, -1) {
+				variable, _ := vars[m[1]].(map[string]any)
+				if def, _ := variable["default"].(string); def == "" {
+					t.Errorf("servers[%d]: variable %s of %s has no default", i, m[1], url)
+				}
+			}
+		}
+	})
+
+	t.Run("event stream carries Event", func(t *testing.T) {
+		const ptr = "#/paths/~1v1~1namespaces~1{namespace}~1sessions~1{session}~1events/get/responses/200/content/text~1event-stream/schema"
+		schema, err := resolvePointer(doc, ptr)
+		if err != nil {
+			t.Fatalf("%s: %v", ptr, err)
+		}
+		ref, _ := schema.(map[string]any)["$ref"].(string)
+		if ref != "#/components/schemas/Event" {
+			t.Errorf("the events 200 response's text/event-stream schema is %v, want a $ref to #/components/schemas/Event", schema)
+		}
+	})
+}
+
+// walkRefs calls f with the location and value of every $ref under v.
+func walkRefs(v any, at string, f func(at, ref string)) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, sub := range v {
+			if k == "$ref" {
+				if ref, ok := sub.(string); ok {
+					f(at, ref)
+				}
+				continue
+			}
+			walkRefs(sub, at+"/"+escapePointer(k), f)
+		}
+	case []any:
+		for i, sub := range v {
+			walkRefs(sub, fmt.Sprintf("%s/%d", at, i), f)
+		}
+	}
+}
+
+// resolvePointer follows a local JSON Pointer reference ("#/a/b") in doc.
+func resolvePointer(doc map[string]any, ref string) (any, error) {
+	rest, ok := strings.CutPrefix(ref, "#")
+	if !ok {
+		return nil, fmt.Errorf("not a local reference")
+	}
+	var cur any = doc
+	if rest == "" {
+		return cur, nil
+	}
+	for _, tok := range strings.Split(strings.TrimPrefix(rest, "/"), "/") {
+		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+		switch c := cur.(type) {
+		case map[string]any:
+			next, ok := c[tok]
+			if !ok {
+				return nil, fmt.Errorf("no %q", tok)
+			}
+			cur = next
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(c) {
+				return nil, fmt.Errorf("no index %q", tok)
+			}
+			cur = c[i]
+		default:
+			return nil, fmt.Errorf("%q: not an object or array", tok)
+		}
+	}
+	return cur, nil
+}
+
+// resolveParameter returns the parameter object p is, or refers to.
+func resolveParameter(doc map[string]any, p any) (map[string]any, error) {
+	m, _ := p.(map[string]any)
+	if ref, ok := m["$ref"].(string); ok {
+		target, err := resolvePointer(doc, ref)
+		if err != nil {
+			return nil, fmt.Errorf("$ref %q: %w", ref, err)
+		}
+		m, _ = target.(map[string]any)
+	}
+	if m == nil || m["name"] == nil || m["in"] == nil {
+		return nil, fmt.Errorf("%v has no name or in", p)
+	}
+	return m, nil
+}
+
+func escapePointer(s string) string {
+	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
+}
+
+func asList(v any) []any {
+	l, _ := v.([]any)
+	return l
 }
 
 // flatten returns the sorted property names and required names of s,
