@@ -31,8 +31,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -40,6 +42,9 @@ import (
 type oaSchema struct {
 	Ref         string              `json:"$ref"`
 	Description string              `json:"description"`
+	Type        string              `json:"type"`
+	Format      string              `json:"format"`
+	Items       *oaSchema           `json:"items"`
 	Required    []string            `json:"required"`
 	Properties  map[string]oaSchema `json:"properties"`
 	AllOf       []oaSchema          `json:"allOf"`
@@ -137,7 +142,8 @@ func TestOpenAPISchemasMirrorTypes(t *testing.T) {
 		QueueOptions{}, PostResult{}, CancelRequest{}, CancelResult{}, Percentiles{}, LaneStats{},
 		SessionCounts{}, Stats{}, ExternalTask{}, ExternalTaskList{}, DeadLetter{}, DeadLetterList{},
 		Usage{}, Consumed{}, BudgetCheckRequest{}, BudgetCheck{}, TokenLimits{}, CostLimits{}, BudgetStatus{},
-		Event{}, Error{}, Checkpoint{}, CheckpointSaved{},
+		Event{}, BudgetThreshold{}, PassivationRequest{}, PeerInvocation{}, SessionRef{},
+		Error{}, Checkpoint{}, CheckpointSaved{},
 	} {
 		typ := reflect.TypeOf(v)
 		t.Run(typ.Name(), func(t *testing.T) {
@@ -155,6 +161,123 @@ func TestOpenAPISchemasMirrorTypes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOpenAPIEventTypes checks that each property of the Event schema, and
+// of the schemas it refers to, has the JSON type of its Go field: a generated
+// client decodes a stream frame into the same shape as sessionapi.Event.
+func TestOpenAPIEventTypes(t *testing.T) {
+	doc := loadOpenAPI(t)
+	pending := []reflect.Type{reflect.TypeFor[Event]()}
+	done := map[reflect.Type]bool{}
+	for len(pending) > 0 {
+		typ := pending[0]
+		pending = pending[1:]
+		if done[typ] {
+			continue
+		}
+		done[typ] = true
+		schema, ok := doc.Components.Schemas[typ.Name()]
+		if !ok {
+			t.Errorf("no schema %s", typ.Name())
+			continue
+		}
+		for name, f := range jsonFieldTypes(typ) {
+			prop, ok := schema.Properties[name]
+			if !ok {
+				continue // TestOpenAPISchemasMirrorTypes reports it
+			}
+			if want, got := goKind(f), doc.kind(prop); want != got {
+				t.Errorf("%s.%s: schema is %s, the Go field is %s", typ.Name(), name, got, want)
+			}
+			if nested := packageStruct(f); nested != nil {
+				pending = append(pending, nested)
+			}
+		}
+	}
+	for _, nested := range []any{Identity{}, Message{}, BudgetThreshold{}, PassivationRequest{}, PeerInvocation{}} {
+		if !done[reflect.TypeOf(nested)] {
+			t.Errorf("%T was not checked: the walk from Event is broken", nested)
+		}
+	}
+}
+
+// jsonFieldTypes maps the JSON names of typ's fields to their Go types.
+func jsonFieldTypes(typ reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+// packageStruct returns the struct type of this package that typ is, or
+// points to, or lists; nil if none.
+func packageStruct(typ reflect.Type) reflect.Type {
+	for typ.Kind() == reflect.Pointer || typ.Kind() == reflect.Slice {
+		typ = typ.Elem()
+	}
+	if typ.Kind() == reflect.Struct && typ.PkgPath() == reflect.TypeFor[Event]().PkgPath() {
+		return typ
+	}
+	return nil
+}
+
+// goKind names the JSON shape encoding/json gives typ, in the words of
+// (*oaDocument).kind.
+func goKind(typ reflect.Type) string {
+	for typ.Kind() == reflect.Pointer {
+		typ = typ.Elem()
+	}
+	switch {
+	case typ == reflect.TypeFor[time.Time]():
+		return "string(date-time)"
+	case typ == reflect.TypeFor[metav1.Duration]():
+		return "#Duration"
+	case packageStruct(typ) == typ:
+		return "#" + typ.Name()
+	}
+	switch typ.Kind() {
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "integer"
+	case reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.Slice:
+		return "array of " + goKind(typ.Elem())
+	case reflect.Map:
+		return "object"
+	}
+	return typ.String()
+}
+
+// kind names the JSON shape schema s describes: "#Name" for a reference
+// (also one wrapped in a single allOf), "array of ..." for an array,
+// else its type, with a date-time format noted.
+func (d *oaDocument) kind(s oaSchema) string {
+	switch {
+	case s.Ref != "":
+		return "#" + strings.TrimPrefix(s.Ref, "#/components/schemas/")
+	case len(s.AllOf) == 1:
+		return d.kind(s.AllOf[0])
+	case s.Type == "array" && s.Items != nil:
+		return "array of " + d.kind(*s.Items)
+	case s.Format == "date-time":
+		return s.Type + "(date-time)"
+	}
+	return s.Type
 }
 
 // TestOpenAPIErrorCodes checks that every Code* constant of this package
