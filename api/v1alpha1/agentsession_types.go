@@ -79,9 +79,10 @@ const (
 	// QueueModeFollowup runs each message as its own turn after the current
 	// run ends, in arrival order.
 	QueueModeFollowup QueueMode = "followup"
-	// QueueModeCollect waits for debounce of quiet, then merges the queued
-	// messages into one followup turn; messages for different channels or
-	// threads are delivered separately.
+	// QueueModeCollect starts a turn at once for a message to an idle
+	// session; messages that arrive while a run is active wait for it to end
+	// and for debounce of quiet, then are merged into one followup turn;
+	// messages for different channels or threads are delivered separately.
 	QueueModeCollect QueueMode = "collect"
 	// QueueModeSteer injects the message into the current run at its next
 	// tool boundary and cancels the run's commands that have not started. A

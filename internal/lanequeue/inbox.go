@@ -36,8 +36,10 @@ const (
 	// ModeFollowup runs each message as its own turn, in order, once the
 	// current run has ended.
 	ModeFollowup MessageMode = "followup"
-	// ModeCollect waits for Debounce of quiet, then merges every queued
-	// message of one channel and thread into a single turn.
+	// ModeCollect starts a turn at once for a message to an idle session;
+	// messages that arrive while a run is active wait for it to end and for
+	// Debounce of quiet, then every queued message of one channel and thread
+	// is merged into a single turn.
 	ModeCollect MessageMode = "collect"
 	// ModeSteer injects the message into the current run at its next tool
 	// boundary and cancels the run's commands that have not started. A
@@ -352,8 +354,15 @@ func (in *Inbox) Post(key string, m Message) (PostResult, error) {
 		in.deliverLocked(s, now)
 		return res, nil
 	}
+	// Collect coalesces what arrives while a run is active; a message to an
+	// idle session with nothing waiting starts its turn at once.
+	idle := s.activeRun == "" && len(s.queued) == 0 && len(s.dropped) == 0
 	res.Queued, res.Dropped = in.enqueueLocked(s, m, opts)
 	s.quietSince = now
+	if idle && opts.Mode == ModeCollect {
+		in.deliverLocked(s, now)
+		return res, nil
+	}
 	in.drainLocked(s)
 	return res, nil
 }

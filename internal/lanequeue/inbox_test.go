@@ -96,27 +96,53 @@ func texts(ev InboxEvent) []string {
 	return out
 }
 
-func TestInboxCollectMergesABurstAfterTheDebounce(t *testing.T) {
+func TestInboxCollectStartsAnIdleSessionAtOnce(t *testing.T) {
 	h := newInboxHarness(t, nil)
-	for _, m := range []string{"fix the test", "also the lint", "and rebase", "then push", "thanks"} {
+	res := h.post("fix the test")
+	if !res.Queued {
+		t.Errorf("result = %+v, want queued", res)
+	}
+	ev := h.next() // no clock step: the debounce does not delay an idle session
+	if ev.Type != InboxTurn || !cmp.Equal(texts(ev), []string{"fix the test"}) || ev.Waited != 0 {
+		t.Fatalf("event = %+v, want a turn with the message, not waited", ev)
+	}
+	if run, ok := h.in.ActiveRun("s"); !ok || run != ev.RunID {
+		t.Errorf("active run = %q %v, want %q", run, ok, ev.RunID)
+	}
+}
+
+func TestInboxCollectMergesWhatArrivesDuringARun(t *testing.T) {
+	h := newInboxHarness(t, nil)
+	h.post("start")
+	run := h.next()
+	burst := []string{"fix the test", "also the lint", "and rebase", "then push", "thanks"}
+	for _, m := range burst {
 		h.post(m)
 		h.step(200 * time.Millisecond)
 	}
-	h.step(799 * time.Millisecond)
-	h.none() // 999ms since the last message
+	h.none() // the run is active
+	h.in.RunFinished("s", run.RunID)
+	h.step(599 * time.Millisecond)
+	h.none() // 799ms since the last message
+	// A message to an idle session that has messages waiting joins them and
+	// restarts the quiet.
+	h.post("and tag it")
+	h.step(999 * time.Millisecond)
+	h.none()
 	h.step(time.Millisecond)
 	ev := h.next()
-	if ev.Type != InboxTurn || ev.RunID == "" {
-		t.Fatalf("event = %+v, want a turn", ev)
+	if ev.Type != InboxTurn || ev.RunID == "" || ev.RunID == run.RunID {
+		t.Fatalf("event = %+v, want a new turn", ev)
 	}
-	if diff := cmp.Diff([]string{"fix the test", "also the lint", "and rebase", "then push", "thanks"}, texts(ev)); diff != "" {
+	want := append(burst, "and tag it")
+	if diff := cmp.Diff(want, texts(ev)); diff != "" {
 		t.Errorf("merged messages (-want,+got):\n%s", diff)
 	}
-	if ev.Text != "fix the test\nalso the lint\nand rebase\nthen push\nthanks" {
+	if ev.Text != strings.Join(want, "\n") {
 		t.Errorf("text = %q", ev.Text)
 	}
-	if ev.Waited != 1800*time.Millisecond || ev.Slow {
-		t.Errorf("waited %v slow %v, want 1.8s and not slow", ev.Waited, ev.Slow)
+	if ev.Waited != 2599*time.Millisecond || !ev.Slow {
+		t.Errorf("waited %v slow %v, want 2.599s and slow", ev.Waited, ev.Slow)
 	}
 	if run, ok := h.in.ActiveRun("s"); !ok || run != ev.RunID {
 		t.Errorf("active run = %q %v", run, ok)
@@ -125,10 +151,13 @@ func TestInboxCollectMergesABurstAfterTheDebounce(t *testing.T) {
 
 func TestInboxCollectDeliversEachChannelAndThreadSeparately(t *testing.T) {
 	h := newInboxHarness(t, nil)
+	h.postTo("start", "slack", "t1")
+	run := h.next()
 	h.postTo("a1", "slack", "t1")
 	h.postTo("b1", "discord", "")
 	h.postTo("a2", "slack", "t1")
 	h.postTo("c1", "slack", "t2")
+	h.in.RunFinished("s", run.RunID)
 	h.step(time.Second)
 	first := h.next()
 	if diff := cmp.Diff([]string{"a1", "a2"}, texts(first)); diff != "" || first.Channel != "slack" || first.Thread != "t1" {

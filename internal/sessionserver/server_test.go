@@ -214,24 +214,32 @@ var _ = Describe("Session API", func() {
 	})
 
 	Describe("queue modes", func() {
-		It("collect: merges a burst of 5 messages into one turn, and keeps other threads apart", func() {
+		It("collect: starts an idle session at once, merges a burst posted during the run into one turn, and keeps other threads apart", func() {
 			a.newSession("s1", modeOptions(agentlanev1alpha1.QueueModeCollect, 300*time.Millisecond, 20, agentlanev1alpha1.DropSummarize))
 			s := a.session("s1")
 			rt := follow(s, sessionapi.EventsOptions{Runtime: true})
+			_, err := s.Post(ctx, sessionapi.Message{Text: "start", Channel: "chat"})
+			Expect(err).NotTo(HaveOccurred())
+			first := rt.next(sessionapi.EventTurn)
+			Expect(first.Text).To(Equal("start"))
+			Expect(first.Waited.Duration).To(BeZero(), "the debounce does not delay a message to an idle session")
+
 			for i := 1; i <= 5; i++ {
 				res, err := s.Post(ctx, sessionapi.Message{Text: fmt.Sprintf("part %d", i), Channel: "chat"})
 				Expect(err).NotTo(HaveOccurred())
 				Expect(res.Queued).To(BeTrue())
 			}
-			_, err := s.Post(ctx, sessionapi.Message{Text: "other thread", Channel: "chat", Thread: "t2"})
+			_, err = s.Post(ctx, sessionapi.Message{Text: "other thread", Channel: "chat", Thread: "t2"})
 			Expect(err).NotTo(HaveOccurred())
+			// One run at a time: the burst waits for the first run to end.
+			rt.quiet(600*time.Millisecond, sessionapi.EventTurn)
+			Expect(s.FinishRun(ctx, first.RunID)).To(Succeed())
 
 			turn := rt.next(sessionapi.EventTurn)
 			Expect(turn.Messages).To(HaveLen(5))
 			Expect(turn.Text).To(Equal("part 1\npart 2\npart 3\npart 4\npart 5"))
 			Expect(turn.Channel).To(Equal("chat"))
 			Expect(turn.Waited.Duration).To(BeNumerically(">=", 300*time.Millisecond))
-			// One run at a time: the other thread waits for this run to end.
 			rt.quiet(600*time.Millisecond, sessionapi.EventTurn)
 			Expect(s.FinishRun(ctx, turn.RunID)).To(Succeed())
 			second := rt.next(sessionapi.EventTurn)
