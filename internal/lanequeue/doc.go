@@ -131,6 +131,10 @@ limitations under the License.
 //     commands cancelled) and the newest message runs at once; the messages
 //     that waited are superseded.
 //
+// queue is the legacy name of steer, and steer+backlog of steer-backlog:
+// both are accepted wherever a mode is named and are in force, and
+// reported, as the mode they name (MessageMode.Canonical).
+//
 // A session queues at most cap (20) messages. Beyond it drop decides: old
 // drops the oldest, new refuses the newcomer, summarize (the default) drops
 // the oldest but delivers the dropped ones, each shortened to 160

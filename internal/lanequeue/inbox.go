@@ -49,7 +49,22 @@ const (
 	ModeSteerBacklog MessageMode = "steer-backlog"
 	// ModeInterrupt aborts the current run, then runs the newest message.
 	ModeInterrupt MessageMode = "interrupt"
+	// ModeQueue is the legacy name of ModeSteer: accepted wherever a mode
+	// is named, and in force as ModeSteer (see Canonical).
+	ModeQueue MessageMode = "queue"
 )
+
+// Canonical returns the mode m stands for: ModeSteer for the legacy alias
+// queue, ModeSteerBacklog for steer+backlog, m itself otherwise.
+func (m MessageMode) Canonical() MessageMode {
+	switch m {
+	case ModeQueue:
+		return ModeSteer
+	case "steer+backlog":
+		return ModeSteerBacklog
+	}
+	return m
+}
 
 // DropPolicy is what happens to a message that does not fit in a session's
 // queue (Cap).
@@ -91,7 +106,7 @@ func DefaultMessageOptions() MessageOptions {
 // Validate reports an option the inbox cannot use.
 func (o MessageOptions) Validate() error {
 	var errs []error
-	if !o.Mode.valid() {
+	if !o.Mode.Canonical().valid() {
 		errs = append(errs, fmt.Errorf("unknown mode %q (followup, collect, steer, steer-backlog or interrupt)", o.Mode))
 	}
 	if !o.Drop.valid() {
@@ -260,11 +275,13 @@ func (s *inboxSession) options() MessageOptions {
 
 // ConfigureSession sets a session's default options (from its AgentSession)
 // and whether its runtime takes steers (it streams, so it can inject a
-// message at a tool boundary). A /queue override stays in force.
+// message at a tool boundary). A legacy mode name is kept as the mode it
+// stands for (Canonical). A /queue override stays in force.
 func (in *Inbox) ConfigureSession(key string, defaults MessageOptions, acceptsSteer bool) error {
 	if err := defaults.Validate(); err != nil {
 		return err
 	}
+	defaults.Mode = defaults.Mode.Canonical()
 	in.mu.Lock()
 	s := in.sessionLocked(key)
 	s.defaults, s.acceptsSteer = defaults, acceptsSteer

@@ -369,6 +369,47 @@ func TestInboxCapDropsOldOrNew(t *testing.T) {
 	}
 }
 
+// queue, OpenClaw's legacy name of steer, is accepted in the session's
+// options and in a /queue directive, and behaves and reads as steer.
+func TestInboxQueueIsTheLegacyNameOfSteer(t *testing.T) {
+	steer := MessageOptions{Mode: ModeSteer, Debounce: 0, Cap: 20, Drop: DropSummarize}
+	tests := map[string]struct {
+		defaults  MessageOptions
+		directive string
+	}{
+		"session options": {defaults: MessageOptions{Mode: ModeQueue, Debounce: 0, Cap: 20, Drop: DropSummarize}},
+		"directive":       {defaults: MessageOptions{Mode: ModeCollect, Debounce: 0, Cap: 20, Drop: DropSummarize}, directive: "/queue queue"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			h := newInboxHarness(t, nil)
+			h.configure(tc.defaults, true)
+			if tc.directive != "" {
+				if res := h.post(tc.directive); !res.Directive || res.Options != steer {
+					t.Errorf("directive result = %+v, want options %+v", res, steer)
+				}
+			}
+			if got := h.in.Options("s"); got != steer {
+				t.Errorf("options = %+v, want %+v", got, steer)
+			}
+			h.post("start")
+			run := h.next()
+			if run.Type != InboxTurn {
+				t.Fatalf("event = %+v, want a turn", run)
+			}
+			if res := h.post("go left instead"); !res.Steered || res.Queued {
+				t.Errorf("result = %+v, want steered only", res)
+			}
+			if ev := h.next(); ev.Type != InboxSteer || ev.RunID != run.RunID || ev.Text != "go left instead" {
+				t.Errorf("event = %+v, want a steer of %s", ev, run.RunID)
+			}
+			if n := h.in.Queued("s"); n != 0 {
+				t.Errorf("queued = %d, want 0", n)
+			}
+		})
+	}
+}
+
 func TestInboxQueueDirectives(t *testing.T) {
 	h := newInboxHarness(t, nil)
 	res := h.post("/queue steer-backlog debounce:2s cap:25 drop:old")

@@ -365,6 +365,33 @@ var _ = Describe("Session API", func() {
 			Expect(rt.next(sessionapi.EventTurn).Text).To(Equal("m4"))
 		})
 
+		It("queue, the legacy name of steer, steers and is reported as steer, in the spec and in /queue", func() {
+			a.newSession("s1", modeOptions(agentlanev1alpha1.QueueModeQueue, 0, 20, agentlanev1alpha1.DropSummarize))
+			s := a.session("s1")
+			rt := follow(s, sessionapi.EventsOptions{Runtime: true})
+			st, err := s.Stats(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(st.Options.Mode).To(Equal("steer"))
+			_, err = s.Post(ctx, sessionapi.Message{Text: "refactor the parser"})
+			Expect(err).NotTo(HaveOccurred())
+			run := rt.next(sessionapi.EventTurn).RunID
+			res, err := s.Post(ctx, sessionapi.Message{Text: "only the lexer"})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(res.Steered).To(BeTrue())
+			Expect(res.Queued).To(BeFalse())
+			steer := rt.next(sessionapi.EventSteer)
+			Expect(steer.RunID).To(Equal(run))
+			Expect(steer.Text).To(Equal("only the lexer"))
+
+			res, err = s.Post(ctx, sessionapi.Message{Text: "/queue collect"})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(res.Options.Mode).To(Equal("collect"))
+			res, err = s.Post(ctx, sessionapi.Message{Text: "/queue queue"})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(res.Directive).To(BeTrue())
+			Expect(res.Options.Mode).To(Equal("steer"))
+		})
+
 		It("applies /queue overrides and returns to the session's defaults on /queue reset", func() {
 			a.newSession("s1", modeOptions(agentlanev1alpha1.QueueModeCollect, time.Second, 20, agentlanev1alpha1.DropSummarize))
 			s := a.session("s1")
