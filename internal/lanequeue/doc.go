@@ -144,6 +144,11 @@ limitations under the License.
 // to the session's configured ones. A turn whose first message waited more
 // than 2s is flagged Slow, with its wait.
 //
+// Every message taken for a turn is reported at once (InboxQueued, before
+// the turn it may start), so a channel can show a typing indicator, and a
+// message that has waited more than 2s while a run is active is reported
+// once (InboxWaiting, with the longest wait).
+//
 // # Cost
 //
 // One mutex guards a queue. Submit, start and finish are O(log s) in the

@@ -27,19 +27,51 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 )
 
-// inboxHarness drives an Inbox on a fake clock and collects its events.
+// inboxHarness drives an Inbox on a fake clock and collects its events:
+// the queued and waiting notices apart from the others.
 type inboxHarness struct {
-	t     *testing.T
-	clock *testingclock.FakeClock
-	in    *Inbox
-	evs   chan InboxEvent
+	t       *testing.T
+	clock   *testingclock.FakeClock
+	in      *Inbox
+	evs     chan InboxEvent
+	notices chan InboxEvent
 }
 
 func newInboxHarness(t *testing.T, q *Queue) *inboxHarness {
-	h := &inboxHarness{t: t, clock: testingclock.NewFakeClock(t0), evs: make(chan InboxEvent, 100)}
-	h.in = NewInbox(InboxOptions{Clock: h.clock, IDs: &SequentialIDs{Prefix: "run"}, Queue: q,
-		OnEvent: func(ev InboxEvent) { h.evs <- ev }})
+	h := &inboxHarness{t: t, clock: testingclock.NewFakeClock(t0), evs: make(chan InboxEvent, 100),
+		notices: make(chan InboxEvent, 100)}
+	h.in = NewInbox(InboxOptions{Clock: h.clock, IDs: &SequentialIDs{Prefix: "run"}, Queue: q, OnEvent: h.record})
 	return h
+}
+
+func (h *inboxHarness) record(ev InboxEvent) {
+	if ev.Type == InboxQueued || ev.Type == InboxWaiting {
+		h.notices <- ev
+		return
+	}
+	h.evs <- ev
+}
+
+// notice returns the next queued or waiting event.
+func (h *inboxHarness) notice() InboxEvent {
+	h.t.Helper()
+	select {
+	case ev := <-h.notices:
+		return ev
+	case <-time.After(5 * time.Second):
+		h.t.Fatal("no inbox notice")
+		return InboxEvent{}
+	}
+}
+
+// noNotice checks that no queued or waiting event arrives for a moment.
+func (h *inboxHarness) noNotice() {
+	h.t.Helper()
+	select {
+	case ev := <-h.notices:
+		h.t.Fatalf("unexpected notice %+v", ev)
+	case <-time.After(50 * time.Millisecond):
+	}
 }
 
 func (h *inboxHarness) configure(o MessageOptions, steers bool) {
@@ -369,6 +401,64 @@ func TestInboxCapDropsOldOrNew(t *testing.T) {
 	}
 }
 
+// Every message taken for a turn is reported at once (a channel shows its
+// typing indicator), and one that waits more than SlowWait while a run is
+// active is reported once more, with its wait.
+func TestInboxReportsQueuedAtOnceAndWaitingPastSlowWait(t *testing.T) {
+	h := newInboxHarness(t, nil)
+	h.postTo("start", "slack", "t1")
+	if n := h.notice(); n.Type != InboxQueued || n.RunID != "" || !cmp.Equal(texts(n), []string{"start"}) || n.Channel != "slack" || n.Thread != "t1" {
+		t.Errorf("notice = %+v, want start queued on slack/t1", n)
+	}
+	run := h.next()
+	h.step(500 * time.Millisecond)
+	h.post("a")
+	if n := h.notice(); n.Type != InboxQueued || n.RunID != run.RunID || !cmp.Equal(texts(n), []string{"a"}) {
+		t.Errorf("notice = %+v, want a queued behind %s", n, run.RunID)
+	}
+	h.step(time.Second)
+	h.post("b")
+	if n := h.notice(); n.Type != InboxQueued || !cmp.Equal(texts(n), []string{"b"}) {
+		t.Errorf("notice = %+v, want b queued", n)
+	}
+	h.step(999 * time.Millisecond)
+	h.noNotice() // a waited 1.999s
+	h.step(time.Millisecond)
+	if n := h.notice(); n.Type != InboxWaiting || n.RunID != run.RunID || !cmp.Equal(texts(n), []string{"a"}) || n.Waited != SlowWait {
+		t.Errorf("notice = %+v, want a waiting 2s for %s", n, run.RunID)
+	}
+	h.step(time.Second)
+	if n := h.notice(); n.Type != InboxWaiting || !cmp.Equal(texts(n), []string{"b"}) || n.Waited != SlowWait {
+		t.Errorf("notice = %+v, want b waiting 2s", n)
+	}
+	h.step(10 * time.Second)
+	h.noNotice() // each message is reported waiting once
+	h.in.RunFinished("s", run.RunID)
+	h.step(time.Second)
+	if turn := h.next(); !cmp.Equal(texts(turn), []string{"a", "b"}) || !turn.Slow {
+		t.Errorf("turn = %+v, want a and b, slow", turn)
+	}
+	h.noNotice()
+}
+
+// Messages that wait for the debounce on an idle session wait for no run:
+// they are not reported waiting.
+func TestInboxReportsNoWaitWithoutARun(t *testing.T) {
+	h := newInboxHarness(t, nil)
+	h.configure(MessageOptions{Mode: ModeFollowup, Debounce: 5 * time.Second, Cap: 20, Drop: DropSummarize}, false)
+	h.post("x")
+	if n := h.notice(); n.Type != InboxQueued {
+		t.Errorf("notice = %+v, want queued", n)
+	}
+	h.step(3 * time.Second)
+	h.noNotice()
+	h.step(2 * time.Second)
+	if turn := h.next(); turn.Type != InboxTurn || turn.Waited != 5*time.Second {
+		t.Errorf("turn = %+v, want x after 5s", turn)
+	}
+	h.noNotice()
+}
+
 // queue, OpenClaw's legacy name of steer, is accepted in the session's
 // options and in a /queue directive, and behaves and reads as steer.
 func TestInboxQueueIsTheLegacyNameOfSteer(t *testing.T) {
@@ -467,8 +557,7 @@ func TestInboxAndQueueReplayIsDeterministic(t *testing.T) {
 		h := newHarness(t, DefaultConfig(), func(o *Options) { o.IDs = &SequentialIDs{} })
 		in := newInboxHarness(t, h.q)
 		fc := h.clk
-		in.in = NewInbox(InboxOptions{Clock: fc, IDs: &SequentialIDs{Prefix: "run"}, Queue: h.q,
-			OnEvent: func(ev InboxEvent) { in.evs <- ev }})
+		in.in = NewInbox(InboxOptions{Clock: fc, IDs: &SequentialIDs{Prefix: "run"}, Queue: h.q, OnEvent: in.record})
 		in.configure(MessageOptions{Mode: ModeCollect, Debounce: 100 * time.Millisecond, Cap: 2, Drop: DropSummarize}, true)
 		var rec record
 		for _, text := range []string{"fix the test", "and the lint"} {

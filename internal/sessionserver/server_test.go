@@ -365,6 +365,31 @@ var _ = Describe("Session API", func() {
 			Expect(rt.next(sessionapi.EventTurn).Text).To(Equal("m4"))
 		})
 
+		It("reports a message as queued at once and as waiting once it waited 2s while a run is active", func() {
+			a.newSession("s1", modeOptions(agentlanev1alpha1.QueueModeFollowup, 0, 20, agentlanev1alpha1.DropSummarize))
+			s := a.session("s1")
+			rt := follow(s, sessionapi.EventsOptions{Runtime: true})
+			_, err := s.Post(ctx, sessionapi.Message{Text: "start", Channel: "chat"})
+			Expect(err).NotTo(HaveOccurred())
+			queued := rt.next(sessionapi.EventMessageQueued, sessionapi.EventTurn)
+			Expect(queued.Type).To(Equal(sessionapi.EventMessageQueued), "the queued event comes before the turn")
+			Expect(queued.Channel).To(Equal("chat"))
+			run := rt.next(sessionapi.EventTurn).RunID
+
+			_, err = s.Post(ctx, sessionapi.Message{Text: "and then?", Channel: "chat"})
+			Expect(err).NotTo(HaveOccurred())
+			queued = rt.next(sessionapi.EventMessageQueued)
+			Expect(queued.RunID).To(Equal(run))
+			Expect(queued.Messages).To(HaveLen(1))
+			Expect(queued.Messages[0].Text).To(Equal("and then?"))
+			waiting := rt.next(sessionapi.EventMessageWaiting)
+			Expect(waiting.RunID).To(Equal(run))
+			Expect(waiting.Messages).To(HaveLen(1))
+			Expect(waiting.Waited.Duration).To(BeNumerically(">=", 2*time.Second))
+			Expect(s.FinishRun(ctx, run)).To(Succeed())
+			Expect(rt.next(sessionapi.EventTurn).Text).To(Equal("and then?"))
+		})
+
 		It("queue, the legacy name of steer, steers and is reported as steer, in the spec and in /queue", func() {
 			a.newSession("s1", modeOptions(agentlanev1alpha1.QueueModeQueue, 0, 20, agentlanev1alpha1.DropSummarize))
 			s := a.session("s1")
