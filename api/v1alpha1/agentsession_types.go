@@ -72,16 +72,17 @@ const (
 // QueueMode is how inbound messages for a session are handled while the
 // session is busy with a run.
 //
-// +kubebuilder:validation:Enum=followup;collect;steer;steer-backlog;interrupt
+// +kubebuilder:validation:Enum=followup;collect;steer;steer-backlog;interrupt;queue
 type QueueMode string
 
 const (
 	// QueueModeFollowup runs each message as its own turn after the current
 	// run ends, in arrival order.
 	QueueModeFollowup QueueMode = "followup"
-	// QueueModeCollect waits for debounce of quiet, then merges the queued
-	// messages into one followup turn; messages for different channels or
-	// threads are delivered separately.
+	// QueueModeCollect starts a turn at once for a message to an idle
+	// session; messages that arrive while a run is active wait for it to end
+	// and for debounce of quiet, then are merged into one followup turn;
+	// messages for different channels or threads are delivered separately.
 	QueueModeCollect QueueMode = "collect"
 	// QueueModeSteer injects the message into the current run at its next
 	// tool boundary and cancels the run's commands that have not started. A
@@ -92,6 +93,9 @@ const (
 	QueueModeSteerBacklog QueueMode = "steer-backlog"
 	// QueueModeInterrupt aborts the current run, then runs the newest message.
 	QueueModeInterrupt QueueMode = "interrupt"
+	// QueueModeQueue is the legacy name of steer: it behaves exactly as
+	// steer, and the Session API reports it as steer.
+	QueueModeQueue QueueMode = "queue"
 )
 
 // DropPolicy is what happens when a session's message queue is full.
@@ -114,8 +118,9 @@ const (
 // "/queue <mode> [debounce:2s] [cap:25] [drop:summarize]" sent to the session
 // overrides them until "/queue default" or "/queue reset".
 type QueueModeOptions struct {
-	// mode is followup, collect, steer, steer-backlog or interrupt. See the
-	// QueueMode values for what each does. Defaults to collect.
+	// mode is followup, collect, steer, steer-backlog or interrupt; queue is
+	// accepted as the legacy name of steer. See the QueueMode values for what
+	// each does. Defaults to collect.
 	// +kubebuilder:default=collect
 	// +optional
 	Mode QueueMode `json:"mode,omitempty"`

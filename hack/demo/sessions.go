@@ -57,10 +57,14 @@ type scriptedSession struct {
 var scriptedSessions = []scriptedSession{
 	{name: "reviewer-42", script: "reviewer.yaml"},
 	{name: "builder-7", script: "builder.yaml"},
-	{name: "chat-9", script: "chat.yaml", serveTurns: 1},
+	{name: "chat-9", script: "chat.yaml", serveTurns: 2},
 }
 
-// burst are the messages posted to chat-9 within its collect debounce.
+// opening is the first message to chat-9: the session is idle, so it starts
+// a turn at once. burst are the messages posted right after, while that
+// turn runs: collect merges them into the next turn.
+const opening = "hi, I need help with a red build"
+
 var burst = []string{
 	"the build is red on main",
 	"it started after the lane refactor",
@@ -247,14 +251,14 @@ func (d *demo) report(name string) (agentscript.Report, error) {
 func (d *demo) postBurst(ctx context.Context) ([]*sessionapi.PostResult, error) {
 	chat := d.api.Session(namespace, "chat-9")
 	var out []*sessionapi.PostResult
-	for _, text := range burst {
+	for _, text := range append([]string{opening}, burst...) {
 		r, err := chat.Post(ctx, sessionapi.Message{Text: text, Channel: "web"})
 		if err != nil {
 			return nil, fmt.Errorf("post to chat-9: %w", err)
 		}
 		out = append(out, r)
 	}
-	fmt.Printf("    posted %d messages to chat-9 within its 500ms collect debounce\n", len(burst))
+	fmt.Printf("    posted 1 message to idle chat-9, then %d while its turn ran (collect, 500ms debounce)\n", len(burst))
 	return out, nil
 }
 

@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -81,8 +82,8 @@ func (r *sessionResults) check(ctx context.Context, d *demo, c *checks) {
 			queued++
 		}
 	}
-	expect(queued == len(burst) && len(chat.Turns) == 1 && chat.Turns[0].Messages == len(burst),
-		"chat-9: %d messages posted in a burst became one collect turn answering %d", queued, messagesOf(chat))
+	expect(queued == 1+len(burst) && len(chat.Turns) == 2 && chat.Turns[0].Messages == 1 && chat.Turns[1].Messages == len(burst),
+		"chat-9: the first message started a turn at once; %d posted in a burst during it became one collect turn: %s", len(burst), turnSizes(chat))
 }
 
 // commandsOf returns the commands of type typ at step of turn.
@@ -138,12 +139,14 @@ func states(cmds []agentscript.CommandReport) string {
 	return strings.Join(out, ", ")
 }
 
-func messagesOf(rep agentscript.Report) int {
-	n := 0
-	for _, t := range rep.Turns {
-		n += t.Messages
+// turnSizes lists how many messages each turn of rep answered, such as
+// "turns of 1, 5 messages".
+func turnSizes(rep agentscript.Report) string {
+	sizes := make([]string, len(rep.Turns))
+	for i, t := range rep.Turns {
+		sizes[i] = strconv.Itoa(t.Messages)
 	}
-	return n
+	return "turns of " + strings.Join(sizes, ", ") + " messages"
 }
 
 // workersOf returns the workers that ran the session's ExternalTasks.

@@ -50,7 +50,8 @@ func (d *QueueDirective) apply(o MessageOptions) MessageOptions {
 
 // ParseQueueDirective reads a standalone "/queue" command:
 // "/queue <mode> [debounce:2s] [cap:25] [drop:old|new|summarize]" sets the
-// session's options, "/queue default" and "/queue reset" clear them (d is
+// session's options (a legacy mode name, queue or steer+backlog, is read as
+// the mode it stands for: Canonical), "/queue default" and "/queue reset" clear them (d is
 // nil). ok is false for any other text, which is an ordinary message.
 func ParseQueueDirective(text string) (d *QueueDirective, ok bool, err error) {
 	fields := strings.Fields(text)
@@ -70,10 +71,7 @@ func ParseQueueDirective(text string) (d *QueueDirective, ok bool, err error) {
 			}
 			return nil, true, nil
 		case !hasValue:
-			mode := MessageMode(f)
-			if f == "steer+backlog" {
-				mode = ModeSteerBacklog
-			}
+			mode := MessageMode(f).Canonical()
 			if !mode.valid() {
 				return nil, true, fmt.Errorf("%w: unknown mode %q (followup, collect, steer, steer-backlog or interrupt)", ErrInvalidDirective, f)
 			}

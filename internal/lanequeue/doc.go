@@ -116,10 +116,11 @@ limitations under the License.
 //
 //   - followup: each message becomes its own turn, in order, after the
 //     current run ends;
-//   - collect (the default): once the session's messages have been quiet for
-//     the debounce (1s), every queued message of one channel and thread is
-//     merged into a single turn; other channels and threads get turns of
-//     their own;
+//   - collect (the default): a message to a session with no run and nothing
+//     waiting starts its turn at once; the messages that arrive while a run
+//     is active wait for it to end and for the debounce (1s) of quiet, then
+//     every queued message of one channel and thread is merged into a single
+//     turn; other channels and threads get turns of their own;
 //   - steer: the message is injected into the current run at its next tool
 //     boundary (an InboxSteer event), and the run's commands that have not
 //     started are cancelled (Queue.CancelRun); started ones finish. A
@@ -130,6 +131,10 @@ limitations under the License.
 //     commands cancelled) and the newest message runs at once; the messages
 //     that waited are superseded.
 //
+// queue is the legacy name of steer, and steer+backlog of steer-backlog:
+// both are accepted wherever a mode is named and are in force, and
+// reported, as the mode they name (MessageMode.Canonical).
+//
 // A session queues at most cap (20) messages. Beyond it drop decides: old
 // drops the oldest, new refuses the newcomer, summarize (the default) drops
 // the oldest but delivers the dropped ones, each shortened to 160
@@ -138,6 +143,11 @@ limitations under the License.
 // session's options instead, and "/queue default" or "/queue reset" returns
 // to the session's configured ones. A turn whose first message waited more
 // than 2s is flagged Slow, with its wait.
+//
+// Every message taken for a turn is reported at once (InboxQueued, before
+// the turn it may start), so a channel can show a typing indicator, and a
+// message that has waited more than 2s while a run is active is reported
+// once (InboxWaiting, with the longest wait).
 //
 // # Cost
 //

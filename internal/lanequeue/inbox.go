@@ -36,8 +36,10 @@ const (
 	// ModeFollowup runs each message as its own turn, in order, once the
 	// current run has ended.
 	ModeFollowup MessageMode = "followup"
-	// ModeCollect waits for Debounce of quiet, then merges every queued
-	// message of one channel and thread into a single turn.
+	// ModeCollect starts a turn at once for a message to an idle session;
+	// messages that arrive while a run is active wait for it to end and for
+	// Debounce of quiet, then every queued message of one channel and thread
+	// is merged into a single turn.
 	ModeCollect MessageMode = "collect"
 	// ModeSteer injects the message into the current run at its next tool
 	// boundary and cancels the run's commands that have not started. A
@@ -47,7 +49,22 @@ const (
 	ModeSteerBacklog MessageMode = "steer-backlog"
 	// ModeInterrupt aborts the current run, then runs the newest message.
 	ModeInterrupt MessageMode = "interrupt"
+	// ModeQueue is the legacy name of ModeSteer: accepted wherever a mode
+	// is named, and in force as ModeSteer (see Canonical).
+	ModeQueue MessageMode = "queue"
 )
+
+// Canonical returns the mode m stands for: ModeSteer for the legacy alias
+// queue, ModeSteerBacklog for steer+backlog, m itself otherwise.
+func (m MessageMode) Canonical() MessageMode {
+	switch m {
+	case ModeQueue:
+		return ModeSteer
+	case "steer+backlog":
+		return ModeSteerBacklog
+	}
+	return m
+}
 
 // DropPolicy is what happens to a message that does not fit in a session's
 // queue (Cap).
@@ -69,7 +86,9 @@ const (
 	DefaultCap      = 20
 	// SummaryLineLength bounds each line of a summary of dropped messages.
 	SummaryLineLength = 160
-	// SlowWait is the wait after which a delivered turn is flagged as slow.
+	// SlowWait is the wait after which a delivered turn is flagged as slow,
+	// and after which a message waiting while a run is active is reported
+	// (InboxWaiting).
 	SlowWait = 2 * time.Second
 )
 
@@ -89,7 +108,7 @@ func DefaultMessageOptions() MessageOptions {
 // Validate reports an option the inbox cannot use.
 func (o MessageOptions) Validate() error {
 	var errs []error
-	if !o.Mode.valid() {
+	if !o.Mode.Canonical().valid() {
 		errs = append(errs, fmt.Errorf("unknown mode %q (followup, collect, steer, steer-backlog or interrupt)", o.Mode))
 	}
 	if !o.Drop.valid() {
@@ -145,6 +164,15 @@ const (
 	InboxAbort InboxEventType = "abort"
 	// InboxDropped: a message did not fit in the queue.
 	InboxDropped InboxEventType = "dropped"
+	// InboxQueued: a message was taken for a turn, at once when it is posted
+	// and before the turn it may start, so that its channel can show a
+	// typing indicator while it waits. RunID is the run it waits for, if
+	// any.
+	InboxQueued InboxEventType = "queued"
+	// InboxWaiting: messages have waited more than SlowWait for a turn while
+	// run RunID is active; each message is reported once, Waited is the
+	// longest wait among them.
+	InboxWaiting InboxEventType = "waiting"
 )
 
 // InboxEvent is one instruction or report of the inbox to a session's
@@ -164,8 +192,9 @@ type InboxEvent struct {
 	Summary bool
 	// Channel and Thread route a turn's reply.
 	Channel, Thread string
-	// Waited is how long a turn's first message waited for the turn; Slow is
-	// set when that exceeds SlowWait.
+	// Waited is how long a turn's first message waited for the turn (Slow is
+	// set when that exceeds SlowWait), or the longest wait of a waiting
+	// event's messages.
 	Waited time.Duration
 	Slow   bool
 }
@@ -225,6 +254,12 @@ type inboxSession struct {
 	quietSince   time.Time // last post, for debounce
 	timer        clock.Timer
 	timerAt      time.Time
+	// noticedThrough: the queued messages received up to it have been
+	// reported waiting (InboxWaiting); noticeTimer fires when the next one
+	// will have waited SlowWait.
+	noticedThrough time.Time
+	noticeTimer    clock.Timer
+	noticeAt       time.Time
 }
 
 // NewInbox returns an inbox.
@@ -258,11 +293,13 @@ func (s *inboxSession) options() MessageOptions {
 
 // ConfigureSession sets a session's default options (from its AgentSession)
 // and whether its runtime takes steers (it streams, so it can inject a
-// message at a tool boundary). A /queue override stays in force.
+// message at a tool boundary). A legacy mode name is kept as the mode it
+// stands for (Canonical). A /queue override stays in force.
 func (in *Inbox) ConfigureSession(key string, defaults MessageOptions, acceptsSteer bool) error {
 	if err := defaults.Validate(); err != nil {
 		return err
 	}
+	defaults.Mode = defaults.Mode.Canonical()
 	in.mu.Lock()
 	s := in.sessionLocked(key)
 	s.defaults, s.acceptsSteer = defaults, acceptsSteer
@@ -349,12 +386,24 @@ func (in *Inbox) Post(key string, m Message) (PostResult, error) {
 		s.queued, s.dropped = nil, nil
 		s.queued = append(s.queued, m)
 		res.Queued = true
+		in.queuedLocked(s, m)
 		in.deliverLocked(s, now)
 		return res, nil
 	}
+	// Collect coalesces what arrives while a run is active; a message to an
+	// idle session with nothing waiting starts its turn at once.
+	idle := s.activeRun == "" && len(s.queued) == 0 && len(s.dropped) == 0
 	res.Queued, res.Dropped = in.enqueueLocked(s, m, opts)
+	if res.Queued {
+		in.queuedLocked(s, m)
+	}
 	s.quietSince = now
+	if idle && opts.Mode == ModeCollect {
+		in.deliverLocked(s, now)
+		return res, nil
+	}
 	in.drainLocked(s)
+	in.noticeLocked(s)
 	return res, nil
 }
 
@@ -375,8 +424,13 @@ func (in *Inbox) RunFinished(key, runID string) {
 func (in *Inbox) ForgetSession(key string) {
 	in.mu.Lock()
 	defer in.unlock()
-	if s := in.sessions[key]; s != nil && s.timer != nil {
-		s.timer.Stop()
+	if s := in.sessions[key]; s != nil {
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+		if s.noticeTimer != nil {
+			s.noticeTimer.Stop()
+		}
 	}
 	delete(in.sessions, key)
 }
@@ -389,6 +443,76 @@ func (in *Inbox) steerLocked(s *inboxSession, m Message) {
 	}
 	in.pending = append(in.pending, InboxEvent{Type: InboxSteer, Session: s.key, RunID: s.activeRun,
 		Messages: []Message{m}, Text: m.Text, Channel: m.Channel, Thread: m.Thread})
+}
+
+// queuedLocked reports that m was taken for a turn.
+func (in *Inbox) queuedLocked(s *inboxSession, m Message) {
+	in.pending = append(in.pending, InboxEvent{Type: InboxQueued, Session: s.key, RunID: s.activeRun,
+		Messages: []Message{m}, Channel: m.Channel, Thread: m.Thread})
+}
+
+// noticeLocked reports the queued messages that have waited SlowWait or
+// more while a run is active and were not reported yet, and arms the notice
+// timer for the next one. Without an active run nothing is reported: the
+// messages are waiting for the debounce, not for a run.
+func (in *Inbox) noticeLocked(s *inboxSession) {
+	if s.activeRun == "" {
+		in.stopNoticeLocked(s)
+		return
+	}
+	now := in.clock.Now()
+	ev := InboxEvent{Type: InboxWaiting, Session: s.key, RunID: s.activeRun}
+	var next time.Time
+	for _, m := range s.queued {
+		if !m.ReceivedAt.After(s.noticedThrough) {
+			continue
+		}
+		if due := m.ReceivedAt.Add(SlowWait); now.Before(due) {
+			if next.IsZero() || due.Before(next) {
+				next = due
+			}
+			continue
+		}
+		ev.Messages = append(ev.Messages, m)
+		ev.Waited = max(ev.Waited, now.Sub(m.ReceivedAt))
+	}
+	for _, m := range ev.Messages {
+		if m.ReceivedAt.After(s.noticedThrough) {
+			s.noticedThrough = m.ReceivedAt
+		}
+	}
+	if len(ev.Messages) > 0 {
+		ev.Channel, ev.Thread = ev.Messages[0].Channel, ev.Messages[0].Thread
+		in.pending = append(in.pending, ev)
+	}
+	if next.IsZero() {
+		in.stopNoticeLocked(s)
+		return
+	}
+	if s.noticeTimer != nil && s.noticeAt.Equal(next) {
+		return
+	}
+	in.stopNoticeLocked(s)
+	s.noticeAt = next
+	key := s.key
+	fire := func() {
+		in.mu.Lock()
+		defer in.unlock()
+		if cur := in.sessions[key]; cur == s && s.noticeAt.Equal(next) {
+			s.noticeTimer = nil
+			in.noticeLocked(s)
+		}
+	}
+	// As in armLocked, the callback runs on a goroutine of its own.
+	s.noticeTimer = in.clock.AfterFunc(next.Sub(now), func() { go fire() })
+}
+
+func (in *Inbox) stopNoticeLocked(s *inboxSession) {
+	if s.noticeTimer != nil {
+		s.noticeTimer.Stop()
+		s.noticeTimer = nil
+	}
+	s.noticeAt = time.Time{}
 }
 
 // abortLocked ends the active run.
@@ -497,6 +621,7 @@ func (in *Inbox) deliverLocked(s *inboxSession, now time.Time) {
 	ev.Slow = ev.Waited > SlowWait
 	s.activeRun = ev.RunID
 	in.pending = append(in.pending, ev)
+	in.noticeLocked(s)
 }
 
 // summarize lists dropped messages as bullets, each shortened to

@@ -27,19 +27,51 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 )
 
-// inboxHarness drives an Inbox on a fake clock and collects its events.
+// inboxHarness drives an Inbox on a fake clock and collects its events:
+// the queued and waiting notices apart from the others.
 type inboxHarness struct {
-	t     *testing.T
-	clock *testingclock.FakeClock
-	in    *Inbox
-	evs   chan InboxEvent
+	t       *testing.T
+	clock   *testingclock.FakeClock
+	in      *Inbox
+	evs     chan InboxEvent
+	notices chan InboxEvent
 }
 
 func newInboxHarness(t *testing.T, q *Queue) *inboxHarness {
-	h := &inboxHarness{t: t, clock: testingclock.NewFakeClock(t0), evs: make(chan InboxEvent, 100)}
-	h.in = NewInbox(InboxOptions{Clock: h.clock, IDs: &SequentialIDs{Prefix: "run"}, Queue: q,
-		OnEvent: func(ev InboxEvent) { h.evs <- ev }})
+	h := &inboxHarness{t: t, clock: testingclock.NewFakeClock(t0), evs: make(chan InboxEvent, 100),
+		notices: make(chan InboxEvent, 100)}
+	h.in = NewInbox(InboxOptions{Clock: h.clock, IDs: &SequentialIDs{Prefix: "run"}, Queue: q, OnEvent: h.record})
 	return h
+}
+
+func (h *inboxHarness) record(ev InboxEvent) {
+	if ev.Type == InboxQueued || ev.Type == InboxWaiting {
+		h.notices <- ev
+		return
+	}
+	h.evs <- ev
+}
+
+// notice returns the next queued or waiting event.
+func (h *inboxHarness) notice() InboxEvent {
+	h.t.Helper()
+	select {
+	case ev := <-h.notices:
+		return ev
+	case <-time.After(5 * time.Second):
+		h.t.Fatal("no inbox notice")
+		return InboxEvent{}
+	}
+}
+
+// noNotice checks that no queued or waiting event arrives for a moment.
+func (h *inboxHarness) noNotice() {
+	h.t.Helper()
+	select {
+	case ev := <-h.notices:
+		h.t.Fatalf("unexpected notice %+v", ev)
+	case <-time.After(50 * time.Millisecond):
+	}
 }
 
 func (h *inboxHarness) configure(o MessageOptions, steers bool) {
@@ -96,27 +128,53 @@ func texts(ev InboxEvent) []string {
 	return out
 }
 
-func TestInboxCollectMergesABurstAfterTheDebounce(t *testing.T) {
+func TestInboxCollectStartsAnIdleSessionAtOnce(t *testing.T) {
 	h := newInboxHarness(t, nil)
-	for _, m := range []string{"fix the test", "also the lint", "and rebase", "then push", "thanks"} {
+	res := h.post("fix the test")
+	if !res.Queued {
+		t.Errorf("result = %+v, want queued", res)
+	}
+	ev := h.next() // no clock step: the debounce does not delay an idle session
+	if ev.Type != InboxTurn || !cmp.Equal(texts(ev), []string{"fix the test"}) || ev.Waited != 0 {
+		t.Fatalf("event = %+v, want a turn with the message, not waited", ev)
+	}
+	if run, ok := h.in.ActiveRun("s"); !ok || run != ev.RunID {
+		t.Errorf("active run = %q %v, want %q", run, ok, ev.RunID)
+	}
+}
+
+func TestInboxCollectMergesWhatArrivesDuringARun(t *testing.T) {
+	h := newInboxHarness(t, nil)
+	h.post("start")
+	run := h.next()
+	burst := []string{"fix the test", "also the lint", "and rebase", "then push", "thanks"}
+	for _, m := range burst {
 		h.post(m)
 		h.step(200 * time.Millisecond)
 	}
-	h.step(799 * time.Millisecond)
-	h.none() // 999ms since the last message
+	h.none() // the run is active
+	h.in.RunFinished("s", run.RunID)
+	h.step(599 * time.Millisecond)
+	h.none() // 799ms since the last message
+	// A message to an idle session that has messages waiting joins them and
+	// restarts the quiet.
+	h.post("and tag it")
+	h.step(999 * time.Millisecond)
+	h.none()
 	h.step(time.Millisecond)
 	ev := h.next()
-	if ev.Type != InboxTurn || ev.RunID == "" {
-		t.Fatalf("event = %+v, want a turn", ev)
+	if ev.Type != InboxTurn || ev.RunID == "" || ev.RunID == run.RunID {
+		t.Fatalf("event = %+v, want a new turn", ev)
 	}
-	if diff := cmp.Diff([]string{"fix the test", "also the lint", "and rebase", "then push", "thanks"}, texts(ev)); diff != "" {
+	want := append(burst, "and tag it")
+	if diff := cmp.Diff(want, texts(ev)); diff != "" {
 		t.Errorf("merged messages (-want,+got):\n%s", diff)
 	}
-	if ev.Text != "fix the test\nalso the lint\nand rebase\nthen push\nthanks" {
+	if ev.Text != strings.Join(want, "\n") {
 		t.Errorf("text = %q", ev.Text)
 	}
-	if ev.Waited != 1800*time.Millisecond || ev.Slow {
-		t.Errorf("waited %v slow %v, want 1.8s and not slow", ev.Waited, ev.Slow)
+	if ev.Waited != 2599*time.Millisecond || !ev.Slow {
+		t.Errorf("waited %v slow %v, want 2.599s and slow", ev.Waited, ev.Slow)
 	}
 	if run, ok := h.in.ActiveRun("s"); !ok || run != ev.RunID {
 		t.Errorf("active run = %q %v", run, ok)
@@ -125,10 +183,13 @@ func TestInboxCollectMergesABurstAfterTheDebounce(t *testing.T) {
 
 func TestInboxCollectDeliversEachChannelAndThreadSeparately(t *testing.T) {
 	h := newInboxHarness(t, nil)
+	h.postTo("start", "slack", "t1")
+	run := h.next()
 	h.postTo("a1", "slack", "t1")
 	h.postTo("b1", "discord", "")
 	h.postTo("a2", "slack", "t1")
 	h.postTo("c1", "slack", "t2")
+	h.in.RunFinished("s", run.RunID)
 	h.step(time.Second)
 	first := h.next()
 	if diff := cmp.Diff([]string{"a1", "a2"}, texts(first)); diff != "" || first.Channel != "slack" || first.Thread != "t1" {
@@ -340,6 +401,105 @@ func TestInboxCapDropsOldOrNew(t *testing.T) {
 	}
 }
 
+// Every message taken for a turn is reported at once (a channel shows its
+// typing indicator), and one that waits more than SlowWait while a run is
+// active is reported once more, with its wait.
+func TestInboxReportsQueuedAtOnceAndWaitingPastSlowWait(t *testing.T) {
+	h := newInboxHarness(t, nil)
+	h.postTo("start", "slack", "t1")
+	if n := h.notice(); n.Type != InboxQueued || n.RunID != "" || !cmp.Equal(texts(n), []string{"start"}) || n.Channel != "slack" || n.Thread != "t1" {
+		t.Errorf("notice = %+v, want start queued on slack/t1", n)
+	}
+	run := h.next()
+	h.step(500 * time.Millisecond)
+	h.post("a")
+	if n := h.notice(); n.Type != InboxQueued || n.RunID != run.RunID || !cmp.Equal(texts(n), []string{"a"}) {
+		t.Errorf("notice = %+v, want a queued behind %s", n, run.RunID)
+	}
+	h.step(time.Second)
+	h.post("b")
+	if n := h.notice(); n.Type != InboxQueued || !cmp.Equal(texts(n), []string{"b"}) {
+		t.Errorf("notice = %+v, want b queued", n)
+	}
+	h.step(999 * time.Millisecond)
+	h.noNotice() // a waited 1.999s
+	h.step(time.Millisecond)
+	if n := h.notice(); n.Type != InboxWaiting || n.RunID != run.RunID || !cmp.Equal(texts(n), []string{"a"}) || n.Waited != SlowWait {
+		t.Errorf("notice = %+v, want a waiting 2s for %s", n, run.RunID)
+	}
+	h.step(time.Second)
+	if n := h.notice(); n.Type != InboxWaiting || !cmp.Equal(texts(n), []string{"b"}) || n.Waited != SlowWait {
+		t.Errorf("notice = %+v, want b waiting 2s", n)
+	}
+	h.step(10 * time.Second)
+	h.noNotice() // each message is reported waiting once
+	h.in.RunFinished("s", run.RunID)
+	h.step(time.Second)
+	if turn := h.next(); !cmp.Equal(texts(turn), []string{"a", "b"}) || !turn.Slow {
+		t.Errorf("turn = %+v, want a and b, slow", turn)
+	}
+	h.noNotice()
+}
+
+// Messages that wait for the debounce on an idle session wait for no run:
+// they are not reported waiting.
+func TestInboxReportsNoWaitWithoutARun(t *testing.T) {
+	h := newInboxHarness(t, nil)
+	h.configure(MessageOptions{Mode: ModeFollowup, Debounce: 5 * time.Second, Cap: 20, Drop: DropSummarize}, false)
+	h.post("x")
+	if n := h.notice(); n.Type != InboxQueued {
+		t.Errorf("notice = %+v, want queued", n)
+	}
+	h.step(3 * time.Second)
+	h.noNotice()
+	h.step(2 * time.Second)
+	if turn := h.next(); turn.Type != InboxTurn || turn.Waited != 5*time.Second {
+		t.Errorf("turn = %+v, want x after 5s", turn)
+	}
+	h.noNotice()
+}
+
+// queue, OpenClaw's legacy name of steer, is accepted in the session's
+// options and in a /queue directive, and behaves and reads as steer.
+func TestInboxQueueIsTheLegacyNameOfSteer(t *testing.T) {
+	steer := MessageOptions{Mode: ModeSteer, Debounce: 0, Cap: 20, Drop: DropSummarize}
+	tests := map[string]struct {
+		defaults  MessageOptions
+		directive string
+	}{
+		"session options": {defaults: MessageOptions{Mode: ModeQueue, Debounce: 0, Cap: 20, Drop: DropSummarize}},
+		"directive":       {defaults: MessageOptions{Mode: ModeCollect, Debounce: 0, Cap: 20, Drop: DropSummarize}, directive: "/queue queue"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			h := newInboxHarness(t, nil)
+			h.configure(tc.defaults, true)
+			if tc.directive != "" {
+				if res := h.post(tc.directive); !res.Directive || res.Options != steer {
+					t.Errorf("directive result = %+v, want options %+v", res, steer)
+				}
+			}
+			if got := h.in.Options("s"); got != steer {
+				t.Errorf("options = %+v, want %+v", got, steer)
+			}
+			h.post("start")
+			run := h.next()
+			if run.Type != InboxTurn {
+				t.Fatalf("event = %+v, want a turn", run)
+			}
+			if res := h.post("go left instead"); !res.Steered || res.Queued {
+				t.Errorf("result = %+v, want steered only", res)
+			}
+			if ev := h.next(); ev.Type != InboxSteer || ev.RunID != run.RunID || ev.Text != "go left instead" {
+				t.Errorf("event = %+v, want a steer of %s", ev, run.RunID)
+			}
+			if n := h.in.Queued("s"); n != 0 {
+				t.Errorf("queued = %d, want 0", n)
+			}
+		})
+	}
+}
+
 func TestInboxQueueDirectives(t *testing.T) {
 	h := newInboxHarness(t, nil)
 	res := h.post("/queue steer-backlog debounce:2s cap:25 drop:old")
@@ -397,8 +557,7 @@ func TestInboxAndQueueReplayIsDeterministic(t *testing.T) {
 		h := newHarness(t, DefaultConfig(), func(o *Options) { o.IDs = &SequentialIDs{} })
 		in := newInboxHarness(t, h.q)
 		fc := h.clk
-		in.in = NewInbox(InboxOptions{Clock: fc, IDs: &SequentialIDs{Prefix: "run"}, Queue: h.q,
-			OnEvent: func(ev InboxEvent) { in.evs <- ev }})
+		in.in = NewInbox(InboxOptions{Clock: fc, IDs: &SequentialIDs{Prefix: "run"}, Queue: h.q, OnEvent: in.record})
 		in.configure(MessageOptions{Mode: ModeCollect, Debounce: 100 * time.Millisecond, Cap: 2, Drop: DropSummarize}, true)
 		var rec record
 		for _, text := range []string{"fix the test", "and the lint"} {

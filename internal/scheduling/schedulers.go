@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -295,8 +296,11 @@ func (s *Schedulers) Ensure(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Confi
 	if c, ok := opts.Clock.(clock.WithDelayedExecution); ok {
 		inboxOpts.Clock = c
 	}
+	inboxLog := logf.Log.WithName("inbox").WithValues("laneQueue", key)
 	inboxOpts.OnEvent = func(ev lanequeue.InboxEvent) {
-		s.touched(types.NamespacedName{Namespace: key.Namespace, Name: ev.Session}, s.now())
+		session := types.NamespacedName{Namespace: key.Namespace, Name: ev.Session}
+		s.touched(session, s.now())
+		logInboxWait(inboxLog, session, ev)
 		if s.Observer != nil {
 			s.Observer.InboxEvent(key, ev)
 		}
@@ -453,5 +457,19 @@ func (s *Schedulers) closeAll() {
 	s.mu.Unlock()
 	for _, k := range keys {
 		s.Remove(k)
+	}
+}
+
+// logInboxWait logs the inbox's wait notices: messages that have waited
+// more than lanequeue.SlowWait while a run is active, and a turn that
+// started after such a wait.
+func logInboxWait(log logr.Logger, session types.NamespacedName, ev lanequeue.InboxEvent) {
+	switch {
+	case ev.Type == lanequeue.InboxWaiting:
+		log.Info("Messages wait for a turn while a run is active", "session", session, "run", ev.RunID,
+			"messages", len(ev.Messages), "waited", ev.Waited)
+	case ev.Type == lanequeue.InboxTurn && ev.Slow:
+		log.Info("Turn started after a slow wait", "session", session, "run", ev.RunID,
+			"messages", len(ev.Messages), "waited", ev.Waited)
 	}
 }

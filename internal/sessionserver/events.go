@@ -142,6 +142,11 @@ func (h *eventHub) InboxEvent(queue types.NamespacedName, ev lanequeue.InboxEven
 		out.Type = sessionapi.EventAbort
 	case lanequeue.InboxDropped:
 		out.Type = sessionapi.EventMessageDropped
+	case lanequeue.InboxQueued:
+		out.Type = sessionapi.EventMessageQueued
+	case lanequeue.InboxWaiting:
+		out.Type = sessionapi.EventMessageWaiting
+		out.Waited = &metav1.Duration{Duration: ev.Waited}
 	default:
 		out.Type = string(ev.Type)
 	}

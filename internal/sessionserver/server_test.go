@@ -214,24 +214,32 @@ var _ = Describe("Session API", func() {
 	})
 
 	Describe("queue modes", func() {
-		It("collect: merges a burst of 5 messages into one turn, and keeps other threads apart", func() {
+		It("collect: starts an idle session at once, merges a burst posted during the run into one turn, and keeps other threads apart", func() {
 			a.newSession("s1", modeOptions(agentlanev1alpha1.QueueModeCollect, 300*time.Millisecond, 20, agentlanev1alpha1.DropSummarize))
 			s := a.session("s1")
 			rt := follow(s, sessionapi.EventsOptions{Runtime: true})
+			_, err := s.Post(ctx, sessionapi.Message{Text: "start", Channel: "chat"})
+			Expect(err).NotTo(HaveOccurred())
+			first := rt.next(sessionapi.EventTurn)
+			Expect(first.Text).To(Equal("start"))
+			Expect(first.Waited.Duration).To(BeZero(), "the debounce does not delay a message to an idle session")
+
 			for i := 1; i <= 5; i++ {
 				res, err := s.Post(ctx, sessionapi.Message{Text: fmt.Sprintf("part %d", i), Channel: "chat"})
 				Expect(err).NotTo(HaveOccurred())
 				Expect(res.Queued).To(BeTrue())
 			}
-			_, err := s.Post(ctx, sessionapi.Message{Text: "other thread", Channel: "chat", Thread: "t2"})
+			_, err = s.Post(ctx, sessionapi.Message{Text: "other thread", Channel: "chat", Thread: "t2"})
 			Expect(err).NotTo(HaveOccurred())
+			// One run at a time: the burst waits for the first run to end.
+			rt.quiet(600*time.Millisecond, sessionapi.EventTurn)
+			Expect(s.FinishRun(ctx, first.RunID)).To(Succeed())
 
 			turn := rt.next(sessionapi.EventTurn)
 			Expect(turn.Messages).To(HaveLen(5))
 			Expect(turn.Text).To(Equal("part 1\npart 2\npart 3\npart 4\npart 5"))
 			Expect(turn.Channel).To(Equal("chat"))
 			Expect(turn.Waited.Duration).To(BeNumerically(">=", 300*time.Millisecond))
-			// One run at a time: the other thread waits for this run to end.
 			rt.quiet(600*time.Millisecond, sessionapi.EventTurn)
 			Expect(s.FinishRun(ctx, turn.RunID)).To(Succeed())
 			second := rt.next(sessionapi.EventTurn)
@@ -355,6 +363,58 @@ var _ = Describe("Session API", func() {
 			Expect(lines[2:]).To(Equal([]string{"- m2", "- m3"}))
 			Expect(s.FinishRun(ctx, summary.RunID)).To(Succeed())
 			Expect(rt.next(sessionapi.EventTurn).Text).To(Equal("m4"))
+		})
+
+		It("reports a message as queued at once and as waiting once it waited 2s while a run is active", func() {
+			a.newSession("s1", modeOptions(agentlanev1alpha1.QueueModeFollowup, 0, 20, agentlanev1alpha1.DropSummarize))
+			s := a.session("s1")
+			rt := follow(s, sessionapi.EventsOptions{Runtime: true})
+			_, err := s.Post(ctx, sessionapi.Message{Text: "start", Channel: "chat"})
+			Expect(err).NotTo(HaveOccurred())
+			queued := rt.next(sessionapi.EventMessageQueued, sessionapi.EventTurn)
+			Expect(queued.Type).To(Equal(sessionapi.EventMessageQueued), "the queued event comes before the turn")
+			Expect(queued.Channel).To(Equal("chat"))
+			run := rt.next(sessionapi.EventTurn).RunID
+
+			_, err = s.Post(ctx, sessionapi.Message{Text: "and then?", Channel: "chat"})
+			Expect(err).NotTo(HaveOccurred())
+			queued = rt.next(sessionapi.EventMessageQueued)
+			Expect(queued.RunID).To(Equal(run))
+			Expect(queued.Messages).To(HaveLen(1))
+			Expect(queued.Messages[0].Text).To(Equal("and then?"))
+			waiting := rt.next(sessionapi.EventMessageWaiting)
+			Expect(waiting.RunID).To(Equal(run))
+			Expect(waiting.Messages).To(HaveLen(1))
+			Expect(waiting.Waited.Duration).To(BeNumerically(">=", 2*time.Second))
+			Expect(s.FinishRun(ctx, run)).To(Succeed())
+			Expect(rt.next(sessionapi.EventTurn).Text).To(Equal("and then?"))
+		})
+
+		It("queue, the legacy name of steer, steers and is reported as steer, in the spec and in /queue", func() {
+			a.newSession("s1", modeOptions(agentlanev1alpha1.QueueModeQueue, 0, 20, agentlanev1alpha1.DropSummarize))
+			s := a.session("s1")
+			rt := follow(s, sessionapi.EventsOptions{Runtime: true})
+			st, err := s.Stats(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(st.Options.Mode).To(Equal("steer"))
+			_, err = s.Post(ctx, sessionapi.Message{Text: "refactor the parser"})
+			Expect(err).NotTo(HaveOccurred())
+			run := rt.next(sessionapi.EventTurn).RunID
+			res, err := s.Post(ctx, sessionapi.Message{Text: "only the lexer"})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(res.Steered).To(BeTrue())
+			Expect(res.Queued).To(BeFalse())
+			steer := rt.next(sessionapi.EventSteer)
+			Expect(steer.RunID).To(Equal(run))
+			Expect(steer.Text).To(Equal("only the lexer"))
+
+			res, err = s.Post(ctx, sessionapi.Message{Text: "/queue collect"})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(res.Options.Mode).To(Equal("collect"))
+			res, err = s.Post(ctx, sessionapi.Message{Text: "/queue queue"})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(res.Directive).To(BeTrue())
+			Expect(res.Options.Mode).To(Equal("steer"))
 		})
 
 		It("applies /queue overrides and returns to the session's defaults on /queue reset", func() {

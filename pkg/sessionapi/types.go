@@ -290,6 +290,14 @@ const (
 	EventAbort = "abort"
 	// EventMessageDropped: a message did not fit in the session's queue.
 	EventMessageDropped = "message_dropped"
+	// EventMessageQueued: a message was taken for a turn, reported at once
+	// and before the turn it may start, so that its channel can show a
+	// typing indicator; RunID is the run it waits for, if any.
+	EventMessageQueued = "message_queued"
+	// EventMessageWaiting: messages have waited more than 2s for a turn
+	// while run RunID is active; each message is reported once, Waited is
+	// the longest wait among them.
+	EventMessageWaiting = "message_waiting"
 	// EventEventsLost: events the session no longer retains come here, in
 	// a stream that resumed or fell behind; Lost counts them. It has no ID.
 	EventEventsLost = "events_lost"

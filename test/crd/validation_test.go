@@ -324,8 +324,8 @@ kind: AgentSession
 metadata: {generateName: bad-}
 spec:
   queueRef: {name: a3s}
-  queueMode: {mode: queue}
-`, `Unsupported value: "queue"`),
+  queueMode: {mode: queued}
+`, `Unsupported value: "queued"`),
 		Entry("unknown drop policy", `
 apiVersion: agentlane.io/v1alpha1
 kind: AgentSession
@@ -598,6 +598,22 @@ var _ = Describe("Admission of updates", func() {
 		Expect(k8sClient.Status().Update(ctx, u)).To(Succeed())
 		set("Running", "status", "phase")(u)
 		expectInvalid(k8sClient.Status().Update(ctx, u), "phase cannot change once the task has finished")
+	})
+
+	It("accepts queue, the legacy name of steer, as a session's queue mode and keeps it as written", func() {
+		s := object(`
+apiVersion: agentlane.io/v1alpha1
+kind: AgentSession
+metadata: {generateName: legacy-}
+spec:
+  queueRef: {name: a3s}
+  queueMode: {mode: queue}
+`)
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+		got := &agentlanev1alpha1.AgentSession{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), got)).To(Succeed())
+		Expect(got.Spec.QueueMode).NotTo(BeNil())
+		Expect(got.Spec.QueueMode.Mode).To(Equal(agentlanev1alpha1.QueueModeQueue))
 	})
 
 	It("allows the changes a user or the operator makes", func() {

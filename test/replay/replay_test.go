@@ -52,8 +52,9 @@ import (
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
-// start is the fake clock's instant when each run begins. The clock moves
-// only when the spec steps it, once, past the served session's debounce.
+// start is the fake clock's instant when each run begins. The clock never
+// moves: a message posted to the idle served session (collect) starts its
+// turn at once, without waiting for the debounce.
 var start = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
 
 const (
@@ -63,8 +64,6 @@ const (
 	// drives, for a message posted to it.
 	scripted = "scripted"
 	served   = "served"
-	// debounce is the served session's default collect debounce.
-	debounce = lanequeue.DefaultDebounce
 )
 
 // sessionRun is what one session shows after a run.
@@ -116,7 +115,10 @@ var _ = Describe("A scripted run with a fake clock and sequential IDs", func() {
 		Expect(vTurn.RunID).To(Equal("cmd-0000000001"))
 		Expect(vTurn.Commands).NotTo(BeEmpty())
 		Expect(vTurn.Commands[0].ID).To(Equal("served-0000000001"))
-		turnEvent := first.Served.Events[0]
+		queuedEvent, turnEvent := first.Served.Events[0], first.Served.Events[1]
+		Expect(queuedEvent.Type).To(Equal(sessionapi.EventMessageQueued))
+		Expect(queuedEvent.Messages).To(HaveLen(1))
+		Expect(queuedEvent.Messages[0].ID).To(Equal("api-0000000001"))
 		Expect(turnEvent.Type).To(Equal(sessionapi.EventTurn))
 		Expect(turnEvent.RunID).To(Equal(vTurn.RunID))
 		Expect(turnEvent.Messages).To(HaveLen(1))
@@ -124,9 +126,9 @@ var _ = Describe("A scripted run with a fake clock and sequential IDs", func() {
 
 		By("timing everything with the fake clock")
 		Expect(timesOf(first.Scripted)).To(HaveEach(BeTemporally("==", start)))
-		Expect(timesOf(first.Served)).To(HaveEach(BeTemporally("==", start.Add(debounce))))
+		Expect(timesOf(first.Served)).To(HaveEach(BeTemporally("==", start)))
 		Expect(turnEvent.Messages[0].ReceivedAt).To(BeTemporally("==", start))
-		Expect(turnEvent.Waited.Duration).To(Equal(debounce))
+		Expect(turnEvent.Waited.Duration).To(BeZero())
 
 		By("keeping the lanes' order: the three reads take the query lane's one slot in turn")
 		Expect(eventLines(first.Scripted.Events)).To(Equal([]string{
@@ -259,9 +261,8 @@ func runOnce(ctx context.Context, script agentscript.Script) runRecord {
 	}()
 	_, err = api.Session(namespace, served).Post(ctx, sessionapi.Message{Text: "replay me"})
 	Expect(err).NotTo(HaveOccurred())
-	// The session collects messages until they have been quiet for the
-	// debounce, on the fake clock: the turn starts once it is stepped.
-	clk.Step(debounce)
+	// The session is idle: in collect mode the message starts its turn at
+	// once, with no step of the fake clock.
 	var res serveResult
 	Eventually(serving).Should(Receive(&res))
 	Expect(res.err).NotTo(HaveOccurred())
