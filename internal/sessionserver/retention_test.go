@@ -107,9 +107,13 @@ var _ = Describe("Retention caps", func() {
 		Expect(c3.State).To(Equal(sessionapi.StateSucceeded))
 
 		By("lowering maxTraceEvents to 2: the log keeps the 2 newest at once")
-		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sess), sess)).To(Succeed())
-		sess.Spec.Retention.MaxTraceEvents = ptr.To[int32](2)
-		Expect(k8sClient.Update(ctx, sess)).To(Succeed())
+		Eventually(func(g Gomega) {
+			// The manager writes the session's status meanwhile: retry a
+			// conflict from a fresh read.
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sess), sess)).To(Succeed())
+			sess.Spec.Retention.MaxTraceEvents = ptr.To[int32](2)
+			g.Expect(k8sClient.Update(ctx, sess)).To(Succeed())
+		}).Should(Succeed())
 		Eventually(func() []string { return replayed(s, 0, 3) }).Should(Equal([]string{
 			"lost 7", "8 started c3", "9 completed c3",
 		}))
