@@ -20,6 +20,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
@@ -45,70 +47,72 @@ func (u *UndecodableTemplate) Error(field string) string {
 // then kept in UndecodablePodTemplate and PodTemplate stays empty.
 func (r *SessionRuntime) UnmarshalJSON(data []byte) error {
 	type plain SessionRuntime
-	err := utiljson.Unmarshal(data, (*plain)(r))
-	if err == nil {
-		r.UndecodablePodTemplate = nil
-		return nil
-	}
-	var loose struct {
-		plain
-		PodTemplate json.RawMessage `json:"podTemplate"`
-	}
-	if utiljson.Unmarshal(data, &loose) != nil || loose.PodTemplate == nil {
-		return err // not the template's fault
-	}
-	*r = SessionRuntime(loose.plain)
-	r.UndecodablePodTemplate = &UndecodableTemplate{Raw: loose.PodTemplate, Err: templateError(loose.PodTemplate, &r.PodTemplate)}
-	r.PodTemplate = SessionRuntime{}.PodTemplate
-	return nil
+	u, err := decodeTemplateAside(data, (*plain)(r), "podTemplate", &corev1.PodTemplateSpec{})
+	r.UndecodablePodTemplate = u
+	return err
 }
 
 // MarshalJSON encodes the runtime, with its podTemplate as stored when it
 // does not decode.
 func (r SessionRuntime) MarshalJSON() ([]byte, error) {
 	type plain SessionRuntime
-	if r.UndecodablePodTemplate == nil {
-		return json.Marshal(plain(r))
-	}
-	return json.Marshal(struct {
-		plain
-		PodTemplate json.RawMessage `json:"podTemplate"`
-	}{plain(r), r.UndecodablePodTemplate.Raw})
+	return encodeStoredTemplate(plain(r), "podTemplate", r.UndecodablePodTemplate)
 }
 
 // UnmarshalJSON decodes a target whose jobTemplate may not decode: it is
 // then kept in UndecodableJobTemplate and JobTemplate stays nil.
 func (t *ExternalTarget) UnmarshalJSON(data []byte) error {
 	type plain ExternalTarget
-	err := utiljson.Unmarshal(data, (*plain)(t))
-	if err == nil {
-		t.UndecodableJobTemplate = nil
-		return nil
-	}
-	var loose struct {
-		plain
-		JobTemplate json.RawMessage `json:"jobTemplate"`
-	}
-	if utiljson.Unmarshal(data, &loose) != nil || loose.JobTemplate == nil {
-		return err
-	}
-	*t = ExternalTarget(loose.plain)
-	t.UndecodableJobTemplate = &UndecodableTemplate{Raw: loose.JobTemplate, Err: templateError(loose.JobTemplate, &t.JobTemplate)}
-	t.JobTemplate = nil
-	return nil
+	u, err := decodeTemplateAside(data, (*plain)(t), "jobTemplate", &batchv1.JobTemplateSpec{})
+	t.UndecodableJobTemplate = u
+	return err
 }
 
 // MarshalJSON encodes the target, with its jobTemplate as stored when it
 // does not decode.
 func (t ExternalTarget) MarshalJSON() ([]byte, error) {
 	type plain ExternalTarget
-	if t.UndecodableJobTemplate == nil {
-		return json.Marshal(plain(t))
+	return encodeStoredTemplate(plain(t), "jobTemplate", t.UndecodableJobTemplate)
+}
+
+// decodeTemplateAside decodes data into obj, a type without these methods.
+// When that fails and the rest decodes without the template field, obj is
+// the rest (its template left zero) and the template is returned as
+// stored, with why it does not decode into a value like tmpl. Otherwise the
+// error is not the template's and is returned.
+func decodeTemplateAside[T any](data []byte, obj *T, field string, tmpl any) (*UndecodableTemplate, error) {
+	err := utiljson.Unmarshal(data, obj)
+	if err == nil {
+		return nil, nil
 	}
-	return json.Marshal(struct {
-		plain
-		JobTemplate json.RawMessage `json:"jobTemplate"`
-	}{plain(t), t.UndecodableJobTemplate.Raw})
+	var fields map[string]json.RawMessage
+	if utiljson.Unmarshal(data, &fields) != nil || fields[field] == nil {
+		return nil, err
+	}
+	raw := fields[field]
+	delete(fields, field)
+	rest, merr := json.Marshal(fields)
+	var zero T
+	*obj = zero
+	if merr != nil || utiljson.Unmarshal(rest, obj) != nil {
+		return nil, err // not the template's fault
+	}
+	return &UndecodableTemplate{Raw: raw, Err: templateError(raw, tmpl)}, nil
+}
+
+// encodeStoredTemplate encodes obj, a type without these methods, with the
+// template field as stored when u says it does not decode.
+func encodeStoredTemplate(obj any, field string, u *UndecodableTemplate) ([]byte, error) {
+	data, err := json.Marshal(obj)
+	if err != nil || u == nil {
+		return data, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return nil, err
+	}
+	fields[field] = u.Raw
+	return json.Marshal(fields)
 }
 
 // templateError is the error decoding raw into into gives.
