@@ -45,30 +45,9 @@ import (
 // helmLabels are the labels the chart adds to config/default's.
 var helmLabels = []string{"helm.sh/chart", "app.kubernetes.io/managed-by"}
 
-// helmBinary is $HELM (set by `make test`), else the bin/helm-<version> that
-// `make helm` builds.
-func helmBinary() (string, error) {
-	if h := os.Getenv("HELM"); h != "" {
-		path, err := exec.LookPath(h)
-		if err != nil {
-			return "", fmt.Errorf("HELM=%s: %w; run `make helm`", h, err)
-		}
-		return path, nil
-	}
-	makefile, err := os.ReadFile(filepath.Join(repoRoot(), "Makefile"))
-	if err != nil {
-		return "", err
-	}
-	m := regexp.MustCompile(`(?m)^HELM_VERSION \?= (\S+)$`).FindSubmatch(makefile)
-	if m == nil {
-		return "", errors.New("HELM is not set and the Makefile sets no HELM_VERSION")
-	}
-	path := filepath.Join(repoRoot(), "bin", "helm-"+string(m[1]))
-	if _, err := os.Stat(path); err != nil {
-		return "", fmt.Errorf("HELM is not set and %s is missing: run the suite with `make test`, or run `make helm` first", path)
-	}
-	return path, nil
-}
+// helmBinary is $HELM (set by `make test`), else the bin/helm-<version>
+// that `make helm` builds.
+func helmBinary() (string, error) { return toolBinary("helm") }
 
 // makefileVar returns the value the Makefile gives name with ?=.
 func makefileVar(name string) string {

@@ -30,13 +30,13 @@ package deploy
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	goruntime "runtime"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -121,11 +121,16 @@ func repoRoot() string {
 
 // kustomizeBinary is $KUSTOMIZE (set by `make test`), else the
 // bin/kustomize-<version> that `make kustomize` builds.
-func kustomizeBinary() (string, error) {
-	if k := os.Getenv("KUSTOMIZE"); k != "" {
-		path, err := exec.LookPath(k)
+func kustomizeBinary() (string, error) { return toolBinary("kustomize") }
+
+// toolBinary locates a build tool the Makefile builds into bin/: $<TOOL>
+// (set by `make test`), else bin/<tool>-<$(TOOL_VERSION)>.
+func toolBinary(tool string) (string, error) {
+	env := strings.ToUpper(tool)
+	if t := os.Getenv(env); t != "" {
+		path, err := exec.LookPath(t)
 		if err != nil {
-			return "", fmt.Errorf("KUSTOMIZE=%s: %w; run `make kustomize`", k, err)
+			return "", fmt.Errorf("%s=%s: %w; run `make %s`", env, t, err, tool)
 		}
 		return path, nil
 	}
@@ -133,13 +138,13 @@ func kustomizeBinary() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	m := regexp.MustCompile(`(?m)^KUSTOMIZE_VERSION \?= (\S+)$`).FindSubmatch(makefile)
+	m := regexp.MustCompile(`(?m)^` + env + `_VERSION \?= (\S+)$`).FindSubmatch(makefile)
 	if m == nil {
-		return "", errors.New("KUSTOMIZE is not set and the Makefile sets no KUSTOMIZE_VERSION")
+		return "", fmt.Errorf("%s is not set and the Makefile sets no %s_VERSION", env, env)
 	}
-	path := filepath.Join(repoRoot(), "bin", "kustomize-"+string(m[1]))
+	path := filepath.Join(repoRoot(), "bin", tool+"-"+string(m[1]))
 	if _, err := os.Stat(path); err != nil {
-		return "", fmt.Errorf("KUSTOMIZE is not set and %s is missing: run the suite with `make test`, or run `make kustomize` first", path)
+		return "", fmt.Errorf("%s is not set and %s is missing: run the suite with `make test`, or run `make %s` first", env, path, tool)
 	}
 	return path, nil
 }
