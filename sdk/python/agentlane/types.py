@@ -1,0 +1,394 @@
+"""The Session API's request and response bodies, one dataclass per schema
+of the OpenAPI document (pkg/sessionapi/openapi.yaml).
+
+Fields the schema requires have a plain type; the others are Optional and
+default to None, which leaves them out of a request. Times are timezone-aware
+datetimes; durations are Go duration strings such as "30s"
+(agentlane.wire.format_duration writes them from seconds). A field that holds
+any JSON value (a payload, an output, a checkpoint's state) is typed Any.
+tests/test_openapi.py checks every dataclass against its schema.
+"""
+
+import datetime
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from .wire import ZERO_TIME
+
+# Who runs a command (schema Mode).
+MODE_INTERNAL = "Internal"
+MODE_EXTERNAL = "External"
+MODE_HYBRID = "Hybrid"
+
+# A command's states (schema State); the last five are final.
+STATE_QUEUED = "Queued"
+STATE_RUNNING = "Running"
+STATE_RETRYING = "Retrying"
+STATE_SUCCEEDED = "Succeeded"
+STATE_FAILED = "Failed"
+STATE_TIMED_OUT = "TimedOut"
+STATE_DEAD_LETTERED = "DeadLettered"
+STATE_CANCELLED = "Cancelled"
+FINAL_STATES = frozenset(
+    [STATE_SUCCEEDED, STATE_FAILED, STATE_TIMED_OUT, STATE_DEAD_LETTERED, STATE_CANCELLED]
+)
+
+
+def _time() -> Any:
+    return field(default=ZERO_TIME)
+
+
+@dataclass
+class Identity:
+    tenant_id: Optional[str] = None
+    principal: Optional[str] = None
+    agent_template_id: Optional[str] = None
+    correlation_id: Optional[str] = None
+
+
+@dataclass
+class SubmitRequest:
+    type: str = ""
+    id: Optional[str] = None
+    lane: Optional[str] = None
+    payload: Any = None
+    priority: Optional[int] = None
+    timeout: Optional[str] = None
+    deadline: Optional[datetime.datetime] = None
+    run_id: Optional[str] = None
+    wait: Optional[str] = None
+
+
+@dataclass
+class Grant:
+    attempt: int = 0
+    deadline: datetime.datetime = _time()
+
+
+@dataclass
+class Result:
+    success: bool = False
+    output: Any = None
+    error: Optional[str] = None
+    exit_code: Optional[int] = None
+
+
+@dataclass
+class Command:
+    id: str = ""
+    session: str = ""
+    type: str = ""
+    lane: str = ""
+    mode: str = ""
+    state: str = ""
+    labels: Identity = field(default_factory=Identity)
+    attempt: int = 0
+    run_id: Optional[str] = None
+    grant: Optional[Grant] = None
+    result: Optional[Result] = None
+    error: Optional[str] = None
+    task: Optional[str] = None
+
+    @property
+    def final(self) -> bool:
+        """The command ended: it will not run again."""
+        return self.state in FINAL_STATES
+
+
+@dataclass
+class Usage:
+    input_tokens: Optional[int] = None
+    output_tokens: Optional[int] = None
+    cost: Optional[str] = None
+
+
+@dataclass
+class ReportRequest:
+    attempt: int = 0
+    success: bool = False
+    output: Any = None
+    error: Optional[str] = None
+    exit_code: Optional[int] = None
+    usage: Optional[Usage] = None
+
+
+@dataclass
+class SessionRef:
+    namespace: str = ""
+    name: str = ""
+
+
+@dataclass
+class Message:
+    text: str = ""
+    id: Optional[str] = None
+    channel: Optional[str] = None
+    thread: Optional[str] = None
+    received_at: Optional[datetime.datetime] = None
+    from_: Optional[SessionRef] = field(default=None, metadata={"json": "from"})
+
+
+@dataclass
+class QueueOptions:
+    mode: str = ""
+    debounce: str = ""
+    cap: int = 0
+    drop: str = ""
+
+
+@dataclass
+class PostResult:
+    directive: Optional[bool] = None
+    options: Optional[QueueOptions] = None
+    queued: Optional[bool] = None
+    steered: Optional[bool] = None
+    dropped: Optional[bool] = None
+    aborted: Optional[str] = None
+
+
+@dataclass
+class CancelRequest:
+    command_id: Optional[str] = None
+    run_id: Optional[str] = None
+    session: Optional[bool] = None
+
+
+@dataclass
+class CancelResult:
+    cancelled: int = 0
+
+
+@dataclass
+class Percentiles:
+    count: int = 0
+    p50: float = 0.0
+    p90: float = 0.0
+    p95: float = 0.0
+    p99: float = 0.0
+
+
+@dataclass
+class LaneStats:
+    name: str = ""
+    priority: int = 0
+    mode: str = ""
+    pending: int = 0
+    active: int = 0
+    completed: int = 0
+    failed: int = 0
+    dead_lettered: int = 0
+    cancelled: int = 0
+    wait: Percentiles = field(default_factory=Percentiles)
+    run: Percentiles = field(default_factory=Percentiles)
+
+
+@dataclass
+class SessionCounts:
+    pending: int = 0
+    active: int = 0
+    completed: int = 0
+    failed: int = 0
+    dead_lettered: int = 0
+    cancelled: int = 0
+    queued_messages: int = 0
+    active_run: Optional[str] = None
+    lane_modes: Optional[Dict[str, str]] = None
+
+
+@dataclass
+class Stats:
+    queue: str = ""
+    session: SessionCounts = field(default_factory=SessionCounts)
+    lanes: List[LaneStats] = field(default_factory=list)
+    queue_mode: QueueOptions = field(default_factory=QueueOptions)
+
+
+@dataclass
+class ExternalTask:
+    id: str = ""
+    attempt: int = 0
+    lane: str = ""
+    command_type: str = ""
+    created_at: datetime.datetime = _time()
+    deadline: datetime.datetime = _time()
+    run_id: Optional[str] = None
+
+
+@dataclass
+class ExternalTaskList:
+    items: List[ExternalTask] = field(default_factory=list)
+
+
+@dataclass
+class DeadLetter:
+    id: str = ""
+    command_type: str = ""
+    lane: str = ""
+    error: str = ""
+    attempts: int = 0
+    failed_at: datetime.datetime = _time()
+    labels: Identity = field(default_factory=Identity)
+    run_id: Optional[str] = None
+
+
+@dataclass
+class DeadLetterList:
+    items: List[DeadLetter] = field(default_factory=list)
+
+
+@dataclass
+class BudgetThreshold:
+    resource: str = ""
+    kind: str = ""
+    consumed: str = ""
+    message: str = ""
+    limit: Optional[str] = None
+
+
+@dataclass
+class PassivationRequest:
+    reason: str = ""
+    deadline: datetime.datetime = _time()
+    pod: Optional[str] = None
+
+
+@dataclass
+class PeerInvocation:
+    from_namespace: str = ""
+    from_session: str = ""
+    from_tenant: Optional[str] = None
+    correlation_id: Optional[str] = None
+
+
+# Event types (Event.type). The scheduler's command events:
+EVENT_SUBMITTED = "submitted"
+EVENT_STARTED = "started"
+EVENT_COMPLETED = "completed"
+EVENT_FAILED = "failed"
+EVENT_RETRY = "retry"
+EVENT_TIMEOUT = "timeout"
+EVENT_DEAD_LETTERED = "dead_lettered"
+EVENT_CANCELLED = "cancelled"
+EVENT_EXTERNAL_TASK_PENDING = "external_task_pending"
+EVENT_EXTERNAL_TASK_COMPLETED = "external_task_completed"
+# The inbox's events:
+EVENT_TURN = "turn"
+EVENT_STEER = "steer"
+EVENT_ABORT = "abort"
+EVENT_MESSAGE_DROPPED = "message_dropped"
+EVENT_MESSAGE_QUEUED = "message_queued"
+EVENT_MESSAGE_WAITING = "message_waiting"
+EVENT_INBOX_RESTORED = "inbox_restored"
+# The stream's own: events no longer retained (lost counts them), and a
+# resume across a manager restart (after is the id resumed from).
+EVENT_EVENTS_LOST = "events_lost"
+EVENT_GAP = "gap"
+# The cluster's:
+EVENT_BUDGET_THRESHOLD_HIT = "BudgetThresholdHit"
+EVENT_PASSIVATION_REQUESTED = "PassivationRequested"
+EVENT_PEER_INVOCATION = "PeerInvocation"
+
+
+@dataclass
+class Event:
+    id: int = 0
+    type: str = ""
+    time: datetime.datetime = _time()
+    command_id: Optional[str] = None
+    command_type: Optional[str] = None
+    lane: Optional[str] = None
+    run_id: Optional[str] = None
+    attempt: Optional[int] = None
+    error: Optional[str] = None
+    terminal: Optional[bool] = None
+    labels: Optional[Identity] = None
+    delay: Optional[str] = None
+    messages: Optional[List[Message]] = None
+    text: Optional[str] = None
+    summary: Optional[bool] = None
+    channel: Optional[str] = None
+    thread: Optional[str] = None
+    waited: Optional[str] = None
+    lost: Optional[int] = None
+    after: Optional[int] = None
+    budget: Optional[BudgetThreshold] = None
+    passivation: Optional[PassivationRequest] = None
+    peer: Optional[PeerInvocation] = None
+
+
+@dataclass
+class Checkpoint:
+    run_id: str = ""
+    schema_version: Optional[int] = None
+    turn: Optional[int] = None
+    round: Optional[int] = None
+    time: Optional[datetime.datetime] = None
+    identity: Optional[Identity] = None
+    state: Any = None
+
+
+@dataclass
+class CheckpointSaved:
+    checkpoint: Checkpoint = field(default_factory=Checkpoint)
+    location: str = ""
+    evicted: Optional[List[str]] = None
+
+
+@dataclass
+class Consumed:
+    tokens: int = 0
+    cost: str = ""
+
+
+@dataclass
+class BudgetCheckRequest:
+    lane: Optional[str] = None
+    command_type: Optional[str] = None
+
+
+# Budget decisions (BudgetCheck.decision).
+BUDGET_ALLOW = "allow"
+BUDGET_SOFT = "soft"
+BUDGET_DENY = "deny"
+
+
+@dataclass
+class BudgetCheck:
+    decision: str = ""
+    checked: bool = False
+    reason: str = ""
+    consumed: Consumed = field(default_factory=Consumed)
+    message: Optional[str] = None
+
+
+@dataclass
+class TokenLimits:
+    soft: Optional[int] = None
+    hard: Optional[int] = None
+
+
+@dataclass
+class CostLimits:
+    currency: str = ""
+    soft: Optional[str] = None
+    hard: Optional[str] = None
+
+
+@dataclass
+class BudgetStatus:
+    consumed: Consumed = field(default_factory=Consumed)
+    exhausted: bool = False
+    reason: str = ""
+    tokens: Optional[TokenLimits] = None
+    cost: Optional[CostLimits] = None
+    guard: Optional[bool] = None
+    check_every_tool: Optional[bool] = None
+    message: Optional[str] = None
+
+
+@dataclass
+class Error:
+    """The body of every error reply; ApiError carries it with the status."""
+
+    code: str = ""
+    message: str = ""
