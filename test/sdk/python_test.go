@@ -1,0 +1,210 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package sdk runs the Python client's tests (sdk/python) against a live
+// manager: the built cmd/manager binary, serving the Session API over TLS
+// with its generated CA, against a real kube-apiserver and etcd. The tests
+// call it with projected-style service-account tokens for the audience
+// agentlane, one allowed to use the session and one that is not.
+package sdk
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/testenv"
+	"github.com/agentlane/agentlane/pkg/sessionapi"
+)
+
+// pythonTimeout bounds the whole Python test run.
+const pythonTimeout = 5 * time.Minute
+
+// TestPythonClient runs `python3 -m unittest` in sdk/python with the
+// address, CA and tokens of a live manager in its environment, and
+// AGENTLANE_SDK_REQUIRE_LIVE set so that a test missing what it needs
+// fails instead of skipping. python3 missing fails the test: the client's
+// checks against the OpenAPI document and the live server run nowhere else.
+func TestPythonClient(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Fatalf("python3 is needed to test the Python client (sdk/python): %v", err)
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	managerBin := goBuild(t, root, work)
+
+	env, _, k8s, err := testenv.Start(testenv.Scheme())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stop the control plane: %v", err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	mgr := startManager(ctx, t, env, k8s, root, managerBin, work)
+	tenant := newTenant(ctx, t, k8s)
+	tenant.newSession(ctx, t, k8s, "s1")
+
+	openapiJSON, err := yaml.YAMLToJSON(sessionapi.OpenAPI)
+	if err != nil {
+		t.Fatalf("openapi.yaml: %v", err)
+	}
+	files := map[string][]byte{
+		"ca.crt":          mgr.ca,
+		"token":           []byte(tenant.token),
+		"forbidden-token": []byte(tenant.outsiderToken),
+		"openapi.json":    openapiJSON,
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(work, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	runCtx, stop := context.WithTimeout(ctx, pythonTimeout)
+	defer stop()
+	cmd := exec.CommandContext(runCtx, python, "-m", "unittest", "discover", "-v", "-s", "tests", "-t", ".")
+	cmd.Dir = filepath.Join(root, "sdk", "python")
+	cmd.Env = append(os.Environ(),
+		"PYTHONDONTWRITEBYTECODE=1",
+		"AGENTLANE_SDK_REQUIRE_LIVE=1",
+		"AGENTLANE_OPENAPI_JSON="+filepath.Join(work, "openapi.json"),
+		"AGENTLANE_TEST_URL="+mgr.url,
+		"AGENTLANE_TEST_CA_FILE="+filepath.Join(work, "ca.crt"),
+		"AGENTLANE_TEST_TOKEN_FILE="+filepath.Join(work, "token"),
+		"AGENTLANE_TEST_FORBIDDEN_TOKEN_FILE="+filepath.Join(work, "forbidden-token"),
+		"AGENTLANE_TEST_NAMESPACE="+tenant.ns,
+		"AGENTLANE_TEST_SESSION=s1",
+		"AGENTLANE_TEST_INTERNAL_LANE=query",
+		"AGENTLANE_TEST_EXTERNAL_LANE=remote",
+	)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("python3 -m unittest failed: %v\n%s\n--- manager log ---\n%s", err, out, mgr.log())
+	}
+	t.Logf("python3 -m unittest:\n%s", out)
+	for _, secret := range []string{tenant.token, tenant.outsiderToken} {
+		if bytes.Contains(out, []byte(secret)) || bytes.Contains(mgr.log(), []byte(secret)) {
+			t.Error("a bearer token appears in the Python tests' output or the manager's log")
+		}
+	}
+	if !bytes.Contains(out, []byte("test_forbidden")) || bytes.Contains(out, []byte("skipped")) {
+		t.Errorf("the live tests did not all run:\n%s", out)
+	}
+}
+
+// goBuild builds cmd/manager into dir.
+func goBuild(t *testing.T, root, dir string) string {
+	t.Helper()
+	out := filepath.Join(dir, "manager")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/manager")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/manager: %v\n%s", err, b)
+	}
+	return out
+}
+
+// tenant is a namespace whose service account "agent" may use the Session
+// API of its sessions, and whose account "outsider" may not.
+type tenant struct {
+	ns            string
+	token         string
+	outsiderToken string
+}
+
+func newTenant(ctx context.Context, t *testing.T, k8s client.Client) tenant {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "tenant-"}}
+	must(t, k8s.Create(ctx, ns))
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "session-user"},
+		Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{agentlanev1alpha1.GroupVersion.Group},
+			Resources: []string{"agentsessions/api"},
+			Verbs:     []string{"get", "create"},
+		}},
+	}
+	must(t, k8s.Create(ctx, role))
+	agent := audienceToken(ctx, t, k8s, ns.Name, "agent", &rbacv1.RoleRef{Kind: "Role", Name: role.Name})
+	outsider := audienceToken(ctx, t, k8s, ns.Name, "outsider", nil)
+	return tenant{ns: ns.Name, token: agent, outsiderToken: outsider}
+}
+
+// newSession creates a LaneQueue "q" (the Internal lane "query" and the
+// External lane "remote") and the AgentSession name on it, and waits until
+// the session is Active.
+func (tn tenant) newSession(ctx context.Context, t *testing.T, k8s client.Client, name string) {
+	t.Helper()
+	must(t, k8s.Create(ctx, &agentlanev1alpha1.LaneQueue{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tn.ns, Name: "q"},
+		Spec: agentlanev1alpha1.LaneQueueSpec{Lanes: []agentlanev1alpha1.Lane{
+			{Name: "query", Priority: 1, MaxConcurrencyPerSession: 4},
+			{Name: "remote", Priority: 2, HandlerMode: agentlanev1alpha1.HandlerModeExternal},
+		}},
+	}))
+	s := &agentlanev1alpha1.AgentSession{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tn.ns, Name: name},
+		Spec: agentlanev1alpha1.AgentSessionSpec{
+			QueueRef: agentlanev1alpha1.LaneQueueReference{Name: "q"},
+			Identity: &agentlanev1alpha1.Identity{TenantID: tn.ns, Principal: "agent"},
+		},
+	}
+	must(t, k8s.Create(ctx, s))
+	eventually(ctx, t, "the session is Active", func() bool {
+		return k8s.Get(ctx, client.ObjectKeyFromObject(s), s) == nil && s.Status.Phase == agentlanev1alpha1.SessionActive
+	})
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// eventually polls cond until it holds, failing the test after a minute.
+func eventually(ctx context.Context, t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting until %s", what)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
