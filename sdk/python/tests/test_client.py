@@ -1,0 +1,160 @@
+"""The client's own rules, without a server: no token over plain http, the
+token file read again when it changes, the token kept out of reprs and
+errors, and the JSON codec."""
+
+import datetime
+import os
+import tempfile
+import unittest
+
+import agentlane
+from agentlane import ApiError, Client, TokenFile
+from agentlane.wire import format_duration, format_time, from_wire, parse_time, to_wire
+
+SECRET = "not-a-real-token-5f1c"
+
+
+class TransportRulesTest(unittest.TestCase):
+    def test_plain_http_is_refused_without_the_insecure_option(self) -> None:
+        for kwargs in ({"token": SECRET}, {"token_file": "/nonexistent"}, {}):
+            with self.subTest(kwargs=list(kwargs)):
+                with self.assertRaises(ValueError) as ctx:
+                    Client("http://127.0.0.1:8443", **kwargs)
+                self.assertIn("insecure_http", str(ctx.exception))
+                self.assertNotIn(SECRET, str(ctx.exception))
+
+    def test_plain_http_with_the_insecure_option(self) -> None:
+        Client("http://127.0.0.1:8443", token=SECRET, insecure_http=True)
+
+    def test_bad_base_urls(self) -> None:
+        for url in ("ftp://h", "https://", "https://h/?q=1", "https://user:pw@h:1", "h:8443"):
+            with self.subTest(url):
+                with self.assertRaises(ValueError):
+                    Client(url, token=SECRET)
+
+    def test_token_and_token_file_together_are_refused(self) -> None:
+        with self.assertRaises(ValueError):
+            Client("https://h", token=SECRET, token_file="/t")
+
+    def test_reprs_hide_the_token(self) -> None:
+        c = Client("https://h:8443/prefix", token=SECRET)
+        for text in (repr(c), repr(c.session("ns", "s")), repr(vars(c))):
+            self.assertNotIn(SECRET, text)
+
+    def test_path_parameters_are_escaped(self) -> None:
+        from agentlane.client import _expand
+
+        got = _expand("/c/{id}/result", {"id": "../x y"})
+        self.assertEqual("/c/..%2Fx%20y/result", got)
+        with self.assertRaises(ValueError):
+            _expand("/c/{id}", {"id": ""})
+
+    def test_from_env(self) -> None:
+        env = {"AGENTLANE_SESSION_API_URL": "https://h:8443", "AGENTLANE_SESSION_API_TOKEN_FILE": "/t",
+               "AGENTLANE_NAMESPACE": "ns", "AGENTLANE_SESSION": "s"}
+        c = Client.from_env(env)
+        self.assertEqual("<TokenFile /t>", repr(c._tokens))
+        self.assertEqual(("ns", "s"), (c.session_from_env(env).namespace, c.session_from_env(env).name))
+        with self.assertRaises(ValueError):
+            Client.from_env({})
+
+
+class TokenFileTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.dir = tempfile.TemporaryDirectory()
+        self.path = os.path.join(self.dir.name, "token")
+
+    def tearDown(self) -> None:
+        self.dir.cleanup()
+
+    def write(self, text: str) -> None:
+        # As the kubelet does: a new file renamed into place.
+        tmp = self.path + ".new"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, self.path)
+
+    def test_reads_again_when_the_file_changes(self) -> None:
+        self.write("first\n")
+        tokens = TokenFile(self.path)
+        self.assertEqual("first", tokens.token())
+        self.write("second")
+        self.assertEqual("second", tokens.token())
+
+    def test_keeps_the_last_token_when_the_file_goes(self) -> None:
+        self.write("first")
+        tokens = TokenFile(self.path)
+        tokens.token()
+        os.remove(self.path)
+        self.assertEqual("first", tokens.token())
+        self.write("")
+        self.assertEqual("first", tokens.token())
+
+    def test_fails_without_any_token(self) -> None:
+        with self.assertRaises(OSError):
+            TokenFile(self.path).token()
+        self.write("  \n")
+        with self.assertRaises(OSError):
+            TokenFile(self.path).token()
+
+
+class WireTest(unittest.TestCase):
+    def test_times(self) -> None:
+        utc = datetime.timezone.utc
+        cases = {
+            "2026-11-24T01:02:03Z": datetime.datetime(2026, 11, 24, 1, 2, 3, tzinfo=utc),
+            "2026-11-24T01:02:03.123456789Z": datetime.datetime(2026, 11, 24, 1, 2, 3, 123456, tzinfo=utc),
+            "2026-11-24T03:02:03.5+02:00": datetime.datetime(2026, 11, 24, 1, 2, 3, 500000, tzinfo=utc),
+            "0001-01-01T00:00:00Z": agentlane.wire.ZERO_TIME,
+        }
+        for text, want in cases.items():
+            with self.subTest(text):
+                self.assertEqual(want, parse_time(text))
+        with self.assertRaises(ValueError):
+            parse_time("yesterday")
+        self.assertEqual("2026-11-24T01:02:03.500000Z", format_time(cases["2026-11-24T03:02:03.5+02:00"]))
+        self.assertEqual("2026-11-24T01:02:03Z", format_time(datetime.datetime(2026, 11, 24, 1, 2, 3)))
+
+    def test_durations(self) -> None:
+        self.assertEqual("30s", format_duration(30))
+        self.assertEqual("1500ms", format_duration(1.5))
+        self.assertEqual("2s", format_duration(datetime.timedelta(seconds=2)))
+        self.assertEqual("1m30s", format_duration("1m30s"))
+        with self.assertRaises(ValueError):
+            format_duration(-1)
+
+    def test_none_fields_are_left_out(self) -> None:
+        req = agentlane.SubmitRequest(type="read", payload={"path": "a"}, run_id="r1")
+        self.assertEqual({"type": "read", "payload": {"path": "a"}, "runId": "r1"}, to_wire(req))
+        msg = agentlane.Message(text="hi", from_=agentlane.SessionRef(namespace="n", name="s"))
+        self.assertEqual({"text": "hi", "from": {"namespace": "n", "name": "s"}}, to_wire(msg))
+
+    def test_decoding(self) -> None:
+        cmd = from_wire(agentlane.Command, {
+            "id": "c1", "state": "Succeeded", "labels": {"tenantId": "t"}, "attempt": 1,
+            "result": {"success": True, "output": {"stdout": "x"}, "exitCode": 0},
+            "aFieldOfANewerServer": 1,
+        })
+        self.assertTrue(cmd.final)
+        self.assertEqual("t", cmd.labels.tenant_id)
+        self.assertEqual({"stdout": "x"}, cmd.result.output)
+        stats = from_wire(agentlane.Stats, {"queue": "q", "lanes": None, "session": {"laneModes": {"a": "External"}}})
+        self.assertEqual([], stats.lanes)
+        self.assertEqual({"a": "External"}, stats.session.lane_modes)
+        with self.assertRaises(TypeError):
+            from_wire(agentlane.Command, {"attempt": "one"})
+
+
+class ApiErrorTest(unittest.TestCase):
+    def test_error_body(self) -> None:
+        err = ApiError.from_reply(429, b'{"code":"RateLimited","message":"slow down"}', "3")
+        self.assertEqual(("RateLimited", "slow down", 429, 3), (err.code, err.message, err.status, err.retry_after))
+
+    def test_other_body(self) -> None:
+        err = ApiError.from_reply(502, b"<html>bad gateway</html>", None)
+        self.assertEqual(("Internal", 502, None), (err.code, err.status, err.retry_after))
+        self.assertIn("bad gateway", err.message)
+
+
+if __name__ == "__main__":
+    unittest.main()
