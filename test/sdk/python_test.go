@@ -30,10 +30,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
@@ -58,6 +60,7 @@ func TestPythonClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	logf.SetLogger(logr.Discard())
 	work := t.TempDir()
 	managerBin := goBuild(t, root, work)
 
@@ -170,7 +173,7 @@ func (tn tenant) newSession(ctx context.Context, t *testing.T, k8s client.Client
 	t.Helper()
 	must(t, k8s.Create(ctx, &agentlanev1alpha1.LaneQueue{
 		ObjectMeta: metav1.ObjectMeta{Namespace: tn.ns, Name: "q"},
-		Spec: agentlanev1alpha1.LaneQueueSpec{Lanes: []agentlanev1alpha1.Lane{
+		Spec: agentlanev1alpha1.LaneQueueSpec{DefaultLane: "query", Lanes: []agentlanev1alpha1.Lane{
 			{Name: "query", Priority: 1, MaxConcurrencyPerSession: 4},
 			{Name: "remote", Priority: 2, HandlerMode: agentlanev1alpha1.HandlerModeExternal},
 		}},

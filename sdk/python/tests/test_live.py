@@ -1,0 +1,194 @@
+"""The client against a live manager (started by the Go test test/sdk):
+commands of both handler modes, a message and its turn, the event stream
+with history filtering, stats, budget, checkpoints, and the errors of
+callers that may not use the session."""
+
+import datetime
+import ssl
+import time
+import unittest
+import uuid
+from typing import Callable, List
+
+import agentlane
+from agentlane import ApiError, CancelRequest, Client, Event, History, ReportRequest, SubmitRequest
+
+from .support import Live
+
+
+class LiveTest(unittest.TestCase):
+    live: Live
+    client: Client
+    session: agentlane.SessionClient
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.live = Live()
+        cls.client = Client(cls.live.url, token_file=cls.live.token_file, ca_file=cls.live.ca_file)
+        cls.session = cls.client.session(cls.live.namespace, cls.live.session)
+
+    def next_event(self, stream: agentlane.EventStream, match: Callable[[Event], bool]) -> Event:
+        """The stream's next event that match accepts; fails after 30s."""
+        deadline = time.monotonic() + 30
+        for ev in stream:
+            if match(ev):
+                return ev
+            self.assertLess(time.monotonic(), deadline, "no matching event within 30s")
+        self.fail("the stream ended")
+
+    def run_internal(self, output: object) -> agentlane.Command:
+        """Submits an Internal command and reports its success."""
+        cmd = self.session.submit_command(SubmitRequest(type="read", lane=self.live.internal_lane,
+                                                        payload={"path": "README.md"}, wait="30s"))
+        self.assertEqual(agentlane.MODE_INTERNAL, cmd.mode)
+        self.assertIsNotNone(cmd.grant, "an Internal command is answered with its grant")
+        done = self.session.report_result(cmd.id, ReportRequest(attempt=cmd.grant.attempt, success=True,
+                                                                output=output))
+        self.assertEqual(agentlane.STATE_SUCCEEDED, done.state)
+        return done
+
+    def test_server_routes(self) -> None:
+        self.assertEqual("ok", self.client.healthz())
+        self.assertIn("operationId: submitCommand", self.client.get_openapi())
+
+    def test_internal_command(self) -> None:
+        done = self.run_internal({"stdout": "hello"})
+        got = self.session.get_command(done.id)
+        self.assertEqual(agentlane.STATE_SUCCEEDED, got.state)
+        self.assertEqual({"stdout": "hello"}, got.result.output)
+        self.assertEqual(self.live.namespace, got.labels.tenant_id)
+        with self.assertRaises(ApiError) as ctx:
+            self.session.report_result(done.id, ReportRequest(attempt=1, success=True))
+        self.assertEqual(409, ctx.exception.status)
+
+    def test_run_command(self) -> None:
+        seen: List[int] = []
+
+        def attempt(cmd: agentlane.Command):
+            seen.append(cmd.grant.attempt)
+            return agentlane.Result(success=True, output={"n": len(seen)}), agentlane.Usage(input_tokens=3)
+
+        done = self.session.run_command(SubmitRequest(type="read", lane=self.live.internal_lane), attempt)
+        self.assertEqual((agentlane.STATE_SUCCEEDED, [1], {"n": 1}), (done.state, seen, done.result.output))
+
+    def test_external_command(self) -> None:
+        # No worker serves the lane: the command waits as an ExternalTask
+        # until it is cancelled.
+        cmd = self.session.submit_command(SubmitRequest(type="bash", lane=self.live.external_lane,
+                                                        payload={"command": "true"}, wait="1s"))
+        self.assertEqual((agentlane.MODE_EXTERNAL, False), (cmd.mode, cmd.final))
+        pending: List[str] = []
+        for _ in range(100):
+            pending = [task.id for task in self.session.list_external_tasks()]
+            if cmd.id in pending:
+                break
+            time.sleep(0.1)
+        self.assertIn(cmd.id, pending)
+        self.assertEqual(1, self.session.cancel(CancelRequest(command_id=cmd.id)).cancelled)
+        self.assertEqual(agentlane.STATE_CANCELLED, self.session.await_command(cmd.id, final=True).state)
+
+    def test_message_and_turn(self) -> None:
+        text = "hello " + uuid.uuid4().hex
+        with self.session.stream_events(from_now=True, history=History(types=frozenset(["message_queued", "turn"]))) as stream:
+            posted = self.session.post_message(agentlane.Message(text=text, channel="test"))
+            self.assertTrue(posted.queued or posted.steered, posted)
+            queued = self.next_event(stream, lambda e: e.type == agentlane.EVENT_MESSAGE_QUEUED)
+            self.assertEqual([text], [m.text for m in queued.messages])
+            turn = self.next_event(stream, lambda e: e.type == agentlane.EVENT_TURN)
+            self.assertIn(text, turn.text)
+        self.session.finish_run(turn.run_id)
+
+    def test_stream_history(self) -> None:
+        with self.session.stream_events(from_now=True,
+                                        history=History(types=frozenset([agentlane.EVENT_COMPLETED]))) as stream:
+            first = self.run_internal("first")
+            first_ev = self.next_event(stream, lambda e: e.command_id == first.id)
+            second = self.run_internal("second")
+            second_ev = self.next_event(stream, lambda e: e.command_id == second.id)
+        self.assertLess(first_ev.id, second_ev.id)
+        completed = frozenset([agentlane.EVENT_COMPLETED])
+        # From the session's start, skipping what came up to the first.
+        with self.session.stream_events(history=History(after_id=first_ev.id, types=completed)) as stream:
+            self.assertEqual(second.id, next(stream).command_id)
+        # From the session's start, skipping what is older than the second.
+        with self.session.stream_events(history=History(since=second_ev.time, types=completed)) as stream:
+            self.assertEqual(second.id, next(stream).command_id)
+        # The server resumes after the first (Last-Event-ID).
+        with self.session.stream_events(last_event_id=first_ev.id, history=History(types=completed)) as stream:
+            self.assertEqual(second.id, next(stream).command_id)
+        # An id from the future is refused.
+        with self.assertRaises(ApiError) as ctx:
+            self.session.stream_events(last_event_id=second_ev.id + 10**9)
+        self.assertEqual((agentlane.CODE_FUTURE_EVENT_ID, 400), (ctx.exception.code, ctx.exception.status))
+
+    def test_stats(self) -> None:
+        self.run_internal(None)
+        stats = self.session.get_stats()
+        self.assertEqual("q", stats.queue)
+        self.assertGreaterEqual(stats.session.completed, 1)
+        lanes = {lane.name: lane for lane in stats.lanes}
+        self.assertEqual(agentlane.MODE_EXTERNAL, lanes[self.live.external_lane].mode)
+        self.assertGreaterEqual(lanes[self.live.internal_lane].completed, 1)
+        self.assertTrue(stats.queue_mode.mode)
+        self.assertIsInstance(self.session.list_dead_letters(), list)
+
+    def test_budget(self) -> None:
+        check = self.session.check_budget(agentlane.BudgetCheckRequest(lane=self.live.internal_lane))
+        self.assertEqual((agentlane.BUDGET_ALLOW, False), (check.decision, check.checked))
+        before = self.session.get_budget().consumed.tokens
+        consumed = self.session.record_usage(agentlane.Usage(input_tokens=10, output_tokens=5, cost="0.01"))
+        self.assertEqual(before + 15, consumed.tokens)
+        self.assertFalse(self.session.get_budget().exhausted)
+
+    def test_checkpoints(self) -> None:
+        run_id = "run-" + uuid.uuid4().hex[:8]
+        state = {"step": 2, "todo": ["a", "b"]}
+        saved = self.session.save_checkpoint(agentlane.Checkpoint(run_id=run_id, turn=1, round=2, state=state))
+        self.assertIn(run_id, saved.location)
+        latest = self.session.load_latest_checkpoint()
+        self.assertEqual((run_id, state), (latest.run_id, latest.state))
+        self.assertEqual(self.live.namespace, latest.identity.tenant_id, "the session's identity fills the checkpoint's")
+        self.assertIsInstance(latest.time, datetime.datetime)
+        self.assertEqual(state, self.session.load_checkpoint(run_id).state)
+        with self.assertRaises(ApiError) as ctx:
+            self.session.load_checkpoint("no-such-run")
+        self.assertEqual((agentlane.CODE_CHECKPOINT_NOT_FOUND, 404), (ctx.exception.code, ctx.exception.status))
+
+    def test_errors(self) -> None:
+        with self.assertRaises(ApiError) as ctx:
+            self.session.submit_command(SubmitRequest(type="read", lane="no-such-lane", wait="1s"))
+        self.assertEqual((agentlane.CODE_UNKNOWN_LANE, 400), (ctx.exception.code, ctx.exception.status))
+        with self.assertRaises(ApiError) as ctx:
+            self.client.session(self.live.namespace, "no-such-session").get_stats()
+        self.assertEqual((agentlane.CODE_SESSION_NOT_FOUND, 404), (ctx.exception.code, ctx.exception.status))
+
+    def test_forbidden(self) -> None:
+        outsider = Client(self.live.url, token_file=self.live.forbidden_token_file, ca_file=self.live.ca_file)
+        session = outsider.session(self.live.namespace, self.live.session)
+        calls = {
+            "submit": lambda: session.submit_command(SubmitRequest(type="read", lane=self.live.internal_lane)),
+            "message": lambda: session.post_message("hi"),
+            "stats": session.get_stats,
+            "events": session.stream_events,
+        }
+        for name, call in calls.items():
+            with self.subTest(name):
+                with self.assertRaises(ApiError) as ctx:
+                    call()
+                self.assertEqual((agentlane.CODE_FORBIDDEN, 403), (ctx.exception.code, ctx.exception.status))
+
+    def test_unauthenticated(self) -> None:
+        for client in (Client(self.live.url, ca_file=self.live.ca_file),
+                       Client(self.live.url, token="not-a-token", ca_file=self.live.ca_file)):
+            with self.assertRaises(ApiError) as ctx:
+                client.session(self.live.namespace, self.live.session).get_stats()
+            self.assertEqual((agentlane.CODE_UNAUTHENTICATED, 401), (ctx.exception.code, ctx.exception.status))
+
+    def test_tls_is_verified(self) -> None:
+        # Without the CA the server's certificate is not trusted.
+        with self.assertRaises(ssl.SSLError):
+            Client(self.live.url, token_file=self.live.token_file).healthz()
+
+
+if __name__ == "__main__":
+    unittest.main()
