@@ -4,7 +4,10 @@ with history filtering, stats, budget, checkpoints, and the errors of
 callers that may not use the session."""
 
 import datetime
+import os
 import ssl
+import subprocess
+import sys
 import time
 import unittest
 import uuid
@@ -14,6 +17,8 @@ import agentlane
 from agentlane import ApiError, CancelRequest, Client, Event, History, ReportRequest, SubmitRequest
 
 from .support import Live
+
+ROOT_OF_SDK = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
 
 class LiveTest(unittest.TestCase):
@@ -183,6 +188,20 @@ class LiveTest(unittest.TestCase):
             with self.assertRaises(ApiError) as ctx:
                 client.session(self.live.namespace, self.live.session).get_stats()
             self.assertEqual((agentlane.CODE_UNAUTHENTICATED, 401), (ctx.exception.code, ctx.exception.status))
+
+    def test_quickstart_example(self) -> None:
+        # examples/quickstart.py, as a runtime pod would run it.
+        env = dict(os.environ, AGENTLANE_SESSION_API_URL=self.live.url,
+                   AGENTLANE_SESSION_API_TOKEN_FILE=self.live.token_file,
+                   AGENTLANE_SESSION_API_CA_FILE=self.live.ca_file,
+                   AGENTLANE_NAMESPACE=self.live.namespace, AGENTLANE_SESSION=self.live.session,
+                   PYTHONPATH=ROOT_OF_SDK)
+        out = subprocess.run([sys.executable, os.path.join(ROOT_OF_SDK, "examples", "quickstart.py")], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+        text = out.stdout.decode()
+        self.assertEqual(0, out.returncode, text)
+        self.assertRegex(text, r"command \S+ Succeeded")
+        self.assertRegex(text, r"event \d+ completed \S+")
 
     def test_tls_is_verified(self) -> None:
         # Without the CA the server's certificate is not trusted.
