@@ -70,3 +70,6 @@ class ApiError(Exception):
 class EventStreamError(Exception):
     """The event stream broke in a way a reconnect would not mend, such as
     a frame over the size bound, or a reply that is not an event stream."""
+
+__all__ = sorted([name for name in list(globals()) if name.startswith("CODE_")]
+                 + ["ERROR_CODES", "ApiError", "EventStreamError"])

@@ -392,3 +392,11 @@ class Error:
 
     code: str = ""
     message: str = ""
+
+
+# What `from agentlane.types import *` exports: the dataclasses and the
+# constants, not the names this module imports.
+__all__ = sorted(
+    name for name, value in list(globals().items())
+    if not name.startswith("_") and (name.isupper() or getattr(value, "__module__", None) == __name__)
+)

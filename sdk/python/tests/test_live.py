@@ -83,7 +83,7 @@ class LiveTest(unittest.TestCase):
                                                         payload={"command": "true"}, wait="1s"))
         self.assertEqual((agentlane.MODE_EXTERNAL, False), (cmd.mode, cmd.final))
         pending: List[str] = []
-        for _ in range(100):
+        for _ in range(300):
             pending = [task.id for task in self.session.list_external_tasks()]
             if cmd.id in pending:
                 break
