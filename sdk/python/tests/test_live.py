@@ -8,6 +8,7 @@ import os
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import unittest
 import uuid
@@ -125,6 +126,26 @@ class LiveTest(unittest.TestCase):
         with self.assertRaises(ApiError) as ctx:
             self.session.stream_events(last_event_id=second_ev.id + 10**9)
         self.assertEqual((agentlane.CODE_FUTURE_EVENT_ID, 400), (ctx.exception.code, ctx.exception.status))
+
+    def test_stream_reconnects_after_the_last_event(self) -> None:
+        # A stream that takes 1s of silence for a dead connection reconnects
+        # while nothing happens, resuming with Last-Event-ID: the command
+        # completed after the reconnects arrives once, the one before it
+        # does not come again.
+        completed = History(types=frozenset([agentlane.EVENT_COMPLETED]))
+        with self.session.stream_events(from_now=True, history=completed, idle_timeout=1.0,
+                                        min_backoff=0.05, max_backoff=0.05) as stream:
+            first = self.run_internal("before")
+            self.assertEqual(first.id, self.next_event(stream, lambda e: True).command_id)
+            timer = threading.Timer(3.0, lambda: seconds.append(self.run_internal("after")))
+            seconds: List[agentlane.Command] = []
+            timer.start()
+            try:
+                ev = self.next_event(stream, lambda e: True)
+            finally:
+                timer.join()
+            self.assertEqual(seconds[0].id, ev.command_id)
+            self.assertGreaterEqual(stream.connections, 2, "the silent connection was not replaced")
 
     def test_stats(self) -> None:
         self.run_internal(None)
