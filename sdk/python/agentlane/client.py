@@ -226,6 +226,9 @@ def _expand(template: str, params: Mapping[str, str]) -> str:
 class SessionClient:
     """Calls the routes of one AgentSession. Safe to share between threads."""
 
+    # Waits between polls of a command that holds a grant.
+    _sleep = staticmethod(time.sleep)
+
     def __init__(self, client: Client, namespace: str, name: str):
         self.client = client
         self.namespace = namespace
@@ -334,8 +337,6 @@ class SessionClient:
                 continue
             backoff = min(max(0.1, 2 * backoff), 5.0)
             self._sleep(backoff)
-
-    _sleep = staticmethod(time.sleep)
 
     def run_command(self, request: t.SubmitRequest,
                     fn: Callable[[t.Command], Tuple[t.Result, Optional[t.Usage]]]) -> t.Command:
