@@ -179,7 +179,7 @@ func (q *Queue) endAttemptLocked(t *Ticket, kind endKind, r Result, err error, n
 	ln.runLat.observe(d)
 	q.runLat.observe(d)
 	ln.m.runSeconds.Observe(float64(d) / 1e9)
-	ln.m.attemptsEnded[kind.outcome()].Inc()
+	ln.m.attemptsFinished[kind.outcome()].Inc()
 	q.refreshLocked(ls, now, false)
 
 	switch kind {
@@ -214,19 +214,19 @@ func (q *Queue) terminalLocked(t *Ticket, st state, r Result, err error, now int
 	case stSucceeded:
 		ln.counts.completed++
 		sess.counts.completed++
-		ln.m.commandsEnded[CommandSucceeded].Inc()
+		ln.m.commandsFinished[CommandSucceeded].Inc()
 	case stFailed, stTimedOut:
 		ln.counts.failed++
 		sess.counts.failed++
-		ln.m.commandsEnded[CommandFailed].Inc()
+		ln.m.commandsFinished[CommandFailed].Inc()
 	case stDeadLettered:
 		ln.counts.deadLettered++
 		sess.counts.deadLettered++
-		ln.m.commandsEnded[CommandDeadLettered].Inc()
+		ln.m.commandsFinished[CommandDeadLettered].Inc()
 	case stCancelled:
 		ln.counts.cancelled++
 		sess.counts.cancelled++
-		ln.m.commandsEnded[CommandCancelled].Inc()
+		ln.m.commandsFinished[CommandCancelled].Inc()
 	}
 	if t.done != nil {
 		close(t.done)

@@ -92,12 +92,12 @@ type MetricsProvider interface {
 	NewActiveMetric(lane string) GaugeMetric
 	// NewSubmittedMetric: commands accepted.
 	NewSubmittedMetric(lane string) CounterMetric
-	// NewCommandsEndedMetric: commands that ended with outcome.
-	NewCommandsEndedMetric(lane string, outcome CommandOutcome) CounterMetric
+	// NewCommandsFinishedMetric: commands that ended with outcome.
+	NewCommandsFinishedMetric(lane string, outcome CommandOutcome) CounterMetric
 	// NewAttemptsStartedMetric: attempts started.
 	NewAttemptsStartedMetric(lane string) CounterMetric
-	// NewAttemptsEndedMetric: attempts that ended with outcome.
-	NewAttemptsEndedMetric(lane string, outcome AttemptOutcome) CounterMetric
+	// NewAttemptsFinishedMetric: attempts that ended with outcome.
+	NewAttemptsFinishedMetric(lane string, outcome AttemptOutcome) CounterMetric
 	// NewRetriesMetric: failed or timed-out attempts whose command was
 	// scheduled to run again.
 	NewRetriesMetric(lane string) CounterMetric
@@ -125,10 +125,10 @@ func (NoopMetricsProvider) NewRetriesMetric(string) CounterMetric   { return noo
 func (NoopMetricsProvider) NewAttemptsStartedMetric(string) CounterMetric {
 	return noopMetric{}
 }
-func (NoopMetricsProvider) NewCommandsEndedMetric(string, CommandOutcome) CounterMetric {
+func (NoopMetricsProvider) NewCommandsFinishedMetric(string, CommandOutcome) CounterMetric {
 	return noopMetric{}
 }
-func (NoopMetricsProvider) NewAttemptsEndedMetric(string, AttemptOutcome) CounterMetric {
+func (NoopMetricsProvider) NewAttemptsFinishedMetric(string, AttemptOutcome) CounterMetric {
 	return noopMetric{}
 }
 func (NoopMetricsProvider) NewWaitDurationMetric(string) HistogramMetric { return noopMetric{} }
@@ -139,28 +139,28 @@ type laneMetrics struct {
 	pending, active         GaugeMetric
 	submitted, retries      CounterMetric
 	attemptsStarted         CounterMetric
-	commandsEnded           map[CommandOutcome]CounterMetric
-	attemptsEnded           map[AttemptOutcome]CounterMetric
+	commandsFinished        map[CommandOutcome]CounterMetric
+	attemptsFinished        map[AttemptOutcome]CounterMetric
 	waitSeconds, runSeconds HistogramMetric
 }
 
 func newLaneMetrics(p MetricsProvider, lane string) *laneMetrics {
 	m := &laneMetrics{
-		pending:         p.NewPendingMetric(lane),
-		active:          p.NewActiveMetric(lane),
-		submitted:       p.NewSubmittedMetric(lane),
-		retries:         p.NewRetriesMetric(lane),
-		attemptsStarted: p.NewAttemptsStartedMetric(lane),
-		commandsEnded:   make(map[CommandOutcome]CounterMetric, len(CommandOutcomes)),
-		attemptsEnded:   make(map[AttemptOutcome]CounterMetric, len(AttemptOutcomes)),
-		waitSeconds:     p.NewWaitDurationMetric(lane),
-		runSeconds:      p.NewRunDurationMetric(lane),
+		pending:          p.NewPendingMetric(lane),
+		active:           p.NewActiveMetric(lane),
+		submitted:        p.NewSubmittedMetric(lane),
+		retries:          p.NewRetriesMetric(lane),
+		attemptsStarted:  p.NewAttemptsStartedMetric(lane),
+		commandsFinished: make(map[CommandOutcome]CounterMetric, len(CommandOutcomes)),
+		attemptsFinished: make(map[AttemptOutcome]CounterMetric, len(AttemptOutcomes)),
+		waitSeconds:      p.NewWaitDurationMetric(lane),
+		runSeconds:       p.NewRunDurationMetric(lane),
 	}
 	for _, o := range CommandOutcomes {
-		m.commandsEnded[o] = p.NewCommandsEndedMetric(lane, o)
+		m.commandsFinished[o] = p.NewCommandsFinishedMetric(lane, o)
 	}
 	for _, o := range AttemptOutcomes {
-		m.attemptsEnded[o] = p.NewAttemptsEndedMetric(lane, o)
+		m.attemptsFinished[o] = p.NewAttemptsFinishedMetric(lane, o)
 	}
 	return m
 }

@@ -55,10 +55,10 @@ func (p *recordingProvider) NewRetriesMetric(l string) CounterMetric   { return 
 func (p *recordingProvider) NewAttemptsStartedMetric(l string) CounterMetric {
 	return p.m(l, "attempts_started")
 }
-func (p *recordingProvider) NewCommandsEndedMetric(l string, o CommandOutcome) CounterMetric {
+func (p *recordingProvider) NewCommandsFinishedMetric(l string, o CommandOutcome) CounterMetric {
 	return p.m(l, "commands_"+string(o))
 }
-func (p *recordingProvider) NewAttemptsEndedMetric(l string, o AttemptOutcome) CounterMetric {
+func (p *recordingProvider) NewAttemptsFinishedMetric(l string, o AttemptOutcome) CounterMetric {
 	return p.m(l, "attempts_"+string(o))
 }
 func (p *recordingProvider) NewWaitDurationMetric(l string) HistogramMetric {
