@@ -150,7 +150,8 @@ var _ = Describe("config/components/prometheus", Ordered, func() {
 		ep := endpoints[0].(map[string]any)
 		Expect(ep).To(HaveKeyWithValue("port", "metrics"))
 		Expect(ep).To(HaveKeyWithValue("scheme", "https"))
-		Expect(ep).To(HaveKeyWithValue("honorLabels", true))
+		// A scraped process may not overwrite its job or instance labels.
+		Expect(ep).NotTo(HaveKeyWithValue("honorLabels", true))
 		secret, _, _ := unstructured.NestedString(ep, "authorization", "credentials", "name")
 		key, _, _ := unstructured.NestedString(ep, "authorization", "credentials", "key")
 		Expect(key).To(Equal("token"))
