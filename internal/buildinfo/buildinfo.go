@@ -26,10 +26,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Version is the release the binary was built as, set at link time with
-// -ldflags "-X github.com/agentlane/agentlane/internal/buildinfo.Version=v0.2.0".
-// When unset, the main module's version that Go recorded is used.
-var Version string
+// Version and Revision are the release and the VCS commit the binary was
+// built from, set at link time where Go cannot record them (an image built
+// without the .git directory):
+//
+//	-ldflags "-X github.com/agentlane/agentlane/internal/buildinfo.Version=v0.2.0
+//	          -X github.com/agentlane/agentlane/internal/buildinfo.Revision=0123abc"
+//
+// When unset, what Go recorded is used: the main module's version and the
+// vcs.revision setting.
+var Version, Revision string
 
 // Info is one build's identity.
 type Info struct {
@@ -43,19 +49,22 @@ type Info struct {
 
 // Read returns this binary's Info.
 func Read() Info {
-	info := Info{Version: Version, Revision: "unknown", GoVersion: runtime.Version()}
+	info := Info{Version: Version, Revision: Revision, GoVersion: runtime.Version()}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if info.Version == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 			info.Version = bi.Main.Version
 		}
 		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && s.Value != "" {
+			if s.Key == "vcs.revision" && info.Revision == "" {
 				info.Revision = s.Value
 			}
 		}
 	}
 	if info.Version == "" {
 		info.Version = "unknown"
+	}
+	if info.Revision == "" {
+		info.Revision = "unknown"
 	}
 	return info
 }

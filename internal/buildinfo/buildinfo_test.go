@@ -40,10 +40,11 @@ agentlane_build_info{goversion="` + runtime.Version() + `",revision="` + Read().
 }
 
 func TestVersionSetAtLinkTimeWins(t *testing.T) {
-	old := Version
-	t.Cleanup(func() { Version = old })
-	Version = "v1.2.3"
-	if got := Read(); got.Version != "v1.2.3" || got.Revision == "" || got.GoVersion != runtime.Version() {
-		t.Errorf("Read() = %+v, want version v1.2.3, a revision and %s", got, runtime.Version())
+	version, revision := Version, Revision
+	t.Cleanup(func() { Version, Revision = version, revision })
+	Version, Revision = "v1.2.3", "0123abc"
+	want := Info{Version: "v1.2.3", Revision: "0123abc", GoVersion: runtime.Version()}
+	if got := Read(); got != want {
+		t.Errorf("Read() = %+v, want %+v", got, want)
 	}
 }
