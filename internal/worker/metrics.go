@@ -62,7 +62,7 @@ var (
 		Help:      "Attempts the worker runs now.",
 	})
 
-	capacity = prometheus.NewGauge(prometheus.GaugeOpts{
+	capacityGauge = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: metricsNamespace,
 		Subsystem: metricsSubsystem,
 		Name:      "capacity",
@@ -84,7 +84,7 @@ var registerOnce sync.Once
 // write label value at 0. Calling it again does nothing.
 func RegisterMetrics() {
 	registerOnce.Do(func() {
-		ctrlmetrics.Registry.MustRegister(tasksStarted, tasksFinished, fencedWritesRejected, tasksRunning, capacity)
+		ctrlmetrics.Registry.MustRegister(tasksStarted, tasksFinished, fencedWritesRejected, tasksRunning, capacityGauge)
 		buildinfo.Register(ctrlmetrics.Registry)
 		for _, o := range outcomes {
 			tasksFinished.WithLabelValues(o)
