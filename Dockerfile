@@ -20,8 +20,15 @@ COPY pkg/ pkg/
 
 # Static binaries: the final stage has no C library.
 ENV CGO_ENABLED=0
+# VERSION and REVISION label agentlane_build_info (the .git directory is not
+# copied, so Go cannot record them): --build-arg VERSION=v0.2.0 --build-arg REVISION=$(git rev-parse HEAD).
+ARG VERSION=""
+ARG REVISION=""
 RUN GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
-    go build -trimpath -ldflags="-s -w" -o /out/ ./cmd/manager ./cmd/worker ./cmd/agent
+    go build -trimpath -o /out/ -ldflags="-s -w \
+      -X github.com/agentlane/agentlane/internal/buildinfo.Version=${VERSION} \
+      -X github.com/agentlane/agentlane/internal/buildinfo.Revision=${REVISION}" \
+    ./cmd/manager ./cmd/worker ./cmd/agent
 
 FROM scratch
 # The CA bundle, for TLS to the API server's clients and to HTTP budget guards.

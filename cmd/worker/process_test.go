@@ -108,6 +108,16 @@ func TestWorkerProcess(t *testing.T) {
 		metricsURL := "https://" + metricsAddr + "/metrics"
 		g.Eventually(func() (string, error) { return get(metricsURL, scraper) }).
 			Should(ContainSubstring(`agentlane_worker_tasks_finished_total{outcome="succeeded"} 1`))
+		// Every outcome and write is exported from the start, at 0 until it
+		// happens; the capacity and the build are exported too.
+		body, err := get(metricsURL, scraper)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(body).To(And(
+			ContainSubstring(`agentlane_worker_tasks_finished_total{outcome="handed_back"} 0`),
+			ContainSubstring(`agentlane_worker_tasks_finished_total{outcome="lost"} 0`),
+			ContainSubstring(`agentlane_worker_fenced_writes_rejected_total{write="claim"} 0`),
+			ContainSubstring(`agentlane_worker_capacity 4`),
+			MatchRegexp(`agentlane_build_info\{goversion="go[^"]+",revision="[^"]+",version="[^"]+"\} 1`)))
 		g.Expect(get(metricsURL, "")).To(ContainSubstring("Unauthorized"), "metrics without a token")
 		g.Expect(get(metricsURL, stranger)).To(ContainSubstring("Authorization denied"), "metrics for an account without metrics-reader")
 

@@ -22,6 +22,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -244,11 +245,19 @@ var _ = Describe("ExternalTask controller", func() {
 		))
 		Expect(cond(task, agentlanev1alpha1.ExternalTaskFinishedCondition)).To(And(
 			HaveField("Status", metav1.ConditionTrue), HaveField("Reason", "TimedOut")))
-		commands := func(event string) float64 {
-			return testutil.ToFloat64(scheduling.LaneCommands.WithLabelValues(ns, "q1", "execute", event))
+		lane := []string{ns, "q1", "execute"}
+		counter := func(v *prometheus.CounterVec, outcome ...string) float64 {
+			return testutil.ToFloat64(v.WithLabelValues(append(lane, outcome...)...))
 		}
-		Expect([]float64{commands("submitted"), commands("timed_out"), commands("retried"), commands("failed")}).
-			To(Equal([]float64{1, 2, 1, 1}), "the scheduler's Prometheus counters: submitted, timed_out, retried, failed")
+		Expect([]float64{
+			counter(scheduling.LaneSubmitted),
+			counter(scheduling.LaneAttemptsStarted),
+			counter(scheduling.LaneAttemptsFinished, "timed_out"),
+			counter(scheduling.LaneRetries),
+			counter(scheduling.LaneCommandsFinished, "failed"),
+			counter(scheduling.LaneCommandsFinished, "dead_lettered"),
+		}).To(Equal([]float64{1, 2, 2, 1, 1, 0}),
+			"the scheduler's Prometheus counters: submitted, attempts started, attempts timed out, retries, commands failed, commands dead-lettered")
 
 		By("rejecting the worker's completion of the timed-out attempt")
 		err := jsonPatch(task, `[{"op":"test","path":"/status/worker","value":"slow"},{"op":"test","path":"/status/attempt","value":1},

@@ -93,6 +93,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, shared Shared, options ...Setu
 	if err := tasks.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the ExternalTask controller: %w", err)
 	}
+	pools.source.Store(tasks)
 	return nil
 }
 

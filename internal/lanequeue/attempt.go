@@ -38,6 +38,7 @@ func (q *Queue) beginAttemptLocked(t *Ticket, now, startedAt int64, mode Handler
 		q.active++
 	}
 	ln.m.active.Set(float64(ln.active))
+	ln.m.attemptsStarted.Inc()
 	t.attempts++
 	t.state = stRunning
 	t.started = startedAt
@@ -104,6 +105,19 @@ const (
 	endCancel
 )
 
+// outcome is the metrics' name for an attempt that ended so.
+func (k endKind) outcome() AttemptOutcome {
+	switch k {
+	case endSuccess:
+		return AttemptSucceeded
+	case endTimeout:
+		return AttemptTimedOut
+	case endCancel:
+		return AttemptCancelled
+	}
+	return AttemptFailed
+}
+
 // reportLocked records what attempt a produced, unless the attempt was
 // already abandoned (timed out, cancelled), in which case it is ignored.
 func (q *Queue) reportLocked(a *attemptCtx, r Result, err error, now int64) {
@@ -165,6 +179,7 @@ func (q *Queue) endAttemptLocked(t *Ticket, kind endKind, r Result, err error, n
 	ln.runLat.observe(d)
 	q.runLat.observe(d)
 	ln.m.runSeconds.Observe(float64(d) / 1e9)
+	ln.m.attemptsFinished[kind.outcome()].Inc()
 	q.refreshLocked(ls, now, false)
 
 	switch kind {
@@ -199,19 +214,19 @@ func (q *Queue) terminalLocked(t *Ticket, st state, r Result, err error, now int
 	case stSucceeded:
 		ln.counts.completed++
 		sess.counts.completed++
-		ln.m.completed.Inc()
+		ln.m.commandsFinished[CommandSucceeded].Inc()
 	case stFailed, stTimedOut:
 		ln.counts.failed++
 		sess.counts.failed++
-		ln.m.failed.Inc()
+		ln.m.commandsFinished[CommandFailed].Inc()
 	case stDeadLettered:
 		ln.counts.deadLettered++
 		sess.counts.deadLettered++
-		ln.m.deadLettered.Inc()
+		ln.m.commandsFinished[CommandDeadLettered].Inc()
 	case stCancelled:
 		ln.counts.cancelled++
 		sess.counts.cancelled++
-		ln.m.cancelled.Inc()
+		ln.m.commandsFinished[CommandCancelled].Inc()
 	}
 	if t.done != nil {
 		close(t.done)

@@ -19,6 +19,7 @@ package lanequeue
 import (
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -39,45 +40,88 @@ func (r recorded) Set(v float64)     { r.p.mu.Lock(); r.p.values[r.name] = v; r.
 func (r recorded) Inc()              { r.p.mu.Lock(); r.p.values[r.name]++; r.p.mu.Unlock() }
 func (r recorded) Observe(v float64) { r.p.mu.Lock(); r.p.values[r.name+"_count"]++; r.p.mu.Unlock() }
 
-func (p *recordingProvider) m(lane, name string) recorded { return recorded{p, lane + "/" + name} }
+// m creates the metric at 0, as a Prometheus vector's child would be.
+func (p *recordingProvider) m(lane, name string) recorded {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.values[lane+"/"+name] = 0
+	return recorded{p, lane + "/" + name}
+}
 
 func (p *recordingProvider) NewPendingMetric(l string) GaugeMetric     { return p.m(l, "pending") }
 func (p *recordingProvider) NewActiveMetric(l string) GaugeMetric      { return p.m(l, "active") }
 func (p *recordingProvider) NewSubmittedMetric(l string) CounterMetric { return p.m(l, "submitted") }
-func (p *recordingProvider) NewCompletedMetric(l string) CounterMetric { return p.m(l, "completed") }
-func (p *recordingProvider) NewFailedMetric(l string) CounterMetric    { return p.m(l, "failed") }
 func (p *recordingProvider) NewRetriesMetric(l string) CounterMetric   { return p.m(l, "retries") }
-func (p *recordingProvider) NewTimeoutsMetric(l string) CounterMetric  { return p.m(l, "timeouts") }
-func (p *recordingProvider) NewDeadLetteredMetric(l string) CounterMetric {
-	return p.m(l, "dead_lettered")
+func (p *recordingProvider) NewAttemptsStartedMetric(l string) CounterMetric {
+	return p.m(l, "attempts_started")
 }
-func (p *recordingProvider) NewCancelledMetric(l string) CounterMetric { return p.m(l, "cancelled") }
+func (p *recordingProvider) NewCommandsFinishedMetric(l string, o CommandOutcome) CounterMetric {
+	return p.m(l, "commands_"+string(o))
+}
+func (p *recordingProvider) NewAttemptsFinishedMetric(l string, o AttemptOutcome) CounterMetric {
+	return p.m(l, "attempts_"+string(o))
+}
 func (p *recordingProvider) NewWaitDurationMetric(l string) HistogramMetric {
-	return p.m(l, "wait_seconds")
+	p.m(l, "wait_seconds_count")
+	return recorded{p, l + "/wait_seconds"}
 }
 func (p *recordingProvider) NewRunDurationMetric(l string) HistogramMetric {
-	return p.m(l, "run_seconds")
+	p.m(l, "run_seconds_count")
+	return recorded{p, l + "/run_seconds"}
 }
 
 var _ MetricsProvider = &recordingProvider{}
 
-func TestMetrics(t *testing.T) {
+// TestMetricsCountCommandsAndAttemptsApart runs one command of each
+// outcome and checks that every command is counted once by how it ended,
+// and every attempt once by how it ended.
+func TestMetricsCountCommandsAndAttemptsApart(t *testing.T) {
 	p := &recordingProvider{values: map[string]float64{}}
-	h := newHarness(t, oneLane(LaneConfig{MaxConcurrency: 1}), func(o *Options) { o.Metrics = p })
-	h.submit(Command{ID: "a", SessionKey: "s"})
-	h.submit(Command{ID: "b", SessionKey: "s"})
-	h.submit(Command{ID: "c", SessionKey: "s"})
-	h.fail("a", errBoom) // retry: a waits, b starts
-	if err := h.q.Cancel("c"); err != nil {
-		t.Fatal(err)
+	cfg := oneLane(LaneConfig{MaxConcurrency: 4, Timeout: 10 * time.Second})
+	cfg.Retry = RetryPolicy{Strategy: RetryFixed, FixedDelay: time.Second, MaxRetries: 1}
+	h := newHarness(t, cfg, func(o *Options) { o.Metrics = p })
+	for _, id := range []string{"retried", "timesout", "cancelled", "permanent", "queued"} {
+		h.submit(Command{ID: id, SessionKey: id})
 	}
-	h.succeed("b")
+	for _, id := range []string{"queued", "cancelled"} { // one waiting, one running
+		if err := h.q.Cancel(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.fail("permanent", Permanent(errBoom))
+	h.fail("retried", errBoom)
+	h.step(10 * time.Second) // "timesout" times out; "retried" runs again
+	h.succeed("retried")
+	h.step(time.Second)      // "timesout" runs again
+	h.step(10 * time.Second) // and times out for good: a dead letter
+
 	want := map[string]float64{
-		"work/submitted": 3, "work/completed": 1, "work/retries": 1, "work/cancelled": 1,
-		"work/pending": 1, "work/active": 0,
-		"work/wait_seconds_count": 2, "work/run_seconds_count": 2,
+		"work/submitted": 5,
+		// Every command once, by how it ended.
+		"work/commands_succeeded": 1, "work/commands_failed": 1,
+		"work/commands_dead_lettered": 1, "work/commands_cancelled": 2,
+		// Every attempt once: the queued command never started one.
+		"work/attempts_started":   6,
+		"work/attempts_succeeded": 1, "work/attempts_failed": 2,
+		"work/attempts_timed_out": 2, "work/attempts_cancelled": 1,
+		"work/retries": 2,
+		"work/pending": 0, "work/active": 0,
+		"work/wait_seconds_count": 6, "work/run_seconds_count": 6,
 	}
 	if diff := cmp.Diff(want, p.values); diff != "" {
 		t.Errorf("metrics (-want,+got):\n%s", diff)
+	}
+}
+
+// TestMetricsExistBeforeTheFirstCommand: every series of a lane, each
+// outcome included, is created with the lane, so that a rate over it has a
+// starting point.
+func TestMetricsExistBeforeTheFirstCommand(t *testing.T) {
+	p := &recordingProvider{values: map[string]float64{}}
+	newHarness(t, oneLane(LaneConfig{}), func(o *Options) { o.Metrics = p })
+	for _, name := range []string{"submitted", "commands_dead_lettered", "attempts_timed_out", "attempts_started", "retries", "wait_seconds_count"} {
+		if v, ok := p.values["work/"+name]; !ok || v != 0 {
+			t.Errorf("work/%s = %v, %v before any command; want 0, true", name, v, ok)
+		}
 	}
 }

@@ -190,7 +190,6 @@ func (q *Queue) failLocked(t *Ticket, timedOut bool, r Result, err error, now in
 	evType := EventFailed
 	if timedOut {
 		ln.counts.timeouts++
-		ln.m.timeouts.Inc()
 		evType = EventTimeout
 	}
 	policy := q.cfg.Retry

@@ -20,14 +20,32 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/agentlane/agentlane/internal/buildinfo"
 	"github.com/agentlane/agentlane/internal/lanequeue"
 )
 
 // The lane schedulers' metrics, served on the manager's metrics endpoint
-// with controller-runtime's. Every series is labelled with the LaneQueue's
-// namespace and name and the lane.
+// with controller-runtime's; docs/metrics.md describes each. Every series is
+// labelled with the LaneQueue (queue_namespace, queue) and most with the
+// lane. The LaneQueue's namespace is not called "namespace": scrapes add a
+// namespace target label of their own (the manager pod's).
+const (
+	// LabelQueueNamespace is the namespace of the LaneQueue.
+	LabelQueueNamespace = "queue_namespace"
+	LabelQueue          = "queue"
+	LabelLane           = "lane"
+	LabelOutcome        = "outcome"
+)
+
+// DurationBuckets are the lane histograms' buckets, in seconds: from 5ms to
+// an hour, so that an attempt that runs to a long timeout (5 minutes is
+// common, the Session API waits as long) or a command that waits behind a
+// long backlog still lands in a bucket of its own, not in +Inf.
+var DurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
+
 var (
-	laneLabels = []string{"namespace", "queue", "lane"}
+	queueLabels = []string{LabelQueueNamespace, LabelQueue}
+	laneLabels  = []string{LabelQueueNamespace, LabelQueue, LabelLane}
 
 	LanePending = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "agentlane_lane_pending_commands",
@@ -37,24 +55,62 @@ var (
 		Name: "agentlane_lane_active_commands",
 		Help: "Commands running in a lane.",
 	}, laneLabels)
-	LaneCommands = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "agentlane_lane_commands_total",
-		Help: "Commands of a lane by what happened to them: submitted, completed, failed, retried, timed_out, dead_lettered, cancelled.",
-	}, append(laneLabels, "event"))
+	LaneSubmitted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentlane_lane_commands_submitted_total",
+		Help: "Commands accepted into a lane.",
+	}, laneLabels)
+	LaneCommandsFinished = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentlane_lane_commands_finished_total",
+		Help: "Commands that ended, each once, by outcome: succeeded, failed, dead_lettered, cancelled.",
+	}, append(laneLabels, LabelOutcome))
+	LaneAttemptsStarted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentlane_lane_attempts_started_total",
+		Help: "Attempts started in a lane; a retried command starts several.",
+	}, laneLabels)
+	LaneAttemptsFinished = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentlane_lane_attempts_finished_total",
+		Help: "Attempts that ended, each once, by outcome: succeeded, failed, timed_out, cancelled.",
+	}, append(laneLabels, LabelOutcome))
+	LaneRetries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentlane_lane_retries_total",
+		Help: "Failed or timed-out attempts whose command was scheduled to run again.",
+	}, laneLabels)
 	LaneWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "agentlane_lane_wait_duration_seconds",
-		Help:    "Seconds from a command becoming ready to starting.",
-		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		Help:    "Seconds from a command becoming ready (submitted, or its retry delay over) to starting.",
+		Buckets: DurationBuckets,
 	}, laneLabels)
 	LaneRun = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "agentlane_lane_run_duration_seconds",
-		Help:    "Seconds from a command's start to the end of the attempt.",
-		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		Help:    "Seconds from an attempt's start to its end, whatever its outcome.",
+		Buckets: DurationBuckets,
 	}, laneLabels)
+	LaneMaxConcurrency = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "agentlane_lane_max_concurrency",
+		Help: "A lane's configured maxConcurrency across all sessions; 0 is unlimited.",
+	}, laneLabels)
+	LaneMaxConcurrencyPerSession = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "agentlane_lane_max_concurrency_per_session",
+		Help: "A lane's configured maxConcurrencyPerSession; 0 is unlimited.",
+	}, laneLabels)
+	QueueMaxConcurrent = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "agentlane_queue_max_concurrent",
+		Help: "A LaneQueue's configured maxConcurrent across its lanes (isolated lanes excepted); 0 is unlimited.",
+	}, queueLabels)
+
+	laneVectors = []interface {
+		prometheus.Collector
+		DeletePartialMatch(prometheus.Labels) int
+	}{LanePending, LaneActive, LaneSubmitted, LaneCommandsFinished, LaneAttemptsStarted,
+		LaneAttemptsFinished, LaneRetries, LaneWait, LaneRun,
+		LaneMaxConcurrency, LaneMaxConcurrencyPerSession, QueueMaxConcurrent}
 )
 
 func init() {
-	metrics.Registry.MustRegister(LanePending, LaneActive, LaneCommands, LaneWait, LaneRun)
+	for _, v := range laneVectors {
+		metrics.Registry.MustRegister(v)
+	}
+	buildinfo.Register(metrics.Registry)
 }
 
 // queueMetrics adapts one LaneQueue's scheduler metrics to Prometheus.
@@ -64,60 +120,61 @@ type queueMetrics struct {
 
 var _ lanequeue.MetricsProvider = queueMetrics{}
 
-func (m queueMetrics) counter(lane, event string) lanequeue.CounterMetric {
-	return LaneCommands.WithLabelValues(m.namespace, m.queue, lane, event)
-}
+func (m queueMetrics) lane(lane string) []string { return []string{m.namespace, m.queue, lane} }
 
 func (m queueMetrics) NewPendingMetric(lane string) lanequeue.GaugeMetric {
-	return LanePending.WithLabelValues(m.namespace, m.queue, lane)
+	return LanePending.WithLabelValues(m.lane(lane)...)
 }
 
 func (m queueMetrics) NewActiveMetric(lane string) lanequeue.GaugeMetric {
-	return LaneActive.WithLabelValues(m.namespace, m.queue, lane)
+	return LaneActive.WithLabelValues(m.lane(lane)...)
 }
 
 func (m queueMetrics) NewSubmittedMetric(lane string) lanequeue.CounterMetric {
-	return m.counter(lane, "submitted")
+	return LaneSubmitted.WithLabelValues(m.lane(lane)...)
 }
 
-func (m queueMetrics) NewCompletedMetric(lane string) lanequeue.CounterMetric {
-	return m.counter(lane, "completed")
+func (m queueMetrics) NewCommandsFinishedMetric(lane string, o lanequeue.CommandOutcome) lanequeue.CounterMetric {
+	return LaneCommandsFinished.WithLabelValues(append(m.lane(lane), string(o))...)
 }
 
-func (m queueMetrics) NewFailedMetric(lane string) lanequeue.CounterMetric {
-	return m.counter(lane, "failed")
+func (m queueMetrics) NewAttemptsStartedMetric(lane string) lanequeue.CounterMetric {
+	return LaneAttemptsStarted.WithLabelValues(m.lane(lane)...)
+}
+
+func (m queueMetrics) NewAttemptsFinishedMetric(lane string, o lanequeue.AttemptOutcome) lanequeue.CounterMetric {
+	return LaneAttemptsFinished.WithLabelValues(append(m.lane(lane), string(o))...)
 }
 
 func (m queueMetrics) NewRetriesMetric(lane string) lanequeue.CounterMetric {
-	return m.counter(lane, "retried")
-}
-
-func (m queueMetrics) NewTimeoutsMetric(lane string) lanequeue.CounterMetric {
-	return m.counter(lane, "timed_out")
-}
-
-func (m queueMetrics) NewDeadLetteredMetric(lane string) lanequeue.CounterMetric {
-	return m.counter(lane, "dead_lettered")
-}
-
-func (m queueMetrics) NewCancelledMetric(lane string) lanequeue.CounterMetric {
-	return m.counter(lane, "cancelled")
+	return LaneRetries.WithLabelValues(m.lane(lane)...)
 }
 
 func (m queueMetrics) NewWaitDurationMetric(lane string) lanequeue.HistogramMetric {
-	return LaneWait.WithLabelValues(m.namespace, m.queue, lane)
+	return LaneWait.WithLabelValues(m.lane(lane)...)
 }
 
 func (m queueMetrics) NewRunDurationMetric(lane string) lanequeue.HistogramMetric {
-	return LaneRun.WithLabelValues(m.namespace, m.queue, lane)
+	return LaneRun.WithLabelValues(m.lane(lane)...)
+}
+
+// setCapacity exports cfg's caps, replacing those of a previous
+// configuration (a removed lane's go away).
+func (m queueMetrics) setCapacity(cfg lanequeue.Config) {
+	match := prometheus.Labels{LabelQueueNamespace: m.namespace, LabelQueue: m.queue}
+	LaneMaxConcurrency.DeletePartialMatch(match)
+	LaneMaxConcurrencyPerSession.DeletePartialMatch(match)
+	for _, l := range cfg.Lanes {
+		LaneMaxConcurrency.WithLabelValues(m.lane(l.Name)...).Set(float64(l.MaxConcurrency))
+		LaneMaxConcurrencyPerSession.WithLabelValues(m.lane(l.Name)...).Set(float64(l.MaxConcurrencyPerSession))
+	}
+	QueueMaxConcurrent.WithLabelValues(m.namespace, m.queue).Set(float64(cfg.MaxConcurrent))
 }
 
 // forget removes the queue's series once its scheduler is gone.
 func (m queueMetrics) forget() {
-	match := prometheus.Labels{"namespace": m.namespace, "queue": m.queue}
-	LanePending.DeletePartialMatch(match)
-	LaneActive.DeletePartialMatch(match)
-	LaneCommands.DeletePartialMatch(match)
-	LaneWait.DeletePartialMatch(match)
-	LaneRun.DeletePartialMatch(match)
+	match := prometheus.Labels{LabelQueueNamespace: m.namespace, LabelQueue: m.queue}
+	for _, v := range laneVectors {
+		v.DeletePartialMatch(match)
+	}
 }

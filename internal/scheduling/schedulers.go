@@ -275,6 +275,9 @@ func (s *Schedulers) Ensure(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Confi
 		if err := sc.queue.Reconfigure(cfg); err != nil {
 			return false, fmt.Errorf("reconfigure the scheduler: %w", err)
 		}
+		if s.Options.Metrics == nil {
+			queueMetrics{namespace: key.Namespace, queue: key.Name}.setCapacity(sc.queue.Config())
+		}
 		s.markDirtyLocked(key)
 		return false, nil
 	}
@@ -291,6 +294,9 @@ func (s *Schedulers) Ensure(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Confi
 	q, err := lanequeue.New(cfg, opts)
 	if err != nil {
 		return false, fmt.Errorf("start the scheduler: %w", err)
+	}
+	if s.Options.Metrics == nil {
+		queueMetrics{namespace: ns, queue: lq.Name}.setCapacity(q.Config())
 	}
 	inboxOpts := lanequeue.InboxOptions{Queue: q, IDs: opts.IDs}
 	if c, ok := opts.Clock.(clock.WithDelayedExecution); ok {

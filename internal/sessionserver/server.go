@@ -28,7 +28,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -36,7 +35,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/budget"
@@ -320,10 +318,10 @@ type sessionCall struct {
 	caller   Caller
 }
 
-// Handler returns the API's HTTP handler.
-func (s *Server) Handler() http.Handler {
-	s.init()
-	routes := []route{
+// routes lists the session routes, under
+// /v1/namespaces/{namespace}/sessions/{session}.
+func (s *Server) routes() []route {
+	return []route{
 		{http.MethodPost, "/commands", VerbWrite, s.submit},
 		{http.MethodGet, "/commands/{id}", VerbRead, s.getCommand},
 		{http.MethodPost, "/commands/{id}/result", VerbWrite, s.reportResult},
@@ -341,10 +339,15 @@ func (s *Server) Handler() http.Handler {
 		{http.MethodGet, "/checkpoints/latest", VerbRead, s.loadCheckpoint},
 		{http.MethodGet, "/checkpoints/{run}", VerbRead, s.loadCheckpoint},
 	}
+}
+
+// Handler returns the API's HTTP handler.
+func (s *Server) Handler() http.Handler {
+	s.init()
 	mux := http.NewServeMux()
 	prefix := "/" + sessionapi.Version + "/namespaces/{namespace}/sessions/{session}"
-	for _, rt := range routes {
-		mux.Handle(prefix+rt.path, s.sessionHandler(rt))
+	for _, rt := range s.routes() {
+		mux.Handle(prefix+rt.path, s.instrument(rt.path, s.sessionHandler(rt)))
 	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
@@ -354,16 +357,16 @@ func (s *Server) Handler() http.Handler {
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write(sessionapi.OpenAPI)
 	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, "unknown", apiErrorf(http.StatusNotFound, sessionapi.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
-	})
+	mux.Handle("/", s.instrument(routeUnknown, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, routeUnknown, apiErrorf(http.StatusNotFound, sessionapi.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+	})))
 	return mux
 }
 
 // sessionHandler authenticates, authorizes and resolves the session before
 // rt's handler runs; a refused call changes nothing.
 func (s *Server) sessionHandler(rt route) http.Handler {
-	name := rt.method + " " + rt.path
+	name := rt.path
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != rt.method {
 			w.Header().Set("Allow", rt.method)
@@ -377,9 +380,7 @@ func (s *Server) sessionHandler(rt route) http.Handler {
 		}
 		if err != nil {
 			s.writeError(w, r, name, err)
-			return
 		}
-		requests.WithLabelValues(name, "OK").Inc()
 	})
 }
 
@@ -477,7 +478,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, route string
 		s.log.Error(err, "Session API call failed", "method", r.Method, "path", r.URL.Path)
 		e = apiError(http.StatusInternalServerError, sessionapi.CodeInternal, err.Error())
 	}
-	requests.WithLabelValues(route, e.Code).Inc()
+	countError(route, r, e.Code)
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(e.RetryAfter)))
 	}
@@ -523,16 +524,6 @@ func uintParam(v string) (uint64, bool) {
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
 	return n, err == nil
-}
-
-// requests counts Session API calls by route and outcome code.
-var requests = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Name: "agentlane_session_api_requests_total",
-	Help: "Session API calls by route and outcome (OK or the error code).",
-}, []string{"route", "code"})
-
-func init() {
-	metrics.Registry.MustRegister(requests)
 }
 
 // SetupWithManager adds the server to mgr, with the manager's client and a

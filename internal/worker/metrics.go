@@ -21,6 +21,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/agentlane/agentlane/internal/buildinfo"
 )
 
 const (
@@ -59,14 +61,36 @@ var (
 		Name:      "tasks_running",
 		Help:      "Attempts the worker runs now.",
 	})
+
+	capacityGauge = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: metricsNamespace,
+		Subsystem: metricsSubsystem,
+		Name:      "capacity",
+		Help:      "Attempts the worker runs at most at once (its --capacity); 0 until it registers.",
+	})
+)
+
+// The label values exported from the start, at 0, so that a rate or an
+// increase over any of them has a first sample.
+var (
+	outcomes = []string{outcomeSucceeded, outcomeFailed, outcomeLost, outcomeHandedBack}
+	writes   = []string{writeClaim, writeComplete, writeHandBack}
 )
 
 var registerOnce sync.Once
 
-// RegisterMetrics adds the worker's metrics to controller-runtime's registry,
-// which the binary serves. Calling it again does nothing.
+// RegisterMetrics adds the worker's metrics and agentlane_build_info to
+// controller-runtime's registry, which the binary serves, every outcome and
+// write label value at 0. Calling it again does nothing.
 func RegisterMetrics() {
 	registerOnce.Do(func() {
-		ctrlmetrics.Registry.MustRegister(tasksStarted, tasksFinished, fencedWritesRejected, tasksRunning)
+		ctrlmetrics.Registry.MustRegister(tasksStarted, tasksFinished, fencedWritesRejected, tasksRunning, capacityGauge)
+		buildinfo.Register(ctrlmetrics.Registry)
+		for _, o := range outcomes {
+			tasksFinished.WithLabelValues(o)
+		}
+		for _, w := range writes {
+			fencedWritesRejected.WithLabelValues(w)
+		}
 	})
 }

@@ -247,6 +247,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err := w.lease.renew(ctx); err != nil {
 		return fmt.Errorf("register Lease %s: %w", workerproto.LeaseName(w.opts.Name), err)
 	}
+	capacityGauge.Set(float64(w.opts.Capacity))
 	w.log.Info("Worker registered", "lease", workerproto.LeaseName(w.opts.Name), "node", w.opts.NodeName,
 		"capacity", w.opts.Capacity, "queues", w.opts.Queues, "lanes", w.opts.Lanes)
 	beatCtx, stopBeat := context.WithCancel(life)

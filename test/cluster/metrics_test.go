@@ -71,6 +71,8 @@ var _ = Describe("the manager's metrics endpoint", func() {
 			status, body := scrape(reader)
 			g.Expect(status).To(Equal(http.StatusOK))
 			g.Expect(body).To(ContainSubstring("controller_runtime_"))
+			// agentlane's own metrics are served beside controller-runtime's.
+			g.Expect(body).To(MatchRegexp(`agentlane_build_info\{goversion="go[^"]+",revision="[^"]+",version="[^"]+"\} 1`))
 		}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 	})
 })

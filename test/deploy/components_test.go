@@ -18,9 +18,11 @@ package deploy
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -72,6 +74,9 @@ func renderWithComponents(ctx context.Context, components ...string) ([]*unstruc
 	return manifest.Decode("kustomize build (config/default + "+strings.Join(components, ", ")+")", out)
 }
 
+// labelRef is a label an alert's annotation shows: {{ $labels.lane }}.
+var labelRef = regexp.MustCompile(`\$labels\.([a-zA-Z_][a-zA-Z0-9_]*)`)
+
 // TestPrometheusRuleNamesRegisteredMetrics checks that every agentlane
 // series the alerts of config/components/prometheus query is one the
 // manager or the workers register: an alert on a renamed metric would never
@@ -93,20 +98,17 @@ func TestPrometheusRuleNamesRegisteredMetrics(t *testing.T) {
 			for _, r := range rules {
 				rule := r.(map[string]any)
 				expr, _ := rule["expr"].(string)
-				names := metricName.FindAllString(expr, -1)
-				if len(names) == 0 {
-					t.Errorf("alert %v queries no agentlane metric: %s", rule["alert"], expr)
+				_, problems := queryProblems(expr, registered)
+				for _, p := range problems {
+					t.Errorf("alert %v %s: %s", rule["alert"], p, expr)
 				}
-				for _, name := range names {
-					if _, ok := registered[baseMetric(name, registered)]; !ok {
-						t.Errorf("alert %v queries %s, which agentlane does not register", rule["alert"], name)
-					}
-				}
-				// Label matchers must name the metric's own labels.
-				for _, m := range selector.FindAllStringSubmatch(expr, -1) {
-					for _, l := range matcher.FindAllStringSubmatch(m[2], -1) {
-						if own := registered[baseMetric(m[1], registered)]; !slices.Contains(own, l[1]) && l[1] != "le" {
-							t.Errorf("alert %v matches %s on label %s; its labels are %v", rule["alert"], m[1], l[1], own)
+				// The annotations may show only labels the expression keeps.
+				kept := groupingLabels(expr)
+				annotations, _ := rule["annotations"].(map[string]any)
+				for _, text := range annotations {
+					for _, ref := range labelRef.FindAllStringSubmatch(fmt.Sprint(text), -1) {
+						if !slices.Contains(kept, ref[1]) {
+							t.Errorf("alert %v shows $labels.%s, which its expression drops (it keeps %v)", rule["alert"], ref[1], kept)
 						}
 					}
 				}
@@ -148,7 +150,8 @@ var _ = Describe("config/components/prometheus", Ordered, func() {
 		ep := endpoints[0].(map[string]any)
 		Expect(ep).To(HaveKeyWithValue("port", "metrics"))
 		Expect(ep).To(HaveKeyWithValue("scheme", "https"))
-		Expect(ep).To(HaveKeyWithValue("honorLabels", true))
+		// A scraped process may not overwrite its job or instance labels.
+		Expect(ep).NotTo(HaveKeyWithValue("honorLabels", true))
 		secret, _, _ := unstructured.NestedString(ep, "authorization", "credentials", "name")
 		key, _, _ := unstructured.NestedString(ep, "authorization", "credentials", "key")
 		Expect(key).To(Equal("token"))

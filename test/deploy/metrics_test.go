@@ -76,7 +76,8 @@ func registeredMetrics(t *testing.T) map[string][]string {
 	}
 	// The lane metrics and the Session API's and worker's: a registry that
 	// lost one of the packages' metrics is a broken test, not a pass.
-	for _, name := range []string{"agentlane_lane_commands_total", "agentlane_session_api_requests_total", "agentlane_worker_tasks_finished_total"} {
+	for _, name := range []string{"agentlane_lane_commands_finished_total", "agentlane_session_api_requests_total",
+		"agentlane_worker_tasks_finished_total", "agentlane_build_info"} {
 		if _, ok := metrics[name]; !ok {
 			t.Fatalf("%s is not registered; registered: %v", name, metrics)
 		}
@@ -120,9 +121,58 @@ var (
 	selector = regexp.MustCompile(`\b(agentlane_[a-z0-9_]+)\{([^}]*)\}`)
 	matcher  = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)`)
 	grouping = regexp.MustCompile(`\b(?:by|without)\s*\(([^)]*)\)`)
-	// targetLabels are added by the scrape, not by agentlane.
-	targetLabels = []string{"job", "instance", "pod", "service", "endpoint", "container", "component"}
+	// scrapeLabels are the target labels every scrape configuration gives
+	// a series. Others (pod, namespace, service, ...) only some add, so a
+	// query that groups by them shows nothing under the others.
+	scrapeLabels = []string{"job", "instance"}
 )
+
+// queryProblems checks one PromQL expression against the registered
+// metrics: every agentlane metric it names is registered, its label
+// matchers name the metric's own labels, and it groups only by labels of
+// the metrics it uses, le, or scrapeLabels. It returns the registered
+// metrics the expression uses, and what is wrong with it.
+func queryProblems(expr string, registered map[string][]string) (used, problems []string) {
+	for _, name := range metricName.FindAllString(expr, -1) {
+		base := baseMetric(name, registered)
+		if _, ok := registered[base]; !ok {
+			problems = append(problems, fmt.Sprintf("queries %s, which agentlane does not register", name))
+			continue
+		}
+		used = append(used, base)
+	}
+	if len(used) == 0 {
+		problems = append(problems, "queries no agentlane metric")
+	}
+	for _, s := range selector.FindAllStringSubmatch(expr, -1) {
+		own := registered[baseMetric(s[1], registered)]
+		for _, m := range matcher.FindAllStringSubmatch(s[2], -1) {
+			if !slices.Contains(own, m[1]) && !slices.Contains(scrapeLabels, m[1]) && m[1] != "le" {
+				problems = append(problems, fmt.Sprintf("selects %s by label %s; its labels are %v", s[1], m[1], own))
+			}
+		}
+	}
+	for _, l := range groupingLabels(expr) {
+		if l != "le" && !slices.Contains(scrapeLabels, l) &&
+			!slices.ContainsFunc(used, func(m string) bool { return slices.Contains(registered[m], l) }) {
+			problems = append(problems, fmt.Sprintf("groups by %s, which none of %v has", l, used))
+		}
+	}
+	return used, problems
+}
+
+// groupingLabels returns the labels of expr's by (...) and without (...).
+func groupingLabels(expr string) []string {
+	var labels []string
+	for _, g := range grouping.FindAllStringSubmatch(expr, -1) {
+		for l := range strings.SplitSeq(g[1], ",") {
+			if l = strings.TrimSpace(l); l != "" {
+				labels = append(labels, l)
+			}
+		}
+	}
+	return labels
+}
 
 // baseMetric maps a histogram's series to the histogram's name.
 func baseMetric(name string, registered map[string][]string) string {
@@ -193,7 +243,7 @@ func TestDashboardQueriesRegisteredMetrics(t *testing.T) {
 		t.Errorf("datasource variable = %+v, want a variable of type datasource for prometheus", v)
 	}
 	exprs := map[string]string{} // where -> query
-	for _, name := range []string{"namespace", "queue"} {
+	for _, name := range []string{"queue_namespace", "queue"} {
 		v, ok := vars[name]
 		if !ok || v.Type != "query" || !strings.HasPrefix(v.Definition, "label_values(") {
 			t.Errorf("variable %s = %+v, want a label_values query", name, v)
@@ -224,38 +274,12 @@ func TestDashboardQueriesRegisteredMetrics(t *testing.T) {
 	}
 
 	for where, expr := range exprs {
-		var used []string
-		for _, name := range metricName.FindAllString(expr, -1) {
-			base := baseMetric(name, registered)
-			if _, ok := registered[base]; !ok {
-				t.Errorf("%s queries %s, which agentlane does not register", where, name)
-				continue
-			}
-			used = append(used, base)
-			queried[base] = true
+		used, problems := queryProblems(expr, registered)
+		for _, p := range problems {
+			t.Errorf("%s %s: %s", where, p, expr)
 		}
-		if len(used) == 0 {
-			t.Errorf("%s queries no agentlane metric: %s", where, expr)
-		}
-		known := func(label string) bool {
-			if label == "le" || slices.Contains(targetLabels, label) {
-				return true
-			}
-			return slices.ContainsFunc(used, func(m string) bool { return slices.Contains(registered[m], label) })
-		}
-		for _, s := range selector.FindAllStringSubmatch(expr, -1) {
-			for _, m := range matcher.FindAllStringSubmatch(s[2], -1) {
-				if !slices.Contains(registered[baseMetric(s[1], registered)], m[1]) && !slices.Contains(targetLabels, m[1]) {
-					t.Errorf("%s selects %s by label %s, which it does not have", where, s[1], m[1])
-				}
-			}
-		}
-		for _, g := range grouping.FindAllStringSubmatch(expr, -1) {
-			for l := range strings.SplitSeq(g[1], ",") {
-				if l = strings.TrimSpace(l); l != "" && !known(l) {
-					t.Errorf("%s groups by %s, which none of %v has", where, l, used)
-				}
-			}
+		for _, m := range used {
+			queried[m] = true
 		}
 	}
 	for name := range registered {
