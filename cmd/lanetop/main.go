@@ -59,12 +59,12 @@ type options struct {
 	context       string
 	namespace     string
 	allNamespaces bool
-	view       string
-	interval   time.Duration
-	once       bool
-	headless   bool
-	task       string
-	width      int
+	view          string
+	interval      time.Duration
+	once          bool
+	headless      bool
+	task          string
+	width         int
 }
 
 // parseFlags reads the command line.
@@ -193,4 +193,3 @@ func restConfig(path, kubeContext string) (*rest.Config, error) {
 	cfg.UserAgent = "lanetop"
 	return cfg, nil
 }
-
