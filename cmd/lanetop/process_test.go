@@ -188,6 +188,10 @@ func TestLanetopProcess(t *testing.T) {
 		g.Expect(dash.output()).NotTo(ContainSubstring("\x1b"), "headless: no ANSI escapes")
 	})
 
+	t.Run("on a terminal: the alternate screen, frames that fit, keys without Enter, the terminal restored", func(t *testing.T) {
+		onTerminal(t, bin, kubeconfig)
+	})
+
 	t.Run("--once fails when the cluster cannot be read", func(t *testing.T) {
 		g := NewWithT(t)
 		cmd := exec.CommandContext(ctx, bin, "--once", "--kubeconfig="+filepath.Join(t.TempDir(), "missing"))

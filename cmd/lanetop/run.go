@@ -222,7 +222,8 @@ func (v *viewer) status(err error) string {
 
 // showError shows a failed load in place of a frame.
 func (v *viewer) showError(err error) {
-	text := "lanetop: " + oneLine(err)
+	width, _ := v.screen.size()
+	text := cut("lanetop: "+oneLine(err), width)
 	if v.view == viewStrip {
 		v.screen.strip(text)
 		return
