@@ -103,11 +103,12 @@ bench: ## Run the lane scheduler benchmarks (lanebench workloads and Go benchmar
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager, worker, agent and lanetop binaries into bin/.
+build: ## Build the manager, worker, agent and lanetop binaries into bin/ (lanetop also as the kubectl plugin bin/kubectl-lanetop).
 	$(GO) build -o $(LOCALBIN)/manager ./cmd/manager
 	$(GO) build -o $(LOCALBIN)/worker ./cmd/worker
 	$(GO) build -o $(LOCALBIN)/agent ./cmd/agent
 	$(GO) build -o $(LOCALBIN)/lanetop ./cmd/lanetop
+	cp -f $(LOCALBIN)/lanetop $(LOCALBIN)/kubectl-lanetop
 
 .PHONY: docker-build
 docker-build: ## Build the image that runs the manager and the workers (IMG=agentlane:dev).
