@@ -12,7 +12,9 @@ KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
 HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
 
 # The Helm chart (charts/agentlane) carries copies of what `make manifests`
-# generates: the CRDs in its crds/ and the generated roles in files/rbac/.
+# generates: the CRDs in its crds/ and the generated roles in files/rbac/;
+# and of the objects of the prometheus and network-policy components in
+# files/components/.
 CHART ?= charts/agentlane
 
 # The image that serves both the manager and the workers, and the tools that
@@ -56,6 +58,8 @@ manifests: controller-gen ## Generate CRDs and RBAC from the API types and kubeb
 		$(CONTROLLER_GEN) rbac:roleName=worker-role paths="./cmd/worker/..." output:rbac:artifacts:config=config/rbac/worker; fi
 	@rm -f $(CHART)/crds/*.yaml && cp config/crd/bases/*.yaml $(CHART)/crds/
 	@cp config/rbac/role.yaml $(CHART)/files/rbac/role.yaml && cp config/rbac/worker/role.yaml $(CHART)/files/rbac/worker-role.yaml
+	@for c in prometheus network-policy; do rm -rf $(CHART)/files/components/$$c && mkdir -p $(CHART)/files/components/$$c && \
+		cp $$(ls config/components/$$c/*.yaml | grep -v /kustomization.yaml) $(CHART)/files/components/$$c/; done
 
 .PHONY: generate
 generate: controller-gen ## Generate deepcopy methods for the API types.
