@@ -196,8 +196,8 @@ func (v *viewer) show(snap *laneview.Snapshot, err error) {
 	}
 	var b bytes.Buffer
 	opts := laneview.DashboardOptions{Now: time.Now(), Width: width, Color: v.screen.color, Selected: v.selected}
-	if v.screen.live {
-		opts.Height = max(rows-1, 1) // a row for the status line
+	if v.screen.live && rows > 1 {
+		opts.Height = rows - 1 // a row for the status line
 	}
 	_ = laneview.RenderDashboard(&b, snap, opts)
 	if v.screen.live {

@@ -180,7 +180,9 @@ func onTerminal(t *testing.T, bin, kubeconfig string) {
 	g.Eventually(out.String).Should(HaveSuffix(cursorShow + altScreenOff))
 	g.Expect(p.lineMode(t)).To(BeTrue(), "the terminal reads lines again")
 
-	// SIGTERM restores the terminal too.
+	// SIGTERM restores the terminal too. (A terminal of its own: the
+	// reader of the first one's output still reads it.)
+	p = openPTY(t, 80, 24)
 	cmd, out, exited = startOnTerminal(t, p, bin, "--kubeconfig="+kubeconfig)
 	g.Eventually(lastScreen(out)).Should(ContainSubstring("── QUEUES "))
 	g.Expect(p.lineMode(t)).To(BeFalse())
