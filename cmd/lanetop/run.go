@@ -29,12 +29,6 @@ import (
 	"github.com/agentlane/agentlane/internal/laneview"
 )
 
-// source is where frames come from: a laneview.Watcher.
-type source interface {
-	Changed() <-chan struct{}
-	Snapshot(ctx context.Context) (*laneview.Snapshot, error)
-}
-
 // viewer holds what changes between frames: the view, the selection, and
 // the task name being typed after /.
 type viewer struct {
@@ -64,7 +58,7 @@ func once(ctx context.Context, o options, r client.Reader, out *screen) error {
 // run shows frames until ctx ends or q is read: after each change of src
 // (once it settled), every interval for the elapsed times, when the
 // terminal's size changes and after each key.
-func run(ctx context.Context, o options, src source, keys <-chan string, resize <-chan os.Signal, out *screen) error {
+func run(ctx context.Context, o options, src laneview.Source, keys <-chan string, resize <-chan os.Signal, out *screen) error {
 	v := &viewer{o: o, screen: out, view: o.view, selected: o.task}
 	ticker := time.NewTicker(o.interval)
 	defer ticker.Stop()

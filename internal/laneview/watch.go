@@ -173,10 +173,19 @@ func (w *Watcher) notify() {
 	}
 }
 
-// Watch hands fn a snapshot of w (see Snapshot for the error) when the
-// watcher changed, waiting settle after a change so that changes close
-// together make one snapshot, until ctx ends. w must be started.
-func Watch(ctx context.Context, w *Watcher, settle time.Duration, fn func(*Snapshot, error)) {
+// Source is what Watch and Follow read: a started Watcher, or anything
+// else that signals changes and builds snapshots.
+type Source interface {
+	// Changed receives a value after a change.
+	Changed() <-chan struct{}
+	// Snapshot is the current state; see Watcher.Snapshot for the error.
+	Snapshot(ctx context.Context) (*Snapshot, error)
+}
+
+// Watch hands fn a snapshot of w (see Watcher.Snapshot for the error) when
+// it changed, waiting settle after a change so that changes close together
+// make one snapshot, until ctx ends.
+func Watch(ctx context.Context, w Source, settle time.Duration, fn func(*Snapshot, error)) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -221,7 +230,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 //	w, _ := laneview.NewWatcher(restConfig, "default")
 //	_ = w.Start(ctx)
 //	go laneview.Follow(ctx, w, os.Stdout, laneview.StripOptions{})
-func Follow(ctx context.Context, w *Watcher, out io.Writer, opts StripOptions) error {
+func Follow(ctx context.Context, w Source, out io.Writer, opts StripOptions) error {
 	var last string
 	var werr error
 	ctx, cancel := context.WithCancel(ctx)
