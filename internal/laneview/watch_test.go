@@ -20,6 +20,8 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -31,16 +33,26 @@ import (
 // snapshots taken.
 type fakeSource struct {
 	changed   chan struct{}
-	snapshots int
-	snap      *Snapshot
-	err       error
+	snapshots atomic.Int32
+
+	mu   sync.Mutex
+	snap *Snapshot
+	err  error
 }
 
 func (f *fakeSource) Changed() <-chan struct{} { return f.changed }
 
 func (f *fakeSource) Snapshot(context.Context) (*Snapshot, error) {
-	f.snapshots++
+	f.snapshots.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	return f.snap, f.err
+}
+
+func (f *fakeSource) set(snap *Snapshot, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.snap, f.err = snap, err
 }
 
 // change signals a change the way Watcher does: at most one pending.
@@ -55,12 +67,13 @@ func TestWatchCoalescesChanges(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		src := &fakeSource{changed: make(chan struct{}, 1), snap: New("", nil, nil, nil)}
 		ctx, cancel := context.WithCancel(t.Context())
-		calls := 0
-		go Watch(ctx, src, 100*time.Millisecond, func(*Snapshot, error) { calls++ })
+		var called atomic.Int32
+		calls := func() int32 { return called.Load() }
+		go Watch(ctx, src, 100*time.Millisecond, func(*Snapshot, error) { called.Add(1) })
 
 		synctest.Wait()
-		if calls != 0 {
-			t.Fatalf("%d snapshots before any change", calls)
+		if calls() != 0 {
+			t.Fatalf("%d snapshots before any change", calls())
 		}
 		// Three changes 30ms apart, within one settle: one snapshot.
 		for range 3 {
@@ -70,26 +83,26 @@ func TestWatchCoalescesChanges(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 		synctest.Wait()
-		if calls != 1 || src.snapshots != 1 {
-			t.Fatalf("after three changes close together: %d calls, %d snapshots; want 1", calls, src.snapshots)
+		if calls() != 1 || src.snapshots.Load() != 1 {
+			t.Fatalf("after three changes close together: %d calls, %d snapshots; want 1", calls(), src.snapshots.Load())
 		}
 		// Nothing changes: nothing is read, however long.
 		time.Sleep(time.Hour)
 		synctest.Wait()
-		if src.snapshots != 1 {
-			t.Fatalf("%d snapshots while nothing changed; want 1", src.snapshots)
+		if src.snapshots.Load() != 1 {
+			t.Fatalf("%d snapshots while nothing changed; want 1", src.snapshots.Load())
 		}
 		// A later change: a second snapshot after the settle, not before.
 		src.change()
 		time.Sleep(99 * time.Millisecond)
 		synctest.Wait()
-		if calls != 1 {
+		if calls() != 1 {
 			t.Fatalf("a snapshot before the change settled")
 		}
 		time.Sleep(time.Millisecond)
 		synctest.Wait()
-		if calls != 2 {
-			t.Fatalf("%d calls after the second change settled; want 2", calls)
+		if calls() != 2 {
+			t.Fatalf("%d calls after the second change settled; want 2", calls())
 		}
 		cancel()
 	})
@@ -104,7 +117,7 @@ func TestFollowWritesChangesAndErrorsOnce(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- Follow(ctx, src, &out, StripOptions{}) }()
 		step := func(snap *Snapshot, err error) {
-			src.snap, src.err = snap, err
+			src.set(snap, err)
 			src.change()
 			time.Sleep(DefaultSettle)
 			synctest.Wait()
