@@ -20,6 +20,7 @@ import (
 	"bufio"
 	"io"
 	"strings"
+	"unicode"
 )
 
 // Names of the keys that are not characters.
@@ -79,7 +80,7 @@ func nextKey(br *bufio.Reader) (string, error) {
 		}
 		return escapeSequence(br)
 	}
-	if r < 0x20 {
+	if unicode.IsControl(r) {
 		return "", nil
 	}
 	return string(r), nil

@@ -34,6 +34,7 @@ func TestReadKeys(t *testing.T) {
 		"other sequences are dropped":       {typed: "\x1b[1;5Cx\x1b[3~", want: []string{"x"}},
 		"a lone Escape":                     {typed: "\x1b", want: []string{keyEscape}},
 		"backspace, Ctrl-C; other controls": {typed: "\x7f\x03\x01\x1a", want: []string{keyBackspace, keyInterrupt}},
+		"C1 controls are dropped":           {typed: "a\u009bb", want: []string{"a", "b"}},
 		"a name with a multi-byte rune":     {typed: "tâche", want: []string{"t", "â", "c", "h", "e"}},
 	}
 	for name, tc := range cases {

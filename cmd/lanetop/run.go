@@ -23,6 +23,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -225,8 +226,15 @@ func (v *viewer) showError(err error) {
 	v.screen.dashboard(text + "\n")
 }
 
+// oneLine is the error's text on one line, without control characters: it
+// may quote what the API server or a proxy sent.
 func oneLine(err error) string {
-	return strings.ReplaceAll(err.Error(), "\n", " ")
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, err.Error())
 }
 
 // cut shortens s to width runes (0: no limit), ending it with "…".

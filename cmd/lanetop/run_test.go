@@ -17,6 +17,7 @@ limitations under the License.
 package main
 
 import (
+	"errors"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,5 +76,14 @@ func TestViewerKeys(t *testing.T) {
 					v.selected, v.typing, last, tc.wantSelected, tc.wantTyping, tc.wantLast)
 			}
 		})
+	}
+}
+
+// TestErrorsCannotDriveTheTerminal: an error may quote what a server sent;
+// shown on the status line, it must not move the cursor or clear the screen.
+func TestErrorsCannotDriveTheTerminal(t *testing.T) {
+	got := oneLine(errors.New("denied\x1b[2J\x1b[H\u009b31m\nby proxy"))
+	if want := "denied [2J [H 31m by proxy"; got != want {
+		t.Errorf("oneLine = %q, want %q", got, want)
 	}
 }
