@@ -12,7 +12,9 @@ KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
 HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
 
 # The Helm chart (charts/agentlane) carries copies of what `make manifests`
-# generates: the CRDs in its crds/ and the generated roles in files/rbac/.
+# generates: the CRDs in its crds/ and the generated roles in files/rbac/;
+# and of the objects of the prometheus and network-policy components in
+# files/components/.
 CHART ?= charts/agentlane
 
 # The image that serves both the manager and the workers, and the tools that
@@ -56,6 +58,8 @@ manifests: controller-gen ## Generate CRDs and RBAC from the API types and kubeb
 		$(CONTROLLER_GEN) rbac:roleName=worker-role paths="./cmd/worker/..." output:rbac:artifacts:config=config/rbac/worker; fi
 	@rm -f $(CHART)/crds/*.yaml && cp config/crd/bases/*.yaml $(CHART)/crds/
 	@cp config/rbac/role.yaml $(CHART)/files/rbac/role.yaml && cp config/rbac/worker/role.yaml $(CHART)/files/rbac/worker-role.yaml
+	@for c in prometheus network-policy; do rm -rf $(CHART)/files/components/$$c && mkdir -p $(CHART)/files/components/$$c && \
+		cp $$(ls config/components/$$c/*.yaml | grep -v /kustomization.yaml) $(CHART)/files/components/$$c/; done
 
 .PHONY: generate
 generate: controller-gen ## Generate deepcopy methods for the API types.
@@ -103,11 +107,12 @@ bench: ## Run the lane scheduler benchmarks (lanebench workloads and Go benchmar
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager, worker, agent and lanetop binaries into bin/.
+build: ## Build the manager, worker, agent and lanetop binaries into bin/ (lanetop also as the kubectl plugin bin/kubectl-lanetop).
 	$(GO) build -o $(LOCALBIN)/manager ./cmd/manager
 	$(GO) build -o $(LOCALBIN)/worker ./cmd/worker
 	$(GO) build -o $(LOCALBIN)/agent ./cmd/agent
 	$(GO) build -o $(LOCALBIN)/lanetop ./cmd/lanetop
+	cp -f $(LOCALBIN)/lanetop $(LOCALBIN)/kubectl-lanetop
 
 .PHONY: docker-build
 docker-build: ## Build the image that runs the manager and the workers (IMG=agentlane:dev).

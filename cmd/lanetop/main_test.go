@@ -43,6 +43,11 @@ func TestParseFlags(t *testing.T) {
 			args: []string{"-n", "team-b"},
 			want: options{namespace: "team-b", view: viewDashboard, interval: time.Second},
 		},
+		"-A is --all-namespaces": {
+			args: []string{"-A"},
+			want: options{allNamespaces: true, view: viewDashboard, interval: time.Second},
+		},
+		"-A and -n":          {args: []string{"-A", "-n", "x"}, wantErr: "--all-namespaces and --namespace exclude each other"},
 		"unknown view":       {args: []string{"--view=table"}, wantErr: `--view must be strip or dashboard, got "table"`},
 		"interval too short": {args: []string{"--interval=10ms"}, wantErr: "--interval must be at least 100ms, got 10ms"},
 		"negative width":     {args: []string{"--width=-1"}, wantErr: "--width must not be negative, got -1"},

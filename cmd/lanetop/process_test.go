@@ -188,6 +188,32 @@ func TestLanetopProcess(t *testing.T) {
 		g.Expect(dash.output()).NotTo(ContainSubstring("\x1b"), "headless: no ANSI escapes")
 	})
 
+	t.Run("on a terminal: the alternate screen, frames that fit, keys without Enter, the terminal restored", func(t *testing.T) {
+		onTerminal(t, bin, kubeconfig)
+	})
+
+	t.Run("kubectl runs it as the plugin kubectl-lanetop, with kubectl's flags", func(t *testing.T) {
+		g := NewWithT(t)
+		kubectl := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
+		if _, err := os.Stat(kubectl); err != nil {
+			t.Skipf("no kubectl next to the envtest control plane: %v", err)
+		}
+		plugins := t.TempDir()
+		g.Expect(os.Symlink(bin, filepath.Join(plugins, "kubectl-lanetop"))).To(Succeed())
+		cmd := exec.CommandContext(ctx, kubectl, "lanetop", "--kubeconfig", kubeconfig, "-n", "default", "--view=strip", "--once")
+		cmd.Env = append(os.Environ(), "PATH="+plugins+string(os.PathListSeparator)+os.Getenv("PATH"))
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		g.Expect(err).NotTo(HaveOccurred(), stderr.String())
+		g.Expect(string(out)).To(MatchRegexp(`^a3s ●\d/∞ ○1 ✓\d ✗1( last: \S+ \(bash\))?\n$`))
+
+		cmd = exec.CommandContext(ctx, kubectl, "lanetop", "--help")
+		cmd.Env = append(os.Environ(), "PATH="+plugins+string(os.PathListSeparator)+os.Getenv("PATH"))
+		help, _ := cmd.CombinedOutput()
+		g.Expect(string(help)).To(HavePrefix("Usage of kubectl-lanetop:"))
+	})
+
 	t.Run("--once fails when the cluster cannot be read", func(t *testing.T) {
 		g := NewWithT(t)
 		cmd := exec.CommandContext(ctx, bin, "--once", "--kubeconfig="+filepath.Join(t.TempDir(), "missing"))

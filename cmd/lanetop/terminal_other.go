@@ -18,10 +18,23 @@ limitations under the License.
 
 package main
 
-import "os"
+import (
+	"errors"
+	"os"
+)
 
 // terminalSize reports no terminal where the size cannot be asked for:
 // lanetop then prints frames one after the other, as with --headless.
 func terminalSize(*os.File) (cols, rows int, ok bool) {
 	return 0, 0, false
 }
+
+func isTerminal(*os.File) bool { return false }
+
+func keysMode(*os.File) (func() error, error) {
+	return nil, errors.New("keys without Enter are not supported on this system")
+}
+
+func notifyResize(chan<- os.Signal) {}
+
+var exitSignals = []os.Signal{os.Interrupt}

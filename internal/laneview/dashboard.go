@@ -42,6 +42,10 @@ type DashboardOptions struct {
 	// RECENT) shows at most; a list scrolls to keep the selected task in
 	// view. 0 means 10.
 	MaxRows int
+	// Height is how many lines the dashboard may take; 0 leaves it as long
+	// as its sections are. Sections that do not fit share the rows (see
+	// fitSections) and end with a "… N more" line.
+	Height int
 }
 
 // indent starts the rows of the lists; a selection marker takes its place.
@@ -78,7 +82,7 @@ func (s *Snapshot) Selected(sel string) *Task {
 // rule lines, never by blank lines, so frames written one after the other
 // can be told apart by the blank line between them.
 func RenderDashboard(w io.Writer, snap *Snapshot, opts DashboardOptions) error {
-	d := dashboard{snap: snap, opts: opts, selected: snap.Selected(opts.Selected)}
+	d := dashboard{snap: snap, opts: opts, selected: snap.Selected(opts.Selected), bodyLimit: noLimit}
 	if d.opts.MaxRows <= 0 {
 		d.opts.MaxRows = 10
 	}
@@ -86,12 +90,7 @@ func RenderDashboard(w io.Writer, snap *Snapshot, opts DashboardOptions) error {
 		d.opts.Now = clock.RealClock{}.Now()
 	}
 	d.header()
-	d.queues()
-	d.sessions()
-	d.inFlight()
-	d.queued()
-	d.recent()
-	d.detail()
+	d.layout(d.queues, d.sessions, d.inFlight, d.queued, d.recent, d.detail)
 	var b strings.Builder
 	for _, l := range d.lines {
 		l.render(&b, opts.Width, opts.Color)
@@ -105,6 +104,9 @@ type dashboard struct {
 	opts     DashboardOptions
 	selected *Task
 	lines    []line
+	// bodyLimit is how many lines the section being written may add
+	// under its rule; negative means no limit.
+	bodyLimit int
 }
 
 func (d *dashboard) add(l ...line) {
@@ -233,7 +235,7 @@ func (d *dashboard) sessions() {
 		d.none("no AgentSessions")
 		return
 	}
-	start, end := window(len(d.snap.Sessions), -1, d.opts.MaxRows)
+	start, end := window(len(d.snap.Sessions), -1, d.listLimit(len(d.snap.Sessions)))
 	t := table{}
 	for _, s := range d.snap.Sessions[start:end] {
 		dead, messages := span{}, span{}
@@ -290,6 +292,9 @@ func window(n, sel, limit int) (start, end int) {
 	if n <= limit {
 		return 0, n
 	}
+	if limit <= 0 {
+		return 0, 0
+	}
 	if sel >= limit {
 		start = sel - limit + 1
 	}
@@ -316,7 +321,7 @@ func (d *dashboard) inFlight() {
 		d.none("no tasks running")
 		return
 	}
-	start, end := window(len(list), d.index(list), d.opts.MaxRows)
+	start, end := window(len(list), d.index(list), d.listLimit(len(list)))
 	t := table{}
 	for _, x := range list[start:end] {
 		state := string(x.Phase)
@@ -347,7 +352,7 @@ func (d *dashboard) queued() {
 		d.none("no tasks waiting")
 		return
 	}
-	start, end := window(len(list), d.index(list), d.opts.MaxRows)
+	start, end := window(len(list), d.index(list), d.listLimit(len(list)))
 	t := table{}
 	for _, x := range list[start:end] {
 		state := string(x.Phase)
@@ -376,7 +381,7 @@ func (d *dashboard) recent() {
 		d.none("no tasks finished")
 		return
 	}
-	start, end := window(len(list), d.index(list), d.opts.MaxRows)
+	start, end := window(len(list), d.index(list), d.listLimit(len(list)))
 	t := table{}
 	for _, x := range list[start:end] {
 		took := span{}

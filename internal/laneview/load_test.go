@@ -19,7 +19,12 @@ package laneview
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"maps"
+	"net/http"
 	"os"
+	"path"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,6 +32,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -41,7 +47,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`, or set it to $(hack/envtest-assets.sh)")
 	}
 	g := NewWithT(t)
-	env, _, c, err := testenv.Start(testenv.Scheme())
+	env, cfg, c, err := testenv.Start(testenv.Scheme())
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() {
 		if err := env.Stop(); err != nil {
@@ -81,12 +87,19 @@ func TestAgainstAPIServer(t *testing.T) {
 		g.Expect(Strip(snap, StripOptions{})).To(Equal("no LaneQueues in namespace team-c"))
 	})
 
-	t.Run("Follow writes the strip when it changes, and only then", func(t *testing.T) {
+	t.Run("Follow writes the strip when it changes, and only then, from one list and a watch of each kind", func(t *testing.T) {
 		g := NewWithT(t)
 		var out lockedBuffer
 		fctx, stop := context.WithCancel(ctx)
+		defer stop()
+		requests := &requestCounter{}
+		counted := rest.CopyConfig(cfg)
+		counted.Wrap(requests.wrap)
+		w, err := NewWatcher(counted, "team-a")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(w.Start(fctx)).To(Succeed())
 		done := make(chan error, 1)
-		go func() { done <- Follow(fctx, c, "team-a", 20*time.Millisecond, &out, StripOptions{}) }()
+		go func() { done <- Follow(fctx, w, &out, StripOptions{}) }()
 
 		first := "a3s ●1/2 ○0 ✓3 ✗0 last: t1 (bash)\n"
 		g.Eventually(out.String, 10*time.Second).Should(Equal(first))
@@ -105,6 +118,20 @@ func TestAgainstAPIServer(t *testing.T) {
 
 		g.Eventually(out.String, 10*time.Second).Should(HaveSuffix("\na3s ●0/2 ○0 ✓4 ✗0\n"))
 		g.Expect(out.String()).To(HavePrefix(first))
+
+		// Three more changes, each seen; still one list of each kind.
+		for i := int64(5); i <= 7; i++ {
+			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "a3s"}, q)).To(Succeed())
+			q.Status.Lanes[0].Completed = i
+			g.Expect(c.Status().Update(ctx, q)).To(Succeed())
+			g.Eventually(out.String, 10*time.Second).Should(HaveSuffix(fmt.Sprintf("\na3s ●0/2 ○0 ✓%d ✗0\n", i)))
+		}
+		lists, watches := requests.counts()
+		t.Logf("LISTs %v, WATCHes %v", lists, watches)
+		for _, resource := range []string{"lanequeues", "externaltasks", "agentsessions"} {
+			g.Expect(lists[resource]).To(BeNumerically("<=", 1), "LISTs of %s: the cache lists once, then watches", resource)
+			g.Expect(watches[resource]).To(BeNumerically(">=", 1), "WATCHes of %s", resource)
+		}
 		stop()
 		g.Eventually(done).Should(Receive(BeNil()))
 	})
@@ -114,14 +141,15 @@ func TestAgainstAPIServer(t *testing.T) {
 		// A user without any role may not list the queues.
 		user, err := env.ControlPlane.AddUser(envtest.User{Name: "nobody"}, nil)
 		g.Expect(err).NotTo(HaveOccurred())
-		nobody, err := NewReader(user.Config())
-		g.Expect(err).NotTo(HaveOccurred())
-		var out lockedBuffer
 		fctx, stop := context.WithCancel(ctx)
 		defer stop()
-		go func() { _ = Follow(fctx, nobody, "team-a", 20*time.Millisecond, &out, StripOptions{}) }()
+		nobody, err := NewWatcher(user.Config(), "team-a")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(nobody.Start(fctx)).To(Succeed())
+		var out lockedBuffer
+		go func() { _ = Follow(fctx, nobody, &out, StripOptions{}) }()
 		g.Eventually(out.String, 10*time.Second).Should(And(
-			HavePrefix("laneview: list LaneQueues: "), ContainSubstring("forbidden")))
+			HavePrefix("laneview: "), ContainSubstring("forbidden")))
 		g.Consistently(func() int { return bytes.Count([]byte(out.String()), []byte("\n")) }, 300*time.Millisecond).
 			Should(Equal(1))
 	})
@@ -142,6 +170,42 @@ func put(t *testing.T, c client.Client, obj client.Object) {
 		t.Fatalf("write the status of %s: %v", obj.GetName(), err)
 	}
 }
+
+// requestCounter counts the LIST and WATCH requests a client sends, by
+// resource.
+type requestCounter struct {
+	mu             sync.Mutex
+	lists, watches map[string]int
+}
+
+func (r *requestCounter) wrap(next http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		resource := path.Base(req.URL.Path)
+		if req.Method == http.MethodGet && strings.HasSuffix(resource, "s") && strings.Contains(req.URL.Path, "/agentlane.io/") {
+			r.mu.Lock()
+			if r.lists == nil {
+				r.lists, r.watches = map[string]int{}, map[string]int{}
+			}
+			if w := req.URL.Query().Get("watch"); w == "true" || w == "1" {
+				r.watches[resource]++
+			} else {
+				r.lists[resource]++
+			}
+			r.mu.Unlock()
+		}
+		return next.RoundTrip(req)
+	})
+}
+
+func (r *requestCounter) counts() (lists, watches map[string]int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.lists), maps.Clone(r.watches)
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // lockedBuffer is a bytes.Buffer safe for one writer and one reader.
 type lockedBuffer struct {

@@ -20,12 +20,14 @@ limitations under the License.
 // the queues and their lanes, the sessions, the tasks in flight, the tasks
 // waiting, the last ten finished and a detail pane for one task.
 //
-// A Snapshot is built from one List of each kind (LaneQueue, ExternalTask,
-// AgentSession) in a namespace or in all of them. The renderers are pure
-// functions of a Snapshot and, for elapsed times, of a "now" passed in, so the
-// same snapshot always renders the same text. Watch and Follow poll a cluster
-// and hand over snapshots or strip lines; cmd/lanetop is the terminal front
-// end.
+// A Snapshot is built from the objects of each kind (LaneQueue,
+// ExternalTask, AgentSession) in a namespace or in all of them: read by one
+// List each (Load), or from the informer cache of a Watcher, which lists
+// once and then watches. The renderers are pure functions of a Snapshot and,
+// for elapsed times, of a "now" passed in, so the same snapshot always
+// renders the same text; the dashboard can be laid out to a height. Watch
+// and Follow hand over snapshots or strip lines after each change;
+// cmd/lanetop is the terminal front end.
 //
 // Commands of Internal (and Hybrid) lanes are not objects: the manager's
 // scheduler grants them slots and their sessions run them. They appear only

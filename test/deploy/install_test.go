@@ -64,6 +64,12 @@ func makefileVar(name string) string {
 // (none when empty).
 func helmTemplate(valuesYAML string) []*unstructured.Unstructured {
 	GinkgoHelper()
+	return helmTemplateIn(namespace, valuesYAML)
+}
+
+// helmTemplateIn is helmTemplate for a release in namespace ns.
+func helmTemplateIn(ns, valuesYAML string) []*unstructured.Unstructured {
+	GinkgoHelper()
 	helm, err := helmBinary()
 	Expect(err).NotTo(HaveOccurred())
 	// The chart requires a Kubernetes version (kubeVersion), and a Helm built
@@ -71,7 +77,7 @@ func helmTemplate(valuesYAML string) []*unstructured.Unstructured {
 	// envtest control plane is built from.
 	version := makefileVar("KUBE_VERSION")
 	args := []string{"template", "agentlane", filepath.Join(repoRoot(), "charts", "agentlane"),
-		"--namespace", namespace, "--include-crds", "--kube-version", version}
+		"--namespace", ns, "--include-crds", "--kube-version", version}
 	if valuesYAML != "" {
 		values := filepath.Join(GinkgoT().TempDir(), "values.yaml")
 		Expect(os.WriteFile(values, []byte(valuesYAML), 0o644)).To(Succeed())
