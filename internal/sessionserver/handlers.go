@@ -505,10 +505,13 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request, sc *sessionCall) 
 
 func (s *Server) pendingExternal(w http.ResponseWriter, _ *http.Request, sc *sessionCall) error {
 	out := sessionapi.ExternalTaskList{Items: []sessionapi.ExternalTask{}}
+	now := s.Clock.Now()
 	for _, t := range sc.queue.PendingExternal() {
 		if t.SessionKey == sc.key.Name {
 			out.Items = append(out.Items, sessionapi.ExternalTask{ID: t.ID, Attempt: t.Attempt, Lane: t.Lane,
-				CommandType: t.CommandType, RunID: t.RunID, CreatedAt: t.CreatedAt, Deadline: t.Deadline})
+				CommandType: t.CommandType, RunID: t.RunID, CreatedAt: t.CreatedAt, Deadline: t.Deadline,
+				Payload: t.Payload, RemainingSeconds: t.Remaining(now).Seconds(),
+				TimedOut: !t.Deadline.IsZero() && !now.Before(t.Deadline)})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
