@@ -147,6 +147,16 @@ type QueueModeOptions struct {
 	// +kubebuilder:default=summarize
 	// +optional
 	Drop DropPolicy `json:"drop,omitempty"`
+
+	// byChannel gives the channels whose messages take another mode than
+	// mode, by channel name (the channel a message is posted with), such as
+	// {"discord": "collect", "telegram": "steer"}. A /queue message that
+	// names a mode sets that mode for every channel until "/queue reset".
+	// At most 64 channels; names are 1 to 63 characters.
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(ch, size(ch) >= 1 && size(ch) <= 63)",message="byChannel channel names must be 1 to 63 characters"
+	// +optional
+	ByChannel map[string]QueueMode `json:"byChannel,omitempty"`
 }
 
 // LaneOverride switches the handler mode of one lane for this session's new

@@ -536,8 +536,15 @@ func percentilesOf(p lanequeue.Percentiles) sessionapi.Percentiles {
 }
 
 func queueOptionsOf(o lanequeue.MessageOptions) sessionapi.QueueOptions {
-	return sessionapi.QueueOptions{Mode: string(o.Mode), Debounce: metav1.Duration{Duration: o.Debounce},
+	out := sessionapi.QueueOptions{Mode: string(o.Mode), Debounce: metav1.Duration{Duration: o.Debounce},
 		Cap: o.Cap, Drop: string(o.Drop)}
+	for ch, m := range o.ByChannel {
+		if out.ByChannel == nil {
+			out.ByChannel = make(map[string]string, len(o.ByChannel))
+		}
+		out.ByChannel[ch] = string(m)
+	}
+	return out
 }
 
 // messageOptions are the inbox options of a session's spec.queueMode, with
@@ -558,6 +565,12 @@ func messageOptions(q *agentlanev1alpha1.QueueModeOptions) lanequeue.MessageOpti
 	}
 	if q.Drop != "" {
 		o.Drop = lanequeue.DropPolicy(q.Drop)
+	}
+	for ch, m := range q.ByChannel {
+		if o.ByChannel == nil {
+			o.ByChannel = make(map[string]lanequeue.MessageMode, len(q.ByChannel))
+		}
+		o.ByChannel[ch] = lanequeue.MessageMode(m)
 	}
 	return o
 }

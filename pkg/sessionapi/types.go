@@ -178,6 +178,8 @@ type QueueOptions struct {
 	Debounce metav1.Duration `json:"debounce"`
 	Cap      int             `json:"cap"`
 	Drop     string          `json:"drop"`
+	// ByChannel gives the channels whose messages take another mode.
+	ByChannel map[string]string `json:"byChannel,omitempty"`
 }
 
 // PostResult says what the session did with a message.
