@@ -34,8 +34,8 @@ import (
 func TestInboxRecord(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	st := lanequeue.InboxState{
-		Queued:   []lanequeue.Message{{ID: "m2", Text: "second", Channel: "slack", Thread: "t1", ReceivedAt: at}},
-		Dropped:  []lanequeue.Message{{ID: "m1", Text: "first", ReceivedAt: at}},
+		Queued:  []lanequeue.Message{{ID: "m2", Text: "second", Channel: "slack", Thread: "t1", ReceivedAt: at}},
+		Dropped: []lanequeue.Message{{ID: "m1", Text: "first", ReceivedAt: at}},
 		Override: &lanequeue.MessageOptions{Mode: lanequeue.ModeFollowup, Debounce: 2 * time.Second, Cap: 5, Drop: lanequeue.DropOld,
 			ByChannel: map[string]lanequeue.MessageMode{"discord": lanequeue.ModeCollect}},
 	}
