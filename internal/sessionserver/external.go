@@ -54,6 +54,23 @@ const maxCompletionError = 32768
 // and the write of a completion.
 const completeTries = 4
 
+// pendingExternal lists the session's pending external attempts with what
+// a handler needs to run them: the payload and the time left.
+func (s *Server) pendingExternal(w http.ResponseWriter, _ *http.Request, sc *sessionCall) error {
+	out := sessionapi.ExternalTaskList{Items: []sessionapi.ExternalTask{}}
+	now := s.Clock.Now()
+	for _, t := range sc.queue.PendingExternal() {
+		if t.SessionKey == sc.key.Name {
+			out.Items = append(out.Items, sessionapi.ExternalTask{ID: t.ID, Attempt: t.Attempt, Lane: t.Lane,
+				CommandType: t.CommandType, RunID: t.RunID, CreatedAt: t.CreatedAt, Deadline: t.Deadline,
+				Payload: t.Payload, RemainingSeconds: t.Remaining(now).Seconds(),
+				TimedOut: !t.Deadline.IsZero() && !now.Before(t.Deadline)})
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
 func (s *Server) completeExternal(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
 	id := r.PathValue("id")
 	var req sessionapi.Completion

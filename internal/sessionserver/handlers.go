@@ -503,21 +503,6 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request, sc *sessionCall) 
 	return nil
 }
 
-func (s *Server) pendingExternal(w http.ResponseWriter, _ *http.Request, sc *sessionCall) error {
-	out := sessionapi.ExternalTaskList{Items: []sessionapi.ExternalTask{}}
-	now := s.Clock.Now()
-	for _, t := range sc.queue.PendingExternal() {
-		if t.SessionKey == sc.key.Name {
-			out.Items = append(out.Items, sessionapi.ExternalTask{ID: t.ID, Attempt: t.Attempt, Lane: t.Lane,
-				CommandType: t.CommandType, RunID: t.RunID, CreatedAt: t.CreatedAt, Deadline: t.Deadline,
-				Payload: t.Payload, RemainingSeconds: t.Remaining(now).Seconds(),
-				TimedOut: !t.Deadline.IsZero() && !now.Before(t.Deadline)})
-		}
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
-}
-
 func (s *Server) deadLetters(w http.ResponseWriter, _ *http.Request, sc *sessionCall) error {
 	out := sessionapi.DeadLetterList{Items: []sessionapi.DeadLetter{}}
 	for _, d := range sc.queue.DeadLetters() {
