@@ -147,6 +147,16 @@ type QueueModeOptions struct {
 	// +kubebuilder:default=summarize
 	// +optional
 	Drop DropPolicy `json:"drop,omitempty"`
+
+	// byChannel gives the channels whose messages take another mode than
+	// mode, by channel name (the channel a message is posted with), such as
+	// {"discord": "collect", "telegram": "steer"}. A /queue message that
+	// names a mode sets that mode for every channel until "/queue reset".
+	// At most 64 channels; names are 1 to 63 characters.
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(ch, size(ch) >= 1 && size(ch) <= 63)",message="byChannel channel names must be 1 to 63 characters"
+	// +optional
+	ByChannel map[string]QueueMode `json:"byChannel,omitempty"`
 }
 
 // LaneOverride switches the handler mode of one lane for this session's new
@@ -456,6 +466,13 @@ const (
 	SessionFailed SessionPhase = "Failed"
 )
 
+// MigrateAnnotation, set on an Active AgentSession (any value, such as the
+// reason), asks the operator to move the session to another node: it
+// passivates the session with reason migration, removes the annotation and
+// resumes the session in a new runtime pod that may not run on the node the
+// old one ran on. `kubectl annotate asn <name> agentlane.io/migrate=rebalance`.
+const MigrateAnnotation = "agentlane.io/migrate"
+
 // PassivationReason is why a session is being passivated.
 //
 // +kubebuilder:validation:Enum=idle_reaper;node_drain;migration;manual
@@ -466,7 +483,8 @@ const (
 	PassivationIdleReaper PassivationReason = "idle_reaper"
 	// PassivationNodeDrain: the session's node was cordoned or drained.
 	PassivationNodeDrain PassivationReason = "node_drain"
-	// PassivationMigration: the operator moves the session to another node.
+	// PassivationMigration: the operator moves the session to another node,
+	// because the session was annotated with MigrateAnnotation.
 	PassivationMigration PassivationReason = "migration"
 	// PassivationManual: desiredState was set to Passivated.
 	PassivationManual PassivationReason = "manual"

@@ -43,6 +43,10 @@ const (
 	// ExternalTaskJobPendingReason (Claimed=False): the task's Job was created
 	// and its pod has not claimed the task yet.
 	ExternalTaskJobPendingReason = "JobPending"
+	// ExternalTaskAwaitingHandlerReason (Claimed=False): the lane's external
+	// target is Handler; the attempt waits for a handler to complete it
+	// through the Session API.
+	ExternalTaskAwaitingHandlerReason = "AwaitingHandler"
 	// ExternalTaskWorkerLostReason (Claimed=False): the heartbeat of the
 	// worker that held the attempt expired; the attempt counts as failed and
 	// goes through the retry policy.

@@ -167,7 +167,7 @@ type Lane struct {
 
 // ExternalTargetType is where the ExternalTasks of a lane run.
 //
-// +kubebuilder:validation:Enum=Workers;Job
+// +kubebuilder:validation:Enum=Workers;Job;Handler
 type ExternalTargetType string
 
 const (
@@ -176,16 +176,25 @@ const (
 	// ExternalTargetJob: the operator creates one batch Job per task whose pod
 	// runs the worker in one-shot mode.
 	ExternalTargetJob ExternalTargetType = "Job"
+	// ExternalTargetHandler: no worker or Job runs the tasks. Handlers in any
+	// language list them through the Session API (GET .../external, with
+	// their payload) and complete them there (POST
+	// .../external/{id}/complete); a task waits Dispatched until an
+	// authorized handler completes its current attempt or the attempt times
+	// out.
+	ExternalTargetHandler ExternalTargetType = "Handler"
 )
 
-// ExternalTarget says where the ExternalTasks of a lane run. Either way the
-// worker that runs a task completes it by writing the task's status.
+// ExternalTarget says where the ExternalTasks of a lane run. A worker or a
+// Job's pod completes a task by writing the task's status; a Handler
+// completes it through the Session API.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.type) || self.type != 'Job' || has(self.jobTemplate)",message="jobTemplate is required when type is Job",fieldPath=".jobTemplate"
 // +kubebuilder:validation:XValidation:rule="!has(self.jobTemplate) || (has(self.type) && self.type == 'Job')",message="jobTemplate may only be set when type is Job",fieldPath=".jobTemplate"
 type ExternalTarget struct {
-	// type is Workers (the worker pool claims the tasks) or Job (one batch Job
-	// per task, created from jobTemplate). Defaults to Workers.
+	// type is Workers (the worker pool claims the tasks), Job (one batch Job
+	// per task, created from jobTemplate) or Handler (handlers complete the
+	// tasks through the Session API). Defaults to Workers.
 	// +kubebuilder:default=Workers
 	// +optional
 	Type ExternalTargetType `json:"type,omitempty"`

@@ -51,7 +51,8 @@ func testIsolation(t *testing.T, c client.Client, bin, kubeconfig string, runner
 	taskRoot := filepath.Join(dir, "tasks")
 	name := "iso-inproc"
 	args := []string{"--namespace=default", "--heartbeat-interval=200ms", "--grace-period=1s"}
-	taskFlags := []string{"--task-root=" + taskRoot, "--task-env=DECLARED=by-the-operator"}
+	taskFlags := []string{"--task-root=" + taskRoot, "--task-env=DECLARED=by-the-operator",
+		"--task-executor=wordcount=wc -w", "--task-executor=printenv=env"}
 	if runner {
 		name = "iso-runner"
 		socket := filepath.Join(dir, "runner.sock")
@@ -64,14 +65,17 @@ func testIsolation(t *testing.T, c client.Client, bin, kubeconfig string, runner
 	g.Eventually(func(g Gomega) {
 		lease := &coordinationv1.Lease{}
 		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "agentlane-worker-" + name}, lease)).To(Succeed())
-		g.Expect(lease.Annotations).To(HaveKeyWithValue(workerproto.CommandTypesAnnotation, "bash,exec,read"))
+		g.Expect(lease.Annotations).To(HaveKeyWithValue(workerproto.CommandTypesAnnotation, "bash,exec,printenv,read,wordcount"))
 	}).Should(Succeed())
 
 	env := dispatchedTask(t, c, name+"-env", name, "bash", executor.ProcessPayload{Command: "env"})
 	cat := dispatchedTask(t, c, name+"-cat", name, "bash", executor.ProcessPayload{Command: `cat "$KUBECONFIG"`})
 	read := dispatchedTask(t, c, name+"-read", name, "read", executor.ReadPayload{Path: kubeconfig})
 	climb := dispatchedTask(t, c, name+"-climb", name, "read", executor.ReadPayload{Path: "../../../../../../../../" + kubeconfig})
-	for _, task := range []*agentlanev1alpha1.ExternalTask{env, cat, read, climb} {
+	words := dispatchedTask(t, c, name+"-words", name, "wordcount", map[string]string{"text": "one two three four"})
+	printenv := dispatchedTask(t, c, name+"-printenv", name, "printenv", map[string]string{})
+	unknown := dispatchedTask(t, c, name+"-unknown", name, "translate", map[string]string{})
+	for _, task := range []*agentlanev1alpha1.ExternalTask{env, cat, read, climb, words, printenv, unknown} {
 		g.Eventually(func(g Gomega) {
 			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(task), task)).To(Succeed())
 			g.Expect(task.Status.Result).NotTo(BeNil())
@@ -90,6 +94,19 @@ func testIsolation(t *testing.T, c client.Client, bin, kubeconfig string, runner
 	for k := range vars {
 		g.Expect([]string{"PATH", "HOME", "TMPDIR", "DECLARED", "PWD", "SHLVL", "_"}).To(ContainElement(k), "variable %s reached the task", k)
 	}
+
+	g.Expect(words.Status.Result.Success).To(BeTrue())
+	g.Expect(strings.TrimSpace(stdout(t, words))).To(Equal("4"), "the configured command line read the payload on stdin")
+	configured := map[string]string{}
+	for line := range strings.SplitSeq(strings.TrimSpace(stdout(t, printenv)), "\n") {
+		k, v, _ := strings.Cut(line, "=")
+		configured[k] = v
+	}
+	g.Expect(configured).NotTo(HaveKey("KUBECONFIG"), "a configured executor runs in the sandbox too")
+	g.Expect(configured).To(HaveKeyWithValue(executor.CommandTypeEnv, "printenv"))
+	g.Expect(filepath.Dir(configured["HOME"])).To(Equal(taskRoot))
+	g.Expect(unknown.Status.Result.Success).To(BeFalse())
+	g.Expect(unknown.Status.Result.Error).To(Equal(`no executor for command type "translate"`))
 
 	secret, err := os.ReadFile(kubeconfig)
 	g.Expect(err).NotTo(HaveOccurred())

@@ -110,8 +110,8 @@ func (o *options) validate() error {
 	if o.maxOutputSize < 1 {
 		errs = append(errs, fmt.Errorf("--max-output-bytes must be at least 1, got %d", o.maxOutputSize))
 	}
-	if o.runnerSocket != "" && (o.tasks.root != "" || len(o.tasks.env) > 0) {
-		errs = append(errs, errors.New("--task-root and --task-env belong to the runner when --runner-socket is set"))
+	if o.runnerSocket != "" && (o.tasks.root != "" || len(o.tasks.env) > 0 || len(o.tasks.executors) > 0) {
+		errs = append(errs, errors.New("--task-root, --task-env and --task-executor belong to the runner when --runner-socket is set"))
 	}
 	return errors.Join(errs...)
 }
@@ -235,7 +235,7 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 // it answers, or a sandbox in this process.
 func (o options) registry(ctx context.Context) (*executor.Registry, error) {
 	if o.runnerSocket == "" {
-		return executor.NewSandboxedRegistry(o.maxOutputSize, o.tasks.sandbox()), nil
+		return o.tasks.registry(o.maxOutputSize), nil
 	}
 	ctrl.Log.WithName("worker").Info("Waiting for the runner", "socket", o.runnerSocket)
 	registry, err := executor.NewRunner(o.runnerSocket, o.maxOutputSize).Registry(ctx, 500*time.Millisecond)

@@ -25,6 +25,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/agentlane/agentlane/internal/executor"
 	"github.com/agentlane/agentlane/internal/worker"
 )
 
@@ -82,7 +83,22 @@ func TestParseFlags(t *testing.T) {
 		"task settings belong to the runner when there is one": {
 			env:     env,
 			args:    []string{"--runner-socket=/run/agentlane/runner.sock", "--task-root=/scratch"},
-			wantErr: []string{"--task-root and --task-env belong to the runner when --runner-socket is set"},
+			wantErr: []string{"--task-root, --task-env and --task-executor belong to the runner when --runner-socket is set"},
+		},
+		"configured executors": {
+			env: env, args: []string{"--task-executor=wordcount=wc -w", "--task-executor= lint = ruff check - "},
+			want: func() options {
+				o := defaults
+				o.tasks.executorFlags = stringList{"wordcount=wc -w", " lint = ruff check - "}
+				o.tasks.executors = []executor.ExecutorConfig{{CommandType: "wordcount", CommandLine: "wc -w"}, {CommandType: "lint", CommandLine: "ruff check -"}}
+				return o
+			}(),
+		},
+		"invalid configured executors are all reported": {
+			env: env, args: []string{"--task-executor=wc -w", "--task-executor=bash=sh", "--task-executor=x=", "--task-executor=a b=true",
+				"--task-executor=y=true", "--task-executor=y=false"},
+			wantErr: []string{`--task-executor: "wc -w" is not TYPE=COMMAND LINE`, "bash is a built-in command type and cannot be replaced",
+				"command type x has an empty command line", `"a b" is not a command type`, "command type y is declared twice"},
 		},
 		"invalid task variables": {
 			env: env, args: []string{"--task-env=A=1,9LIVES=x", "--task-env=NOPE"},

@@ -39,6 +39,10 @@ type taskOptions struct {
 	// envFlags are the --task-env values as given; env is them checked.
 	envFlags stringList
 	env      []string
+	// executorFlags are the --task-executor values as given; executors are
+	// them checked.
+	executorFlags stringList
+	executors     []executor.ExecutorConfig
 }
 
 // stringList is a repeatable string flag.
@@ -55,6 +59,7 @@ func (l *stringList) Set(v string) error {
 func (t *taskOptions) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&t.root, "task-root", "", "Directory under which each task attempt gets a private directory, removed after it; defaults to agentlane-tasks in the temporary directory.")
 	fs.Var(&t.envFlags, "task-env", "Variables every task gets, as NAME=VALUE; repeatable, or a comma-separated list. Tasks get nothing else of this process's environment.")
+	fs.Var(&t.executorFlags, "task-executor", "A command type served by a command line, as TYPE=COMMAND LINE (wordcount='wc -w'); repeatable. The line runs through the shell in the task's sandbox with the payload JSON on stdin and "+executor.CommandTypeEnv+" set.")
 }
 
 // parse checks the --task-env values.
@@ -64,7 +69,20 @@ func (t *taskOptions) parse() error {
 		return fmt.Errorf("--task-env: %w", err)
 	}
 	t.env = env
+	executors, err := executor.ParseExecutors(t.executorFlags)
+	if err != nil {
+		return fmt.Errorf("--task-executor: %w", err)
+	}
+	t.executors = executors
 	return nil
+}
+
+// registry is the sandboxed registry the settings describe: the built-in
+// executors and the configured ones.
+func (t *taskOptions) registry(maxOutput int) *executor.Registry {
+	r := executor.NewSandboxedRegistry(maxOutput, t.sandbox())
+	r.RegisterConfigured(t.executors, maxOutput)
+	return r
 }
 
 // sandbox is the Sandbox the settings describe.
@@ -139,7 +157,7 @@ func serveRunner(ctx context.Context, o runnerOptions) error {
 	if err != nil {
 		return err
 	}
-	registry := executor.NewSandboxedRegistry(o.maxOutputSize, o.tasks.sandbox())
+	registry := o.tasks.registry(o.maxOutputSize)
 	ctrl.Log.WithName("runner").Info("Serving tasks", "socket", o.socket, "commandTypes", registry.CommandTypes())
 	return executor.ServeRunner(ctx, l, &executor.RunnerServer{Registry: registry}, o.drain)
 }

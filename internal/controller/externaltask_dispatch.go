@@ -53,6 +53,9 @@ func (r *ExternalTaskReconciler) checkHeld(ctx context.Context, task *agentlanev
 		return &scheduling.AttemptEnd{Outcome: agentlanev1alpha1.AttemptFailed, Msg: res.Error}, 0, nil
 	}
 	now := r.Clock.Now()
+	if handlerHeld(st) {
+		return nil, maxHeldCheck, nil // a handler's completion or the timeout ends it
+	}
 	if st.JobName != "" {
 		job := &batchv1.Job{}
 		err := r.Get(ctx, types.NamespacedName{Namespace: task.Namespace, Name: st.JobName}, job)
@@ -150,6 +153,13 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, s *tas
 		st.DispatchedAt = &now
 		setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
 			agentlanev1alpha1.ExternalTaskJobPendingReason, fmt.Sprintf("Job %s runs attempt %d", job.Name, n))
+		s.afterWrite(func() { markStarted(ctx, b, task.Name, n, now.Time) })
+		return ctrl.Result{}, nil
+	}
+
+	if target != nil && target.Type == agentlanev1alpha1.ExternalTargetHandler {
+		r.awaiting.remove(key)
+		offerToHandlers(st, task.Generation, n, now)
 		s.afterWrite(func() { markStarted(ctx, b, task.Name, n, now.Time) })
 		return ctrl.Result{}, nil
 	}

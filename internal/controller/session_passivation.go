@@ -145,6 +145,9 @@ func (r *AgentSessionReconciler) passivationTrigger(ctx context.Context, s *agen
 	if s.Spec.DesiredState == agentlanev1alpha1.DesiredStatePassivated {
 		return agentlanev1alpha1.PassivationManual, "desiredState is Passivated"
 	}
+	if why, ok := migrationRequested(s); ok {
+		return agentlanev1alpha1.PassivationMigration, why
+	}
 	if pod != nil && pod.Spec.NodeName != "" {
 		node := &corev1.Node{}
 		if err := r.Get(ctx, types.NamespacedName{Name: pod.Spec.NodeName}, node); err == nil && node.Spec.Unschedulable {

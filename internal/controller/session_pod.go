@@ -172,6 +172,9 @@ func (r *AgentSessionReconciler) newRuntimePod(s *agentlanev1alpha1.AgentSession
 		pod.Labels = map[string]string{}
 	}
 	pod.Labels[RuntimeLabel] = s.Name
+	if p := s.Status.Passivation; p != nil && p.Reason == agentlanev1alpha1.PassivationMigration && s.Status.NodeName != "" {
+		avoidNode(&pod.Spec, s.Status.NodeName)
+	}
 	pod.Labels[agentlanev1alpha1.SessionLabel] = s.Name
 	env := []corev1.EnvVar{
 		{Name: EnvNamespace, Value: s.Namespace},

@@ -115,6 +115,11 @@ func (r *AgentSessionReconciler) reconcileLifecycle(ctx context.Context, s *agen
 	// Active.
 	if reason, why := r.passivationTrigger(ctx, s, lc, pod); reason != "" {
 		logf.FromContext(ctx).Info("Passivating the session", "reason", reason, "why", why)
+		if reason == agentlanev1alpha1.PassivationMigration {
+			if err := r.takeMigrationRequest(ctx, s); err != nil {
+				return 0, err
+			}
+		}
 		return r.requestPassivation(ctx, s, lc, reason, pod)
 	}
 	if s.Spec.Runtime == nil {

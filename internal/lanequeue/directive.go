@@ -34,7 +34,8 @@ type QueueDirective struct {
 
 func (d *QueueDirective) apply(o MessageOptions) MessageOptions {
 	if d.Mode != "" {
-		o.Mode = d.Mode
+		// The session asked for one mode: it holds on every channel.
+		o.Mode, o.ByChannel = d.Mode, nil
 	}
 	if d.Debounce != nil {
 		o.Debounce = *d.Debounce

@@ -187,7 +187,7 @@ func (in *Inbox) ConfigureSession(key string, defaults MessageOptions, acceptsSt
 	if err := defaults.Validate(); err != nil {
 		return err
 	}
-	defaults.Mode = defaults.Mode.Canonical()
+	defaults = defaults.canonical()
 	in.mu.Lock()
 	s := in.sessionLocked(key)
 	s.defaults, s.acceptsSteer = defaults, acceptsSteer
@@ -255,13 +255,14 @@ func (in *Inbox) Post(key string, m Message) (PostResult, error) {
 		m.ReceivedAt = now
 	}
 	opts := s.options()
+	mode := opts.ModeFor(m.Channel)
 	var res PostResult
-	switch opts.Mode {
+	switch mode {
 	case ModeSteer, ModeSteerBacklog:
 		if s.activeRun != "" && s.acceptsSteer {
 			in.steerLocked(s, m)
 			res.Steered = true
-			if opts.Mode == ModeSteer {
+			if mode == ModeSteer {
 				return res, nil
 			}
 		}
@@ -286,7 +287,7 @@ func (in *Inbox) Post(key string, m Message) (PostResult, error) {
 		in.queuedLocked(s, m)
 	}
 	s.quietSince = now
-	if idle && opts.Mode == ModeCollect {
+	if idle && mode == ModeCollect {
 		in.deliverLocked(s, now)
 		return res, nil
 	}
@@ -482,7 +483,7 @@ func (in *Inbox) deliverLocked(s *inboxSession, now time.Time) {
 		ev.Messages, s.dropped = s.dropped, nil
 		ev.Summary = true
 		ev.Text = summarize(ev.Messages)
-	case s.options().Mode == ModeCollect:
+	case s.options().ModeFor(s.queued[0].Channel) == ModeCollect:
 		first := s.queued[0]
 		var rest []Message
 		for _, m := range s.queued {

@@ -19,6 +19,8 @@ package lanequeue
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -92,6 +94,36 @@ type MessageOptions struct {
 	Debounce time.Duration
 	Cap      int
 	Drop     DropPolicy
+	// ByChannel gives the channels whose messages take another mode than
+	// Mode, by channel name (Message.Channel, such as discord). A /queue
+	// directive that names a mode sets it for every channel of the session.
+	ByChannel map[string]MessageMode
+}
+
+// MaxChannelModes bounds MessageOptions.ByChannel.
+const MaxChannelModes = 64
+
+// ModeFor returns the mode a message of channel takes: its ByChannel entry,
+// else Mode.
+func (o MessageOptions) ModeFor(channel string) MessageMode {
+	if m, ok := o.ByChannel[channel]; ok {
+		return m
+	}
+	return o.Mode
+}
+
+// canonical returns o with every mode replaced by the mode it stands for
+// (Canonical), ByChannel copied.
+func (o MessageOptions) canonical() MessageOptions {
+	o.Mode = o.Mode.Canonical()
+	if o.ByChannel != nil {
+		by := make(map[string]MessageMode, len(o.ByChannel))
+		for ch, m := range o.ByChannel {
+			by[ch] = m.Canonical()
+		}
+		o.ByChannel = by
+	}
+	return o
 }
 
 // DefaultMessageOptions are collect, 1s debounce, 20 messages, summarize.
@@ -113,6 +145,17 @@ func (o MessageOptions) Validate() error {
 	}
 	if o.Cap < 1 {
 		errs = append(errs, errors.New("cap must be >= 1"))
+	}
+	if len(o.ByChannel) > MaxChannelModes {
+		errs = append(errs, fmt.Errorf("byChannel names %d channels, more than %d", len(o.ByChannel), MaxChannelModes))
+	}
+	for _, ch := range slices.Sorted(maps.Keys(o.ByChannel)) {
+		switch m := o.ByChannel[ch]; {
+		case ch == "":
+			errs = append(errs, errors.New("byChannel has an empty channel name"))
+		case !m.Canonical().valid():
+			errs = append(errs, fmt.Errorf("byChannel[%s]: unknown mode %q (followup, collect, steer, steer-backlog or interrupt)", ch, m))
+		}
 	}
 	return errors.Join(errs...)
 }

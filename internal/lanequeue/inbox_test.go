@@ -475,11 +475,11 @@ func TestInboxQueueIsTheLegacyNameOfSteer(t *testing.T) {
 			h := newInboxHarness(t, nil)
 			h.configure(tc.defaults, true)
 			if tc.directive != "" {
-				if res := h.post(tc.directive); !res.Directive || res.Options != steer {
+				if res := h.post(tc.directive); !res.Directive || !cmp.Equal(res.Options, steer) {
 					t.Errorf("directive result = %+v, want options %+v", res, steer)
 				}
 			}
-			if got := h.in.Options("s"); got != steer {
+			if got := h.in.Options("s"); !cmp.Equal(got, steer) {
 				t.Errorf("options = %+v, want %+v", got, steer)
 			}
 			h.post("start")
@@ -504,10 +504,10 @@ func TestInboxQueueDirectives(t *testing.T) {
 	h := newInboxHarness(t, nil)
 	res := h.post("/queue steer-backlog debounce:2s cap:25 drop:old")
 	want := MessageOptions{Mode: ModeSteerBacklog, Debounce: 2 * time.Second, Cap: 25, Drop: DropOld}
-	if !res.Directive || res.Options != want {
+	if !res.Directive || !cmp.Equal(res.Options, want) {
 		t.Errorf("result = %+v, want options %+v", res, want)
 	}
-	if got := h.post("/queue followup").Options; got != (MessageOptions{Mode: ModeFollowup, Debounce: 2 * time.Second, Cap: 25, Drop: DropOld}) {
+	if got := h.post("/queue followup").Options; !cmp.Equal(got, MessageOptions{Mode: ModeFollowup, Debounce: 2 * time.Second, Cap: 25, Drop: DropOld}) {
 		t.Errorf("a mode alone keeps the other options: %+v", got)
 	}
 	for _, bad := range []string{"/queue", "/queue bogus", "/queue collect cap:0", "/queue collect debounce:soon", "/queue collect drop:all", "/queue collect color:red", "/queue reset now"} {
@@ -520,7 +520,7 @@ func TestInboxQueueDirectives(t *testing.T) {
 	}
 	for _, reset := range []string{"/queue default", "/queue reset"} {
 		h.post("/queue interrupt")
-		if got := h.post(reset).Options; got != DefaultMessageOptions() {
+		if got := h.post(reset).Options; !cmp.Equal(got, DefaultMessageOptions()) {
 			t.Errorf("%s: options = %+v, want the defaults", reset, got)
 		}
 	}

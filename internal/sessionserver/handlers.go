@@ -503,18 +503,6 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request, sc *sessionCall) 
 	return nil
 }
 
-func (s *Server) pendingExternal(w http.ResponseWriter, _ *http.Request, sc *sessionCall) error {
-	out := sessionapi.ExternalTaskList{Items: []sessionapi.ExternalTask{}}
-	for _, t := range sc.queue.PendingExternal() {
-		if t.SessionKey == sc.key.Name {
-			out.Items = append(out.Items, sessionapi.ExternalTask{ID: t.ID, Attempt: t.Attempt, Lane: t.Lane,
-				CommandType: t.CommandType, RunID: t.RunID, CreatedAt: t.CreatedAt, Deadline: t.Deadline})
-		}
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
-}
-
 func (s *Server) deadLetters(w http.ResponseWriter, _ *http.Request, sc *sessionCall) error {
 	out := sessionapi.DeadLetterList{Items: []sessionapi.DeadLetter{}}
 	for _, d := range sc.queue.DeadLetters() {
@@ -533,8 +521,15 @@ func percentilesOf(p lanequeue.Percentiles) sessionapi.Percentiles {
 }
 
 func queueOptionsOf(o lanequeue.MessageOptions) sessionapi.QueueOptions {
-	return sessionapi.QueueOptions{Mode: string(o.Mode), Debounce: metav1.Duration{Duration: o.Debounce},
+	out := sessionapi.QueueOptions{Mode: string(o.Mode), Debounce: metav1.Duration{Duration: o.Debounce},
 		Cap: o.Cap, Drop: string(o.Drop)}
+	for ch, m := range o.ByChannel {
+		if out.ByChannel == nil {
+			out.ByChannel = make(map[string]string, len(o.ByChannel))
+		}
+		out.ByChannel[ch] = string(m)
+	}
+	return out
 }
 
 // messageOptions are the inbox options of a session's spec.queueMode, with
@@ -555,6 +550,12 @@ func messageOptions(q *agentlanev1alpha1.QueueModeOptions) lanequeue.MessageOpti
 	}
 	if q.Drop != "" {
 		o.Drop = lanequeue.DropPolicy(q.Drop)
+	}
+	for ch, m := range q.ByChannel {
+		if o.ByChannel == nil {
+			o.ByChannel = make(map[string]lanequeue.MessageMode, len(q.ByChannel))
+		}
+		o.ByChannel[ch] = lanequeue.MessageMode(m)
 	}
 	return o
 }

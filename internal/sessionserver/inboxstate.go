@@ -214,6 +214,12 @@ func (rec inboxRecord) state() lanequeue.InboxState {
 	if o := rec.Override; o != nil {
 		st.Override = &lanequeue.MessageOptions{Mode: lanequeue.MessageMode(o.Mode), Debounce: o.Debounce.Duration,
 			Cap: o.Cap, Drop: lanequeue.DropPolicy(o.Drop)}
+		for ch, m := range o.ByChannel {
+			if st.Override.ByChannel == nil {
+				st.Override.ByChannel = make(map[string]lanequeue.MessageMode, len(o.ByChannel))
+			}
+			st.Override.ByChannel[ch] = lanequeue.MessageMode(m)
+		}
 	}
 	return st
 }

@@ -34,9 +34,10 @@ import (
 func TestInboxRecord(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	st := lanequeue.InboxState{
-		Queued:   []lanequeue.Message{{ID: "m2", Text: "second", Channel: "slack", Thread: "t1", ReceivedAt: at}},
-		Dropped:  []lanequeue.Message{{ID: "m1", Text: "first", ReceivedAt: at}},
-		Override: &lanequeue.MessageOptions{Mode: lanequeue.ModeFollowup, Debounce: 2 * time.Second, Cap: 5, Drop: lanequeue.DropOld},
+		Queued:  []lanequeue.Message{{ID: "m2", Text: "second", Channel: "slack", Thread: "t1", ReceivedAt: at}},
+		Dropped: []lanequeue.Message{{ID: "m1", Text: "first", ReceivedAt: at}},
+		Override: &lanequeue.MessageOptions{Mode: lanequeue.ModeFollowup, Debounce: 2 * time.Second, Cap: 5, Drop: lanequeue.DropOld,
+			ByChannel: map[string]lanequeue.MessageMode{"discord": lanequeue.ModeCollect}},
 	}
 	var rec inboxRecord
 	if err := json.Unmarshal(recordOf(st), &rec); err != nil {

@@ -331,6 +331,7 @@ func (s *Server) routes() []route {
 		{http.MethodGet, "/events", VerbRead, s.events},
 		{http.MethodGet, "/stats", VerbRead, s.stats},
 		{http.MethodGet, "/external", VerbRead, s.pendingExternal},
+		{http.MethodPost, "/external/{id}/complete", VerbComplete, s.completeExternal},
 		{http.MethodGet, "/deadletters", VerbRead, s.deadLetters},
 		{http.MethodGet, "/budget", VerbRead, s.getBudget},
 		{http.MethodPost, "/budget/check", VerbWrite, s.checkBudget},

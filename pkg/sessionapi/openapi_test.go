@@ -105,6 +105,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 		"GET " + s + "/events",
 		"GET " + s + "/stats",
 		"GET " + s + "/external",
+		"POST " + s + "/external/{id}/complete",
 		"GET " + s + "/deadletters",
 		"GET " + s + "/budget",
 		"POST " + s + "/budget/check",
@@ -140,7 +141,7 @@ func TestOpenAPISchemasMirrorTypes(t *testing.T) {
 	for _, v := range []any{
 		Identity{}, SubmitRequest{}, Grant{}, Result{}, Command{}, ReportRequest{}, Message{},
 		QueueOptions{}, PostResult{}, CancelRequest{}, CancelResult{}, Percentiles{}, LaneStats{},
-		SessionCounts{}, Stats{}, ExternalTask{}, ExternalTaskList{}, DeadLetter{}, DeadLetterList{},
+		SessionCounts{}, Stats{}, ExternalTask{}, ExternalTaskList{}, Completion{}, CompletionResult{}, DeadLetter{}, DeadLetterList{},
 		Usage{}, Consumed{}, BudgetCheckRequest{}, BudgetCheck{}, TokenLimits{}, CostLimits{}, BudgetStatus{},
 		Event{}, BudgetThreshold{}, PassivationRequest{}, PeerInvocation{}, SessionRef{},
 		Error{}, Checkpoint{}, CheckpointSaved{},

@@ -178,6 +178,8 @@ type QueueOptions struct {
 	Debounce metav1.Duration `json:"debounce"`
 	Cap      int             `json:"cap"`
 	Drop     string          `json:"drop"`
+	// ByChannel gives the channels whose messages take another mode.
+	ByChannel map[string]string `json:"byChannel,omitempty"`
 }
 
 // PostResult says what the session did with a message.
@@ -263,6 +265,13 @@ type ExternalTask struct {
 	// Deadline is when the attempt times out; zero until a worker has it,
 	// since an attempt's timeout runs from its dispatch (docs/workers.md).
 	Deadline time.Time `json:"deadline"`
+	// Payload is the command's input, as it was submitted.
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// RemainingSeconds is how long the attempt has left before it times
+	// out; its whole timeout while it has not been dispatched.
+	RemainingSeconds float64 `json:"remainingSeconds"`
+	// TimedOut is true once the attempt's deadline has passed.
+	TimedOut bool `json:"timedOut"`
 }
 
 // DeadLetter is a command of the session that failed for good:

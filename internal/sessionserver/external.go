@@ -1,0 +1,182 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sessionserver
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/truncate"
+	"github.com/agentlane/agentlane/pkg/sessionapi"
+)
+
+// The external-task contract for handlers in any language: a lane whose
+// external target is Handler offers each granted attempt to handlers, which
+// list them with GET .../external (payload, attempt, remaining time) and
+// complete them with POST .../external/{id}/complete. A completion is
+// fenced like a worker's: it is written only while the attempt it names is
+// the task's current one, dispatched to handlers and without a result, and
+// the write carries the resourceVersion it checked, so of two completions of
+// one attempt exactly one counts.
+
+// VerbComplete is the access a completion needs on the session's
+// agentsessions/api subresource: update, which neither a reader (get) nor
+// a runtime that submits commands (create) holds unless granted it.
+const VerbComplete = "update"
+
+// maxCompletionError is the longest error a completion keeps, as
+// status.result.error allows.
+const maxCompletionError = 32768
+
+// completeTries bounds the re-reads when the task changed between the read
+// and the write of a completion.
+const completeTries = 4
+
+// pendingExternal lists the session's pending external attempts with what
+// a handler needs to run them: the payload and the time left.
+func (s *Server) pendingExternal(w http.ResponseWriter, _ *http.Request, sc *sessionCall) error {
+	out := sessionapi.ExternalTaskList{Items: []sessionapi.ExternalTask{}}
+	now := s.Clock.Now()
+	for _, t := range sc.queue.PendingExternal() {
+		if t.SessionKey == sc.key.Name {
+			out.Items = append(out.Items, sessionapi.ExternalTask{ID: t.ID, Attempt: t.Attempt, Lane: t.Lane,
+				CommandType: t.CommandType, RunID: t.RunID, CreatedAt: t.CreatedAt, Deadline: t.Deadline,
+				Payload: t.Payload, RemainingSeconds: t.Remaining(now).Seconds(),
+				TimedOut: !t.Deadline.IsZero() && !now.Before(t.Deadline)})
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) completeExternal(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
+	id := r.PathValue("id")
+	var req sessionapi.Completion
+	if err := readJSON(r, &req); err != nil {
+		return err
+	}
+	if err := s.checkCompletion(&req); err != nil {
+		return err
+	}
+	for range completeTries {
+		task, err := s.readSessionTask(r.Context(), sc, id)
+		if err != nil {
+			return err
+		}
+		if err := fenceCompletion(task, req.Attempt); err != nil {
+			return err
+		}
+		recordCompletion(task, req, metav1.NewTime(s.Clock.Now()))
+		err = s.Client.Status().Update(r.Context(), task)
+		if apierrors.IsConflict(err) {
+			continue // changed since the read: look again
+		}
+		if err != nil {
+			return apiErrorf(http.StatusInternalServerError, sessionapi.CodeInternal, "record the completion: %v", err)
+		}
+		writeJSON(w, http.StatusOK, sessionapi.CompletionResult{ID: id, Attempt: req.Attempt, Phase: string(task.Status.Phase)})
+		return nil
+	}
+	return apiErrorf(http.StatusConflict, sessionapi.CodeStaleAttempt,
+		"task %q kept changing while the completion was written; list the session's external tasks again", id)
+}
+
+// checkCompletion refuses a completion that is malformed or too large.
+func (s *Server) checkCompletion(req *sessionapi.Completion) error {
+	if req.Attempt < 1 {
+		return apiError(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "attempt must be the attempt number (1 or more) GET .../external lists")
+	}
+	if len(req.Result) > s.MaxPayloadBytes {
+		return apiErrorf(http.StatusRequestEntityTooLarge, sessionapi.CodeTooLarge,
+			"the result is %d bytes, over this server's limit of %d bytes (--session-api-max-payload-bytes)", len(req.Result), s.MaxPayloadBytes)
+	}
+	if len(req.Result) > 0 && !json.Valid(req.Result) {
+		return apiError(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "result is not valid JSON")
+	}
+	req.Error = truncate.Runes(req.Error, maxCompletionError, "")
+	return nil
+}
+
+// readSessionTask reads the session's ExternalTask id from the API server,
+// not the cache: the fence must see the latest attempt.
+func (s *Server) readSessionTask(ctx context.Context, sc *sessionCall, id string) (*agentlanev1alpha1.ExternalTask, error) {
+	var reader client.Reader = s.Client
+	if s.Reader != nil {
+		reader = s.Reader
+	}
+	task := &agentlanev1alpha1.ExternalTask{}
+	err := reader.Get(ctx, types.NamespacedName{Namespace: sc.key.Namespace, Name: id}, task)
+	if apierrors.IsNotFound(err) || (err == nil && (task.Spec.SessionRef == nil || task.Spec.SessionRef.Name != sc.key.Name)) {
+		return nil, apiErrorf(http.StatusNotFound, sessionapi.CodeCommandNotFound, "session %q has no external task %q", sc.key.Name, id)
+	}
+	if err != nil {
+		return nil, apiErrorf(http.StatusInternalServerError, sessionapi.CodeInternal, "read task %q: %v", id, err)
+	}
+	return task, nil
+}
+
+// fenceCompletion returns why a completion of attempt cannot be taken for
+// task, or nil when the attempt is the current one, offered to handlers and
+// still without a result.
+func fenceCompletion(task *agentlanev1alpha1.ExternalTask, attempt int) error {
+	st := &task.Status
+	switch {
+	case st.Phase.IsTerminal():
+		return apiErrorf(http.StatusConflict, sessionapi.CodeAlreadyCompleted, "task %q has finished: %s", task.Name, st.Phase)
+	case int(st.Attempt) != attempt:
+		return apiErrorf(http.StatusConflict, sessionapi.CodeStaleAttempt,
+			"task %q is at attempt %d, not %d; a completion counts only for the current attempt", task.Name, st.Attempt, attempt)
+	case st.Result != nil:
+		return apiErrorf(http.StatusConflict, sessionapi.CodeAlreadyCompleted, "attempt %d of task %q already has a completion", attempt, task.Name)
+	case st.Worker != "" || st.JobName != "":
+		return apiErrorf(http.StatusConflict, sessionapi.CodeNotHandlerTask,
+			"attempt %d of task %q is held by a worker or a Job; only tasks of lanes whose externalTarget.type is Handler are completed through the API", attempt, task.Name)
+	case st.Phase != agentlanev1alpha1.ExternalTaskDispatched:
+		return apiErrorf(http.StatusConflict, sessionapi.CodeNotRunning,
+			"attempt %d of task %q is %s, not dispatched to handlers", attempt, task.Name, st.Phase)
+	}
+	return nil
+}
+
+// recordCompletion writes req into the task's status as a worker's
+// completion would: the result, when the attempt started and finished, and
+// Succeeded for a success; a failure stays Running so that the manager
+// applies the lane's retry policy.
+func recordCompletion(task *agentlanev1alpha1.ExternalTask, req sessionapi.Completion, now metav1.Time) {
+	st := &task.Status
+	res := &agentlanev1alpha1.TaskResult{Success: req.Success, Error: req.Error, ExitCode: req.ExitCode}
+	if len(req.Result) > 0 {
+		res.Result = &runtime.RawExtension{Raw: req.Result}
+	}
+	st.Result = res
+	if st.StartedAt == nil {
+		st.StartedAt = st.DispatchedAt
+	}
+	st.FinishedAt = &now
+	st.Phase = agentlanev1alpha1.ExternalTaskRunning
+	if req.Success {
+		st.Phase = agentlanev1alpha1.ExternalTaskSucceeded
+	}
+}
