@@ -71,6 +71,14 @@ type Schedulers struct {
 	// must return quickly.
 	OnSessionActivity func(session types.NamespacedName, at time.Time)
 
+	// Rebuild, when set, is called each time a scheduler starts, with its
+	// queue and task set, before anyone else can reach it (Get, TasksOf
+	// and Session do not find it until Rebuild returns): the ExternalTask
+	// controller puts back the tasks an earlier manager, or the leader
+	// before this one, left unfinished, so that a new leader's scheduler is
+	// whole before it dispatches from it.
+	Rebuild func(key types.NamespacedName, q *lanequeue.Queue, tasks *TaskSet)
+
 	// taskEvents wakes the ExternalTask controller for the tasks whose
 	// scheduler state changed: granted a slot, timed out, retried, finished.
 	taskEvents RequestSink
@@ -266,19 +274,42 @@ func (s *Schedulers) ForEachTasks(namespace string, fn func(*lanequeue.Queue, *T
 
 // Ensure runs cfg for lq: it starts a scheduler if none runs, or
 // reconfigures the running one in place (queued and running commands are
-// kept). It reports whether a scheduler was started.
+// kept). It reports whether a scheduler was started. Calls for one
+// LaneQueue must not overlap (its controller reconciles it one at a time).
 func (s *Schedulers) Ensure(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Config) (bool, error) {
 	key := types.NamespacedName{Namespace: lq.Namespace, Name: lq.Name}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if sc, ok := s.queues[key]; ok {
+		defer s.mu.Unlock()
 		if err := sc.queue.Reconfigure(cfg); err != nil {
 			return false, fmt.Errorf("reconfigure the scheduler: %w", err)
 		}
 		s.markDirtyLocked(key)
 		return false, nil
 	}
+	s.mu.Unlock()
 
+	sc, err := s.start(lq, cfg)
+	if err != nil {
+		return false, err
+	}
+	go s.consume(key, sc)
+	if s.Rebuild != nil {
+		s.Rebuild(key, sc.queue, sc.tasks)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.queues == nil {
+		s.queues = make(map[types.NamespacedName]*scheduler)
+	}
+	s.queues[key] = sc
+	s.markDirtyLocked(key)
+	return true, nil
+}
+
+// start builds the scheduler of lq.
+func (s *Schedulers) start(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Config) (*scheduler, error) {
+	key := types.NamespacedName{Namespace: lq.Namespace, Name: lq.Name}
 	opts := s.Options
 	ns := lq.Namespace
 	if opts.Metrics == nil {
@@ -290,7 +321,7 @@ func (s *Schedulers) Ensure(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Confi
 	opts.OnExternalTask = func(x lanequeue.ExternalTask) { s.taskEvents.Add(TaskRequest(ns, x.ID)) }
 	q, err := lanequeue.New(cfg, opts)
 	if err != nil {
-		return false, fmt.Errorf("start the scheduler: %w", err)
+		return nil, fmt.Errorf("start the scheduler: %w", err)
 	}
 	inboxOpts := lanequeue.InboxOptions{Queue: q, IDs: opts.IDs}
 	if c, ok := opts.Clock.(clock.WithDelayedExecution); ok {
@@ -305,7 +336,7 @@ func (s *Schedulers) Ensure(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Confi
 			s.Observer.InboxEvent(key, ev)
 		}
 	}
-	sc := &scheduler{
+	return &scheduler{
 		queue: q,
 		inbox: lanequeue.NewInbox(inboxOpts),
 		sub:   q.Subscribe(4096),
@@ -317,13 +348,7 @@ func (s *Schedulers) Ensure(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Confi
 			Name:       lq.Name,
 			UID:        lq.UID,
 		},
-	}
-	if s.queues == nil {
-		s.queues = make(map[types.NamespacedName]*scheduler)
-	}
-	s.queues[key] = sc
-	go s.consume(key, sc)
-	return true, nil
+	}, nil
 }
 
 // Remove stops the scheduler of key; its queued commands end Cancelled.
