@@ -27,40 +27,42 @@ import (
 
 // leading tells whether this replica leads and serves session calls.
 func (s *Server) leading() bool {
-	if s.Leading == nil {
-		return true
+	return s.Leading == nil || isClosed(s.serving)
+}
+
+// lead opens the API to session calls: at once when this replica leads
+// already (or leader election is off), else once it does. A replica that
+// waited as a standby begins its run then: StartedAt (unless set by the
+// caller) and the event id base become the time it took over, so that
+// event ids stay above those of the leader before it and the Internal
+// commands that leader issued are answered Interrupted.
+func (s *Server) lead(ctx context.Context) {
+	if s.Leading == nil || isClosed(s.Leading) {
+		close(s.serving)
+		return
 	}
+	go func() {
+		select {
+		case <-s.Leading:
+		case <-ctx.Done():
+			return
+		}
+		if !s.startedAtSet {
+			s.StartedAt = s.Clock.Now()
+			s.hub.setBase(eventIDBase(s.StartedAt))
+		}
+		s.log.Info("Leading: serving session calls", "startedAt", s.StartedAt)
+		close(s.serving)
+	}()
+}
+
+func isClosed(c <-chan struct{}) bool {
 	select {
-	case <-s.serving:
+	case <-c:
 		return true
 	default:
 		return false
 	}
-}
-
-// lead opens the API to session calls once this replica leads. A replica
-// that waited as a standby begins its run there: StartedAt (unless set by
-// the caller) and the event id base become the time it took over, so that
-// event ids stay above those of the leader before it and the Internal
-// commands that leader issued are answered Interrupted.
-func (s *Server) lead(ctx context.Context) {
-	if s.Leading != nil {
-		select {
-		case <-s.Leading:
-		default:
-			select {
-			case <-s.Leading:
-			case <-ctx.Done():
-				return
-			}
-			if !s.startedAtSet {
-				s.StartedAt = s.Clock.Now()
-				s.hub.setBase(eventIDBase(s.StartedAt))
-			}
-			s.log.Info("Leading: serving session calls", "startedAt", s.StartedAt)
-		}
-	}
-	close(s.serving)
 }
 
 // notLeaderRetry is the Retry-After of a NotLeader reply: about one retry

@@ -271,8 +271,8 @@ func (s *Server) Start(ctx context.Context) error {
 	if useTLS {
 		srv.TLSConfig = s.tlsConfig(ctx)
 	}
+	s.lead(ctx)
 	close(s.ready)
-	go s.lead(ctx)
 	go s.sweep(ctx)
 	errc := make(chan error, 1)
 	go func() {
