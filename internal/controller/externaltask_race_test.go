@@ -23,6 +23,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/lanequeue"
@@ -76,4 +78,42 @@ func TestSettleSuccessThatRacedTheTimeout(t *testing.T) {
 			t.Error("the finished task is still tracked")
 		}
 	})
+}
+
+// TestStoppingManagerCancelsNoTask: when the manager stops, its schedulers
+// close and every command they hold ends Cancelled (ErrClosed); a reconcile
+// that runs meanwhile must not write that as the task's phase, or a
+// SIGTERM of the leader would cancel the tasks in flight.
+func TestStoppingManagerCancelsNoTask(t *testing.T) {
+	schedulers := &scheduling.Schedulers{}
+	lq := &agentlanev1alpha1.LaneQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "q1"}}
+	if _, err := schedulers.Ensure(lq, lanequeue.Config{Lanes: []lanequeue.LaneConfig{{Name: "execute", Mode: lanequeue.External}}}); err != nil {
+		t.Fatal(err)
+	}
+	q, tasks, _ := schedulers.TasksOf(client.ObjectKeyFromObject(lq))
+	tk, err := q.Submit(lanequeue.Command{ID: "t1", SessionKey: "s", Type: "bash", External: true, AwaitStart: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks.Put("t1", tk, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error)
+	go func() { stopped <- schedulers.Start(ctx) }()
+	cancel()
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	if o, final := tk.Outcome(); !final || o.State != lanequeue.StateCancelled {
+		t.Fatalf("outcome after the schedulers stopped = %+v, want Cancelled", o)
+	}
+
+	task := &agentlanev1alpha1.ExternalTask{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "t1"}}
+	task.Status.Phase = agentlanev1alpha1.ExternalTaskQueued
+	r := &ExternalTaskReconciler{Schedulers: schedulers, Clock: clocktesting.NewFakeClock(time.Now())}
+	if _, err := r.converge(context.Background(), binding{queue: q, tasks: tasks}, newTaskScope(task)); err != nil {
+		t.Fatal(err)
+	}
+	if task.Status.Phase != agentlanev1alpha1.ExternalTaskQueued {
+		t.Errorf("phase = %s after the manager stopped, want Queued for the next leader", task.Status.Phase)
+	}
 }

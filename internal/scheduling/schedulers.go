@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -82,6 +83,9 @@ type Schedulers struct {
 	// taskEvents wakes the ExternalTask controller for the tasks whose
 	// scheduler state changed: granted a slot, timed out, retried, finished.
 	taskEvents RequestSink
+
+	// stopping is set when the manager stops, before the schedulers close.
+	stopping atomic.Bool
 
 	mu     sync.Mutex
 	queues map[types.NamespacedName]*scheduler
@@ -447,6 +451,7 @@ func (s *Schedulers) Start(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
+			s.stopping.Store(true)
 			s.closeAll()
 			return nil
 		case <-ticker.C:
@@ -472,6 +477,12 @@ func (s *Schedulers) Start(ctx context.Context) error {
 		}
 	}
 }
+
+// Stopping tells whether the manager is stopping: the commands its
+// schedulers hold end Cancelled with lanequeue.ErrClosed because the
+// manager (or its leadership) ends, not because anybody cancelled them. The
+// next manager rebuilds them from the cluster.
+func (s *Schedulers) Stopping() bool { return s.stopping.Load() }
 
 func (s *Schedulers) closeAll() {
 	s.mu.Lock()
