@@ -61,6 +61,7 @@ type options struct {
 	probeAddr        string
 	leaderElect      bool
 	leaderElectionNS string
+	leaderElection   leaderElection
 	api              *sessionserver.Server
 	sessionAPIURL    string
 	tlsSecret        string
@@ -81,6 +82,7 @@ func parseFlags() *options {
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the liveness and readiness probes bind to; \"0\" disables them.")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that only one manager replica schedules lanes at a time.")
 	flag.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (defaults to the manager's namespace).")
+	o.leaderElection.bindFlags(flag.CommandLine)
 	flag.StringVar(&o.api.Addr, "session-api-bind-address", ":8443", "Address the Session API binds to; \"0\" disables it.")
 	flag.StringVar(&o.api.TLS.CertFile, "session-api-cert-file", "", "TLS certificate of the Session API, read again when it changes; without it the manager generates a CA and a certificate and keeps them in --session-api-tls-secret.")
 	flag.StringVar(&o.api.TLS.KeyFile, "session-api-key-file", "", "TLS private key of the Session API, with --session-api-cert-file.")
@@ -132,7 +134,11 @@ func main() {
 		log.Error(err, "unable to load a kubeconfig")
 		os.Exit(1)
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	if err := o.leaderElection.validate(); err != nil {
+		log.Error(err, "invalid leader election timing")
+		os.Exit(2)
+	}
+	mgr, err := ctrl.NewManager(cfg, o.leaderElection.apply(ctrl.Options{
 		Cache:                   controller.CacheOptions(),
 		Scheme:                  scheme,
 		Metrics:                 o.metricsOptions(),
@@ -140,7 +146,7 @@ func main() {
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "manager.agentlane.io",
 		LeaderElectionNamespace: o.leaderElectionNS,
-	})
+	}))
 	if err != nil {
 		log.Error(err, "unable to create the manager")
 		os.Exit(1)
@@ -179,8 +185,8 @@ func main() {
 		log.Error(err, "unable to set up the health check")
 		os.Exit(1)
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		log.Error(err, "unable to set up the ready check")
+	if err := addReadyChecks(mgr, o, schedulers); err != nil {
+		log.Error(err, "unable to set up the ready checks")
 		os.Exit(1)
 	}
 

@@ -36,8 +36,11 @@ import (
 
 // settleFinished reconciles the scheduler with a task whose phase is
 // already final, usually a worker's successful completion: the result is
-// reported, or, if the scheduler had moved on, its command is cancelled.
-// The API server decides: the write that reached it first counts.
+// reported. The API server decides: the write that reached it first counts.
+// A success the scheduler no longer expects (the attempt's timeout fired
+// before the manager saw the worker's write, and the command waits for a
+// retry or its next attempt) still ends the command Succeeded, so the lane
+// counts the outcome status records; any other final phase cancels it.
 func (r *ExternalTaskReconciler) settleFinished(ctx context.Context, b binding, task *agentlanev1alpha1.ExternalTask) {
 	defer b.tasks.Forget(task.Name)
 	tt, ok := b.tasks.Get(task.Name)
@@ -49,7 +52,11 @@ func (r *ExternalTaskReconciler) settleFinished(ctx context.Context, b binding, 
 	}
 	st := &task.Status
 	if st.Phase == agentlanev1alpha1.ExternalTaskSucceeded && st.Result != nil {
-		if err := b.queue.CompleteAttempt(task.Name, int(st.Attempt), schedulerResult(st.Result)); err == nil {
+		err := b.queue.CompleteAttempt(task.Name, int(st.Attempt), schedulerResult(st.Result))
+		if errors.Is(err, lanequeue.ErrStaleAttempt) || errors.Is(err, lanequeue.ErrNotPending) {
+			err = b.queue.Settle(task.Name, schedulerResult(st.Result))
+		}
+		if err == nil || errors.Is(err, lanequeue.ErrNotFound) {
 			return
 		}
 	}

@@ -83,6 +83,11 @@ func (r *ExternalTaskReconciler) converge(ctx context.Context, b binding, s *tas
 		n := int32(o.Attempts)
 		st := &task.Status
 		switch {
+		case final && o.State == lanequeue.StateCancelled && errors.Is(o.Err, lanequeue.ErrClosed) && r.Schedulers.Stopping():
+			// The manager stops (SIGTERM, a lost Lease) and closed its
+			// schedulers: the task goes on under the next leader.
+			return ctrl.Result{}, nil
+
 		case final:
 			r.finish(ctx, b, s, tt, o)
 			return ctrl.Result{}, nil

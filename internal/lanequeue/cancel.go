@@ -96,6 +96,20 @@ func compareUint(a, b uint64) int {
 }
 
 func (q *Queue) cancelLocked(t *Ticket, err error, now int64) {
+	if t.state == stRunning {
+		q.endAttemptLocked(t, endCancel, Result{}, err, now)
+		return
+	}
+	if !q.dropLiveLocked(t, now) {
+		return
+	}
+	q.terminalLocked(t, stCancelled, Result{}, err, now)
+	q.cmdEventLocked(EventCancelled, t, now, err).setTerminal()
+}
+
+// dropLiveLocked takes t, which is not running, out of its session queue or
+// its retry wait, before it ends; false when t is in no such state.
+func (q *Queue) dropLiveLocked(t *Ticket, now int64) bool {
 	switch t.state {
 	case stDetached: // already taken out of its session queue
 		q.due.Delete(t)
@@ -112,12 +126,8 @@ func (q *Queue) cancelLocked(t *Ticket, err error, now int64) {
 	case stRetrying:
 		q.due.Delete(t)
 		q.addPendingLocked(t.ls, -1, now)
-	case stRunning:
-		q.endAttemptLocked(t, endCancel, Result{}, err, now)
-		return
 	default:
-		return
+		return false
 	}
-	q.terminalLocked(t, stCancelled, Result{}, err, now)
-	q.cmdEventLocked(EventCancelled, t, now, err).setTerminal()
+	return true
 }

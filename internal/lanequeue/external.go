@@ -18,6 +18,7 @@ package lanequeue
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -228,4 +229,40 @@ func (q *Queue) startTimedOutLocked(a *attemptCtx, now int64) {
 		a.number, time.Duration(now-a.waitingSince), t.ls.lane.cfg.StartTimeout)
 	t.attempts--
 	q.endAttemptLocked(t, endFailure, Result{Error: err.Error()}, err, now)
+}
+
+// Settle ends the live command id with r, whichever of its attempts the
+// queue holds and even while it waits for a retry: Succeeded when
+// r.Success, else Failed without retries. It is for a result that counts
+// although the queue moved on, such as a worker's completion an
+// ExternalTask's status recorded while the queue's timeout of that attempt
+// fired: the durable record decides, and the command is counted once, as
+// what it records (not Cancelled). A running attempt's context is
+// cancelled. It fails with ErrNotFound when the command has already ended.
+func (q *Queue) Settle(id string, r Result) error {
+	q.mu.Lock()
+	now := q.now()
+	t := q.tickets[id]
+	if t == nil {
+		q.mu.Unlock()
+		return fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	st, kind, err := stSucceeded, endSuccess, error(nil)
+	if !r.Success {
+		st, kind, err = stFailed, endFailure, Permanent(&resultError{msg: r.Error, code: r.ExitCode})
+	}
+	if t.state == stRunning {
+		t.run.abandonLocked(context.Canceled)
+		q.endAttemptLocked(t, kind, r, err, now)
+	} else if q.dropLiveLocked(t, now) {
+		q.terminalLocked(t, st, r, err, now)
+		if st == stSucceeded {
+			q.cmdEventLocked(EventCompleted, t, now, nil).setTerminal()
+		} else {
+			q.cmdEventLocked(EventFailed, t, now, err).setTerminal()
+		}
+	}
+	q.dispatchLocked(now)
+	q.unlock(now)
+	return nil
 }

@@ -304,3 +304,59 @@ func TestCommandExternalOverridesLaneMode(t *testing.T) {
 		t.Errorf("outcome = %+v, want Succeeded", o)
 	}
 }
+
+// TestExternalSettle: a result the durable record kept after the queue's
+// timeout won the race ends the command as that result, counted once.
+func TestExternalSettle(t *testing.T) {
+	tests := map[string]struct {
+		// before moves the command to where Settle finds it.
+		before    func(h *harness)
+		result    Result
+		wantState State
+		// completed, failed, cancelled are the lane's counts after Settle.
+		wantCounts [3]uint64
+	}{
+		"success while waiting for a retry": {
+			before:    func(h *harness) { h.step(10 * time.Second) },
+			result:    Result{Success: true},
+			wantState: StateSucceeded, wantCounts: [3]uint64{1, 0, 0},
+		},
+		"success while the next attempt is pending": {
+			before:    func(h *harness) { h.step(11 * time.Second) },
+			result:    Result{Success: true},
+			wantState: StateSucceeded, wantCounts: [3]uint64{1, 0, 0},
+		},
+		"failure while waiting for a retry ends without retries": {
+			before:    func(h *harness) { h.step(10 * time.Second) },
+			result:    Result{Error: "exit 2", ExitCode: 2},
+			wantState: StateFailed, wantCounts: [3]uint64{0, 1, 0},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			cfg := externalConfig()
+			cfg.Retry = RetryPolicy{Strategy: RetryFixed, FixedDelay: time.Second, MaxRetries: 3}
+			h := newHarness(t, cfg)
+			tk := h.submit(Command{ID: "x", SessionKey: "s"})
+			tc.before(h)
+			if err := h.q.Settle("x", tc.result); err != nil {
+				t.Fatal(err)
+			}
+			if o := h.outcome(tk); o.State != tc.wantState {
+				t.Errorf("outcome = %+v, want %s", o, tc.wantState)
+			}
+			h.step(time.Minute)
+			st := h.q.Stats()
+			lane := st.Lanes[0]
+			if got := [3]uint64{lane.Completed, lane.Failed, lane.Cancelled}; got != tc.wantCounts {
+				t.Errorf("completed, failed, cancelled = %v, want %v", got, tc.wantCounts)
+			}
+			if st.Active != 0 || st.Pending != 0 || len(h.q.PendingExternal()) != 0 {
+				t.Errorf("after Settle: active %d, pending %d, pending external %v", st.Active, st.Pending, h.q.PendingExternal())
+			}
+			if err := h.q.Settle("x", tc.result); !errors.Is(err, ErrNotFound) {
+				t.Errorf("second Settle = %v, want ErrNotFound", err)
+			}
+		})
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -71,9 +72,20 @@ type Schedulers struct {
 	// must return quickly.
 	OnSessionActivity func(session types.NamespacedName, at time.Time)
 
+	// Rebuild, when set, is called each time a scheduler starts, with its
+	// queue and task set, before anyone else can reach it (Get, TasksOf
+	// and Session do not find it until Rebuild returns): the ExternalTask
+	// controller puts back the tasks an earlier manager, or the leader
+	// before this one, left unfinished, so that a new leader's scheduler is
+	// whole before it dispatches from it.
+	Rebuild func(key types.NamespacedName, q *lanequeue.Queue, tasks *TaskSet)
+
 	// taskEvents wakes the ExternalTask controller for the tasks whose
 	// scheduler state changed: granted a slot, timed out, retried, finished.
 	taskEvents RequestSink
+
+	// stopping is set when the manager stops, before the schedulers close.
+	stopping atomic.Bool
 
 	mu     sync.Mutex
 	queues map[types.NamespacedName]*scheduler
@@ -266,12 +278,13 @@ func (s *Schedulers) ForEachTasks(namespace string, fn func(*lanequeue.Queue, *T
 
 // Ensure runs cfg for lq: it starts a scheduler if none runs, or
 // reconfigures the running one in place (queued and running commands are
-// kept). It reports whether a scheduler was started.
+// kept). It reports whether a scheduler was started. Calls for one
+// LaneQueue must not overlap (its controller reconciles it one at a time).
 func (s *Schedulers) Ensure(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Config) (bool, error) {
 	key := types.NamespacedName{Namespace: lq.Namespace, Name: lq.Name}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if sc, ok := s.queues[key]; ok {
+		defer s.mu.Unlock()
 		if err := sc.queue.Reconfigure(cfg); err != nil {
 			return false, fmt.Errorf("reconfigure the scheduler: %w", err)
 		}
@@ -281,7 +294,29 @@ func (s *Schedulers) Ensure(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Confi
 		s.markDirtyLocked(key)
 		return false, nil
 	}
+	s.mu.Unlock()
 
+	sc, err := s.start(lq, cfg)
+	if err != nil {
+		return false, err
+	}
+	go s.consume(key, sc)
+	if s.Rebuild != nil {
+		s.Rebuild(key, sc.queue, sc.tasks)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.queues == nil {
+		s.queues = make(map[types.NamespacedName]*scheduler)
+	}
+	s.queues[key] = sc
+	s.markDirtyLocked(key)
+	return true, nil
+}
+
+// start builds the scheduler of lq.
+func (s *Schedulers) start(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Config) (*scheduler, error) {
+	key := types.NamespacedName{Namespace: lq.Namespace, Name: lq.Name}
 	opts := s.Options
 	ns := lq.Namespace
 	if opts.Metrics == nil {
@@ -293,7 +328,7 @@ func (s *Schedulers) Ensure(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Confi
 	opts.OnExternalTask = func(x lanequeue.ExternalTask) { s.taskEvents.Add(TaskRequest(ns, x.ID)) }
 	q, err := lanequeue.New(cfg, opts)
 	if err != nil {
-		return false, fmt.Errorf("start the scheduler: %w", err)
+		return nil, fmt.Errorf("start the scheduler: %w", err)
 	}
 	if s.Options.Metrics == nil {
 		queueMetrics{namespace: ns, queue: lq.Name}.setCapacity(q.Config())
@@ -311,7 +346,7 @@ func (s *Schedulers) Ensure(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Confi
 			s.Observer.InboxEvent(key, ev)
 		}
 	}
-	sc := &scheduler{
+	return &scheduler{
 		queue: q,
 		inbox: lanequeue.NewInbox(inboxOpts),
 		sub:   q.Subscribe(4096),
@@ -323,13 +358,7 @@ func (s *Schedulers) Ensure(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Confi
 			Name:       lq.Name,
 			UID:        lq.UID,
 		},
-	}
-	if s.queues == nil {
-		s.queues = make(map[types.NamespacedName]*scheduler)
-	}
-	s.queues[key] = sc
-	go s.consume(key, sc)
-	return true, nil
+	}, nil
 }
 
 // Remove stops the scheduler of key; its queued commands end Cancelled.
@@ -428,6 +457,7 @@ func (s *Schedulers) Start(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
+			s.stopping.Store(true)
 			s.closeAll()
 			return nil
 		case <-ticker.C:
@@ -453,6 +483,12 @@ func (s *Schedulers) Start(ctx context.Context) error {
 		}
 	}
 }
+
+// Stopping tells whether the manager is stopping: the commands its
+// schedulers hold end Cancelled with lanequeue.ErrClosed because the
+// manager (or its leadership) ends, not because anybody cancelled them. The
+// next manager rebuilds them from the cluster.
+func (s *Schedulers) Stopping() bool { return s.stopping.Load() }
 
 func (s *Schedulers) closeAll() {
 	s.mu.Lock()

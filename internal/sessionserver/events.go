@@ -81,6 +81,14 @@ func (h *eventHub) limits(r scheduling.RetentionLimits) scheduling.RetentionLimi
 	return r
 }
 
+// setBase makes base the id before the first event of the sessions whose
+// log is created from now on.
+func (h *eventHub) setBase(base uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.base = base
+}
+
 // log returns the session's log, creating it.
 func (h *eventHub) log(key types.NamespacedName) *sessionLog {
 	h.mu.Lock()

@@ -89,6 +89,10 @@ type Server struct {
 	// Checkpoints, when set, is told of every checkpoint the API saves
 	// (the AgentSession controller's passivation clock).
 	Checkpoints CheckpointObserver
+	// Leading, when set, is closed once this manager replica leads
+	// (manager.Manager.Elected). Until then the API listens but answers
+	// every session call 503 NotLeader: a standby runs no schedulers.
+	Leading <-chan struct{}
 	// Auth authenticates and authorizes every session call.
 	Auth Authorizer
 	// Recorder, when set, records cluster events (peer invocations) as
@@ -151,6 +155,11 @@ type Server struct {
 	calls calls
 	ids   lanequeue.IDGenerator
 	log   logr.Logger
+	// serving is closed once this replica leads (Leading) and its run's
+	// StartedAt is final; session calls wait for it.
+	serving chan struct{}
+	// startedAtSet tells that the caller chose StartedAt.
+	startedAtSet bool
 	// ready is closed once the listener is bound; boundAddr is its address.
 	ready     chan struct{}
 	boundAddr string
@@ -192,6 +201,7 @@ func (s *Server) init() {
 	}
 	s.pending = newPendingLedger(pendingLimits{perSession: int64(s.MaxPendingPerSession),
 		perSessionBytes: s.MaxPendingBytesPerSession, totalBytes: s.MaxPendingBytes})
+	s.startedAtSet = !s.StartedAt.IsZero()
 	if s.StartedAt.IsZero() {
 		s.StartedAt = s.Clock.Now()
 	}
@@ -221,15 +231,18 @@ func (s *Server) init() {
 		s.ids = lanequeue.NewULIDGenerator(s.Clock, nil)
 	}
 	s.ready = make(chan struct{})
+	s.serving = make(chan struct{})
 	s.tls = &serving{}
 	s.log = logf.Log.WithName("session-api")
 	s.inboxes = newInboxKeeper(s.Store, s.Schedulers, s.log, s.hub.ClusterEvent)
 	s.hub.inboxes = s.inboxes
 }
 
-// NeedLeaderElection implements manager.LeaderElectionRunnable: only the
-// leader runs schedulers, so only the leader serves the API.
-func (s *Server) NeedLeaderElection() bool { return true }
+// NeedLeaderElection implements manager.LeaderElectionRunnable: the API
+// listens on every replica, so that a call that reaches a standby gets a
+// clear 503 NotLeader instead of a refused connection; only the leader,
+// which runs the schedulers, serves session calls (see Leading).
+func (s *Server) NeedLeaderElection() bool { return false }
 
 // Start serves until ctx ends. It implements manager.Runnable.
 func (s *Server) Start(ctx context.Context) error {
@@ -256,6 +269,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if useTLS {
 		srv.TLSConfig = s.tlsConfig(ctx)
 	}
+	s.lead(ctx)
 	close(s.ready)
 	go s.sweep(ctx)
 	errc := make(chan error, 1)
@@ -372,6 +386,11 @@ func (s *Server) sessionHandler(rt route) http.Handler {
 		if r.Method != rt.method {
 			w.Header().Set("Allow", rt.method)
 			s.writeError(w, r, name, apiErrorf(http.StatusMethodNotAllowed, sessionapi.CodeMethodNotAllowed, "%s takes %s, not %s", r.URL.Path, rt.method, r.Method))
+			return
+		}
+		if !s.leading() {
+			// Checked before authentication: a standby reviews no tokens.
+			s.writeError(w, r, name, errNotLeader)
 			return
 		}
 		sc, err := s.open(r, rt.verb)
@@ -545,6 +564,9 @@ func (s *Server) SetupWithManager(mgr manager.Manager) error {
 	}
 	if s.Recorder == nil {
 		s.Recorder = mgr.GetEventRecorder("agentlane-session-api")
+	}
+	if s.Leading == nil {
+		s.Leading = mgr.Elected()
 	}
 	s.Schedulers.Observer = s.Observer()
 	if err := mgr.Add(s); err != nil {

@@ -427,6 +427,7 @@ const (
 	CodeRateLimited        = "RateLimited"        // 429: the caller, or its address, is over its request rate; see Retry-After
 	CodeQueueFull          = "QueueFull"          // 429: the session's, or the server's, pending commands are at a bound; see Retry-After
 	CodeSessionNotReady    = "SessionNotReady"    // 503: the session's queue has no running scheduler
+	CodeNotLeader          = "NotLeader"          // 503: this manager replica is a standby; the leader serves the API (see Retry-After)
 	CodeInternal           = "Internal"           // 500
 )
 

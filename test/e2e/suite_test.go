@@ -19,8 +19,8 @@ limitations under the License.
 // worker with its own identity and node name) against a real kube-apiserver
 // and etcd, and checks what the cluster sees: lane order and caps across
 // workers, exactly-once completion, retries after a worker dies, dead
-// letters, fencing of late completions, a manager restart, and Job-target
-// lanes.
+// letters, fencing of late completions, a manager restart, a leader
+// failover between two managers (failover_test.go), and Job-target lanes.
 package e2e
 
 import (
