@@ -279,6 +279,25 @@ class LiveTest(unittest.TestCase):
         self.assertRegex(text, r"command \S+ Succeeded")
         self.assertRegex(text, r"event \d+ completed \S+")
 
+    def test_handler_example(self) -> None:
+        # examples/handler.py, with the handler's token, completes a
+        # wordcount command the runtime submitted.
+        cmd = self.session.submit_command(SubmitRequest(type="wordcount", lane=self.live.handler_lane,
+                                                        payload={"text": "a b c d"}, wait="10ms"))
+        env = dict(os.environ, AGENTLANE_SESSION_API_URL=self.live.url,
+                   AGENTLANE_SESSION_API_TOKEN_FILE=self.live.handler_token_file,
+                   AGENTLANE_SESSION_API_CA_FILE=self.live.ca_file,
+                   AGENTLANE_NAMESPACE=self.live.namespace, AGENTLANE_SESSION=self.live.session,
+                   PYTHONPATH=ROOT_OF_SDK)
+        out = subprocess.run([sys.executable, os.path.join(ROOT_OF_SDK, "examples", "handler.py"),
+                              self.live.handler_lane, "--once"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+        text = out.stdout.decode()
+        self.assertEqual(0, out.returncode, text)
+        self.assertIn("completed %s attempt 1 Succeeded" % cmd.id, text)
+        final = self.session.await_command(cmd.id, final=True)
+        self.assertEqual((agentlane.STATE_SUCCEEDED, {"words": 4}), (final.state, final.result.output))
+
     def test_tls_is_verified(self) -> None:
         # Without the CA the server's certificate is not trusted.
         with self.assertRaises(ssl.SSLError):
