@@ -18,7 +18,8 @@ limitations under the License.
 // manager: the built cmd/manager binary, serving the Session API over TLS
 // with its generated CA, against a real kube-apiserver and etcd. The tests
 // call it with projected-style service-account tokens for the audience
-// agentlane, one allowed to use the session and one that is not.
+// agentlane: one allowed to use the session, one that is not, and a
+// handler's, allowed to list and complete the session's external tasks.
 package sdk
 
 import (
@@ -34,6 +35,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
@@ -88,6 +90,7 @@ func TestPythonClient(t *testing.T) {
 		"ca.crt":          mgr.ca,
 		"token":           []byte(tenant.token),
 		"forbidden-token": []byte(tenant.outsiderToken),
+		"handler-token":   []byte(tenant.handlerToken),
 		"openapi.json":    openapiJSON,
 	}
 	for name, data := range files {
@@ -112,13 +115,15 @@ func TestPythonClient(t *testing.T) {
 		"AGENTLANE_TEST_SESSION=s1",
 		"AGENTLANE_TEST_INTERNAL_LANE=query",
 		"AGENTLANE_TEST_EXTERNAL_LANE=remote",
+		"AGENTLANE_TEST_HANDLER_LANE=handled",
+		"AGENTLANE_TEST_HANDLER_TOKEN_FILE="+filepath.Join(work, "handler-token"),
 	)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("python3 -m unittest failed: %v\n%s", err, out) // the manager's log follows
 	}
 	t.Logf("python3 -m unittest:\n%s", out)
-	for _, secret := range []string{tenant.token, tenant.outsiderToken} {
+	for _, secret := range []string{tenant.token, tenant.outsiderToken, tenant.handlerToken} {
 		if bytes.Contains(out, []byte(secret)) || bytes.Contains(mgr.log(), []byte(secret)) {
 			t.Error("a bearer token appears in the Python tests' output or the manager's log")
 		}
@@ -141,11 +146,13 @@ func goBuild(t *testing.T, root, dir string) string {
 }
 
 // tenant is a namespace whose service account "agent" may use the Session
-// API of its sessions, and whose account "outsider" may not.
+// API of its sessions, whose account "outsider" may not, and whose account
+// "handler" may list and complete their external tasks.
 type tenant struct {
 	ns            string
 	token         string
 	outsiderToken string
+	handlerToken  string
 }
 
 func newTenant(ctx context.Context, t *testing.T, k8s client.Client) tenant {
@@ -163,12 +170,23 @@ func newTenant(ctx context.Context, t *testing.T, k8s client.Client) tenant {
 	must(t, k8s.Create(ctx, role))
 	agent := audienceToken(ctx, t, k8s, ns.Name, "agent", &rbacv1.RoleRef{Kind: "Role", Name: role.Name})
 	outsider := audienceToken(ctx, t, k8s, ns.Name, "outsider", nil)
-	return tenant{ns: ns.Name, token: agent, outsiderToken: outsider}
+	handlerRole := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "session-handler"},
+		Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{agentlanev1alpha1.GroupVersion.Group},
+			Resources: []string{"agentsessions/api"},
+			Verbs:     []string{"get", "update"},
+		}},
+	}
+	must(t, k8s.Create(ctx, handlerRole))
+	handler := audienceToken(ctx, t, k8s, ns.Name, "handler", &rbacv1.RoleRef{Kind: "Role", Name: handlerRole.Name})
+	return tenant{ns: ns.Name, token: agent, outsiderToken: outsider, handlerToken: handler}
 }
 
-// newSession creates a LaneQueue "q" (the Internal lane "query" and the
-// External lane "remote") and the AgentSession name on it, and waits until
-// the session is Active.
+// newSession creates a LaneQueue "q" (the Internal lane "query", the
+// External lane "remote" served by workers, and the External lane "handled"
+// served by handlers through the API, retried once after a failure) and the
+// AgentSession name on it, and waits until the session is Active.
 func (tn tenant) newSession(ctx context.Context, t *testing.T, k8s client.Client, name string) {
 	t.Helper()
 	must(t, k8s.Create(ctx, &agentlanev1alpha1.LaneQueue{
@@ -176,6 +194,11 @@ func (tn tenant) newSession(ctx context.Context, t *testing.T, k8s client.Client
 		Spec: agentlanev1alpha1.LaneQueueSpec{DefaultLane: "query", Lanes: []agentlanev1alpha1.Lane{
 			{Name: "query", Priority: 1, MaxConcurrencyPerSession: 4},
 			{Name: "remote", Priority: 2, HandlerMode: agentlanev1alpha1.HandlerModeExternal},
+			{Name: "handled", Priority: 2, HandlerMode: agentlanev1alpha1.HandlerModeExternal,
+				Timeout:        &metav1.Duration{Duration: 2 * time.Minute},
+				ExternalTarget: &agentlanev1alpha1.ExternalTarget{Type: agentlanev1alpha1.ExternalTargetHandler},
+				RetryPolicy: &agentlanev1alpha1.RetryPolicy{Strategy: agentlanev1alpha1.RetryFixed, MaxRetries: ptr.To[int32](1),
+					FixedDelay: &metav1.Duration{Duration: 50 * time.Millisecond}}},
 		}},
 	}))
 	s := &agentlanev1alpha1.AgentSession{

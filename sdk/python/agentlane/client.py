@@ -42,6 +42,8 @@ OPERATIONS: Dict[str, Tuple[str, str, Optional[type], Optional[type], str]] = {
     "streamEvents": ("GET", _SESSION + "/events", None, t.Event, "stream_events"),
     "getStats": ("GET", _SESSION + "/stats", None, t.Stats, "get_stats"),
     "listExternalTasks": ("GET", _SESSION + "/external", None, t.ExternalTaskList, "list_external_tasks"),
+    "completeExternalTask": ("POST", _SESSION + "/external/{id}/complete", t.Completion, t.CompletionResult,
+                             "complete_external_task"),
     "listDeadLetters": ("GET", _SESSION + "/deadletters", None, t.DeadLetterList, "list_dead_letters"),
     "saveCheckpoint": ("PUT", _SESSION + "/checkpoints", t.Checkpoint, t.CheckpointSaved, "save_checkpoint"),
     "loadLatestCheckpoint": ("GET", _SESSION + "/checkpoints/latest", None, t.Checkpoint, "load_latest_checkpoint"),
@@ -291,8 +293,19 @@ class SessionClient:
         return self._call("getStats")
 
     def list_external_tasks(self) -> List[t.ExternalTask]:
-        """The session's External attempts waiting for a result, oldest first."""
+        """The session's External attempts waiting for a result, oldest
+        first, with their payloads and the time they have left."""
         return self._call("listExternalTasks").items
+
+    def complete_external_task(self, task_id: str, completion: t.Completion) -> t.CompletionResult:
+        """Reports a handler's result for attempt completion.attempt of the
+        external task task_id (a command of a lane whose externalTarget.type
+        is Handler); needs the update verb on the session's
+        agentsessions/api. Only the first completion of the current attempt
+        counts: a refused one raises ApiError with code StaleAttempt (not
+        the current attempt), AlreadyCompleted (it has a completion, or the
+        task finished), NotHandlerTask or NotRunning, and changes nothing."""
+        return self._call("completeExternalTask", completion, id=task_id)
 
     def list_dead_letters(self) -> List[t.DeadLetter]:
         """The session's commands that failed for good, oldest first."""

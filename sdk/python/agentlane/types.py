@@ -134,6 +134,7 @@ class QueueOptions:
     debounce: str = ""
     cap: int = 0
     drop: str = ""
+    by_channel: Optional[Dict[str, str]] = None
 
 
 @dataclass
@@ -205,18 +206,51 @@ class Stats:
 
 @dataclass
 class ExternalTask:
+    """A pending External attempt. deadline is zero, and remaining_seconds
+    the whole timeout, until the attempt is dispatched."""
+
     id: str = ""
     attempt: int = 0
     lane: str = ""
     command_type: str = ""
     created_at: datetime.datetime = _time()
     deadline: datetime.datetime = _time()
+    remaining_seconds: float = 0.0
+    timed_out: bool = False
     run_id: Optional[str] = None
+    payload: Any = None
+
+    @property
+    def dispatched(self) -> bool:
+        """The attempt was handed out and its timeout runs."""
+        return self.deadline != ZERO_TIME
 
 
 @dataclass
 class ExternalTaskList:
     items: List[ExternalTask] = field(default_factory=list)
+
+
+@dataclass
+class Completion:
+    """A handler's result for one attempt of an external task of a Handler
+    lane; attempt is the attempt list_external_tasks gave."""
+
+    attempt: int = 0
+    success: bool = False
+    result: Any = None
+    error: Optional[str] = None
+    exit_code: Optional[int] = None
+
+
+@dataclass
+class CompletionResult:
+    """A recorded completion. phase is Succeeded, or Running for a failure
+    until the manager applies the lane's retry policy."""
+
+    id: str = ""
+    attempt: int = 0
+    phase: str = ""
 
 
 @dataclass

@@ -48,7 +48,7 @@ class Live:
     def __init__(self) -> None:
         env = os.environ
         names = ["URL", "CA_FILE", "TOKEN_FILE", "FORBIDDEN_TOKEN_FILE", "NAMESPACE", "SESSION",
-                 "INTERNAL_LANE", "EXTERNAL_LANE"]
+                 "INTERNAL_LANE", "EXTERNAL_LANE", "HANDLER_LANE", "HANDLER_TOKEN_FILE"]
         missing = [n for n in names if not env.get("AGENTLANE_TEST_" + n)]
         if missing:
             require("no live manager: AGENTLANE_TEST_%s is not set (run `go test ./test/sdk/`)" % missing[0])
@@ -60,3 +60,7 @@ class Live:
         self.session = env["AGENTLANE_TEST_SESSION"]
         self.internal_lane = env["AGENTLANE_TEST_INTERNAL_LANE"]
         self.external_lane = env["AGENTLANE_TEST_EXTERNAL_LANE"]
+        # An External lane served by handlers, and the token of a handler
+        # allowed to complete its tasks.
+        self.handler_lane = env["AGENTLANE_TEST_HANDLER_LANE"]
+        self.handler_token_file = env["AGENTLANE_TEST_HANDLER_TOKEN_FILE"]

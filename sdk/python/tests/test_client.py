@@ -144,6 +144,26 @@ class WireTest(unittest.TestCase):
         with self.assertRaises(TypeError):
             from_wire(agentlane.Command, {"attempt": "one"})
 
+    def test_external_tasks_and_completions(self) -> None:
+        # remainingSeconds may come as an integer; a payload is kept as it
+        # is; a task not dispatched has the zero deadline.
+        tasks = from_wire(agentlane.ExternalTaskList, {"items": [
+            {"id": "t1", "attempt": 1, "lane": "h", "commandType": "wc", "createdAt": "2026-11-24T02:00:00Z",
+             "deadline": "2026-11-24T02:02:00Z", "payload": {"text": "a b"}, "remainingSeconds": 117.4,
+             "timedOut": False},
+            {"id": "t2", "attempt": 1, "lane": "h", "commandType": "wc", "createdAt": "2026-11-24T02:00:00Z",
+             "deadline": "0001-01-01T00:00:00Z", "payload": [1, 2], "remainingSeconds": 120, "timedOut": False},
+        ]}).items
+        self.assertEqual(({"text": "a b"}, 117.4, True), (tasks[0].payload, tasks[0].remaining_seconds,
+                                                          tasks[0].dispatched))
+        self.assertEqual(([1, 2], 120.0, False), (tasks[1].payload, tasks[1].remaining_seconds, tasks[1].dispatched))
+        self.assertIsInstance(tasks[1].remaining_seconds, float)
+        # A result that is falsy but not None is sent; a missing one is not.
+        self.assertEqual({"attempt": 2, "success": True, "result": 0},
+                         to_wire(agentlane.Completion(attempt=2, success=True, result=0)))
+        self.assertEqual({"attempt": 1, "success": False, "error": "e", "exitCode": 2},
+                         to_wire(agentlane.Completion(attempt=1, error="e", exit_code=2)))
+
 
 class ApiErrorTest(unittest.TestCase):
     def test_error_body(self) -> None:

@@ -1,5 +1,6 @@
 """The client against a live manager (started by the Go test test/sdk):
-commands of both handler modes, a message and its turn, the event stream
+commands of both handler modes, a handler completing external tasks, a
+message and its turn, the event stream
 with history filtering, stats, budget, checkpoints, and the errors of
 callers that may not use the session."""
 
@@ -15,7 +16,8 @@ import uuid
 from typing import Callable, List
 
 import agentlane
-from agentlane import ApiError, CancelRequest, Client, Event, History, ReportRequest, SubmitRequest
+from agentlane import (ApiError, CancelRequest, Client, Completion, Event, ExternalTask, History, ReportRequest,
+                       SubmitRequest)
 
 from .support import Live
 
@@ -92,6 +94,59 @@ class LiveTest(unittest.TestCase):
         self.assertIn(cmd.id, pending)
         self.assertEqual(1, self.session.cancel(CancelRequest(command_id=cmd.id)).cancelled)
         self.assertEqual(agentlane.STATE_CANCELLED, self.session.await_command(cmd.id, final=True).state)
+
+    def dispatched_task(self, handler: agentlane.SessionClient, command_id: str, attempt: int) -> ExternalTask:
+        """Attempt attempt of command_id as the handler lists it once it is
+        dispatched; fails after 30s."""
+        deadline = time.monotonic() + 30
+        while True:
+            for task in handler.list_external_tasks():
+                if task.id == command_id and task.attempt == attempt and task.dispatched:
+                    return task
+            self.assertLess(time.monotonic(), deadline, "attempt %d of %s was not dispatched within 30s"
+                            % (attempt, command_id))
+            time.sleep(0.1)
+
+    def test_handler_completes_external_task(self) -> None:
+        # A command of the Handler lane is listed to a handler with its
+        # payload; a failed completion is retried as attempt 2, after which
+        # attempt 1 is stale, and only the first completion of attempt 2
+        # counts.
+        handler = Client(self.live.url, token_file=self.live.handler_token_file,
+                         ca_file=self.live.ca_file).session(self.live.namespace, self.live.session)
+        payload = {"text": "one two three", "id": uuid.uuid4().hex}
+        cmd = self.session.submit_command(SubmitRequest(type="wordcount", lane=self.live.handler_lane,
+                                                        payload=payload, wait="10ms"))
+        self.assertEqual((agentlane.MODE_EXTERNAL, False), (cmd.mode, cmd.final))
+        task = self.dispatched_task(handler, cmd.id, 1)
+        self.assertEqual((self.live.handler_lane, "wordcount", payload, False),
+                         (task.lane, task.command_type, task.payload, task.timed_out))
+        self.assertTrue(0 < task.remaining_seconds <= 120, task.remaining_seconds)
+
+        with self.assertRaises(ApiError) as ctx:
+            self.session.complete_external_task(cmd.id, Completion(attempt=1, success=True))
+        self.assertEqual((agentlane.CODE_FORBIDDEN, 403), (ctx.exception.code, ctx.exception.status),
+                         "submitting commands does not grant completing them")
+
+        failed = handler.complete_external_task(cmd.id, Completion(attempt=1, success=False, error="disk full",
+                                                                   exit_code=2))
+        self.assertEqual((cmd.id, 1, "Running"), (failed.id, failed.attempt, failed.phase))
+        self.dispatched_task(handler, cmd.id, 2)
+        with self.assertRaises(ApiError) as ctx:
+            handler.complete_external_task(cmd.id, Completion(attempt=1, success=True, result={"words": 0}))
+        self.assertEqual((agentlane.CODE_STALE_ATTEMPT, 409), (ctx.exception.code, ctx.exception.status))
+
+        words = len(task.payload["text"].split())
+        done = handler.complete_external_task(cmd.id, Completion(attempt=2, success=True, result={"words": words}))
+        self.assertEqual((cmd.id, 2, "Succeeded"), (done.id, done.attempt, done.phase))
+        with self.assertRaises(ApiError) as ctx:
+            handler.complete_external_task(cmd.id, Completion(attempt=2, success=False, error="late"))
+        self.assertEqual((agentlane.CODE_ALREADY_COMPLETED, 409), (ctx.exception.code, ctx.exception.status))
+
+        final = self.session.await_command(cmd.id, final=True)
+        self.assertEqual((agentlane.STATE_SUCCEEDED, 2, {"words": 3}),
+                         (final.state, final.attempt, final.result.output))
+        self.assertNotIn(cmd.id, [t.id for t in handler.list_external_tasks()])
 
     def test_message_and_turn(self) -> None:
         text = "hello " + uuid.uuid4().hex
@@ -223,6 +278,25 @@ class LiveTest(unittest.TestCase):
         self.assertEqual(0, out.returncode, text)
         self.assertRegex(text, r"command \S+ Succeeded")
         self.assertRegex(text, r"event \d+ completed \S+")
+
+    def test_handler_example(self) -> None:
+        # examples/handler.py, with the handler's token, completes a
+        # wordcount command the runtime submitted.
+        cmd = self.session.submit_command(SubmitRequest(type="wordcount", lane=self.live.handler_lane,
+                                                        payload={"text": "a b c d"}, wait="10ms"))
+        env = dict(os.environ, AGENTLANE_SESSION_API_URL=self.live.url,
+                   AGENTLANE_SESSION_API_TOKEN_FILE=self.live.handler_token_file,
+                   AGENTLANE_SESSION_API_CA_FILE=self.live.ca_file,
+                   AGENTLANE_NAMESPACE=self.live.namespace, AGENTLANE_SESSION=self.live.session,
+                   PYTHONPATH=ROOT_OF_SDK)
+        out = subprocess.run([sys.executable, os.path.join(ROOT_OF_SDK, "examples", "handler.py"),
+                              self.live.handler_lane, "--once"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+        text = out.stdout.decode()
+        self.assertEqual(0, out.returncode, text)
+        self.assertIn("completed %s attempt 1 Succeeded" % cmd.id, text)
+        final = self.session.await_command(cmd.id, final=True)
+        self.assertEqual((agentlane.STATE_SUCCEEDED, {"words": 4}), (final.state, final.result.output))
 
     def test_tls_is_verified(self) -> None:
         # Without the CA the server's certificate is not trusted.
