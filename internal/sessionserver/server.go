@@ -340,6 +340,9 @@ func (s *Server) Handler() http.Handler {
 		{http.MethodPut, "/checkpoints", VerbWrite, s.saveCheckpoint},
 		{http.MethodGet, "/checkpoints/latest", VerbRead, s.loadCheckpoint},
 		{http.MethodGet, "/checkpoints/{run}", VerbRead, s.loadCheckpoint},
+		{http.MethodPost, "/delegations", VerbWrite, s.delegate},
+		{http.MethodGet, "/delegations", VerbRead, s.listDelegations},
+		{http.MethodGet, "/delegations/{id}", VerbRead, s.getDelegation},
 	}
 	mux := http.NewServeMux()
 	prefix := "/" + sessionapi.Version + "/namespaces/{namespace}/sessions/{session}"
