@@ -101,9 +101,9 @@ type AgentSessionTemplateSpec struct {
 	// +optional
 	QueueMode *QueueModeOptions `json:"queueMode,omitempty"`
 
-	// budget bounds what each worker may spend.
+	// budget bounds the tokens each worker may spend.
 	// +optional
-	Budget *Budget `json:"budget,omitempty"`
+	Budget *WorkerBudget `json:"budget,omitempty"`
 
 	// retention bounds what each worker keeps.
 	// +optional
@@ -113,4 +113,32 @@ type AgentSessionTemplateSpec struct {
 	// worker's runtime runs elsewhere and connects to the Session API.
 	// +optional
 	Runtime *SessionRuntime `json:"runtime,omitempty"`
+}
+
+// WorkerBudget is the budget of each worker session of a Delegate lane. It
+// has the token limits, guard and checkEveryTool of a session's Budget; a
+// cost limit is not part of a lane's template (its validation, repeated for
+// every lane, would exceed the API server's validation cost budget): set one
+// with the guard.
+type WorkerBudget struct {
+	// tokens limits the LLM tokens each worker consumes.
+	// +optional
+	Tokens *TokenBudget `json:"tokens,omitempty"`
+
+	// guard is an HTTP service consulted on every check of a worker's
+	// budget, after the token limits.
+	// +optional
+	Guard *BudgetGuard `json:"guard,omitempty"`
+
+	// checkEveryTool checks the budget before every command of a worker.
+	// +optional
+	CheckEveryTool bool `json:"checkEveryTool,omitempty"`
+}
+
+// Budget returns the session Budget this worker budget stands for.
+func (b *WorkerBudget) Budget() *Budget {
+	if b == nil {
+		return nil
+	}
+	return &Budget{Tokens: b.Tokens, Guard: b.Guard, CheckEveryTool: b.CheckEveryTool}
 }

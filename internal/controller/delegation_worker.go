@@ -68,7 +68,7 @@ func workerSession(t *agentlanev1alpha1.ExternalTask, producer *agentlanev1alpha
 			QueueRef:  agentlanev1alpha1.LaneQueueReference{Name: queue},
 			Identity:  id,
 			QueueMode: tmpl.QueueMode,
-			Budget:    tmpl.Budget,
+			Budget:    tmpl.Budget.Budget(),
 			Retention: tmpl.Retention,
 			Runtime:   tmpl.Runtime,
 		},
