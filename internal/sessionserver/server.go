@@ -23,7 +23,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -346,8 +348,13 @@ func (s *Server) Handler() http.Handler {
 	}
 	mux := http.NewServeMux()
 	prefix := "/" + sessionapi.Version + "/namespaces/{namespace}/sessions/{session}"
+	// Routes that share a path (GET and POST /delegations) share a handler.
+	byPath := map[string][]route{}
 	for _, rt := range routes {
-		mux.Handle(prefix+rt.path, s.sessionHandler(rt))
+		byPath[rt.path] = append(byPath[rt.path], rt)
+	}
+	for path, rts := range byPath {
+		mux.Handle(prefix+path, s.sessionHandler(rts...))
 	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
@@ -365,14 +372,22 @@ func (s *Server) Handler() http.Handler {
 
 // sessionHandler authenticates, authorizes and resolves the session before
 // rt's handler runs; a refused call changes nothing.
-func (s *Server) sessionHandler(rt route) http.Handler {
-	name := rt.method + " " + rt.path
+func (s *Server) sessionHandler(rts ...route) http.Handler {
+	methods := make([]string, len(rts))
+	for i, rt := range rts {
+		methods[i] = rt.method
+	}
+	allow := strings.Join(methods, ", ")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != rt.method {
-			w.Header().Set("Allow", rt.method)
-			s.writeError(w, r, name, apiErrorf(http.StatusMethodNotAllowed, sessionapi.CodeMethodNotAllowed, "%s takes %s, not %s", r.URL.Path, rt.method, r.Method))
+		i := slices.Index(methods, r.Method)
+		if i < 0 {
+			w.Header().Set("Allow", allow)
+			s.writeError(w, r, rts[0].method+" "+rts[0].path, apiErrorf(http.StatusMethodNotAllowed, sessionapi.CodeMethodNotAllowed,
+				"%s takes %s, not %s", r.URL.Path, strings.Join(methods, " or "), r.Method))
 			return
 		}
+		rt := rts[i]
+		name := rt.method + " " + rt.path
 		sc, err := s.open(r, rt.verb)
 		if err == nil {
 			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
