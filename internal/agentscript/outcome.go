@@ -38,11 +38,11 @@ func (t TurnReport) Outcome() sessionapi.RunOutcome {
 	var out sessionapi.RunOutcome
 	for _, c := range t.Commands {
 		if c.State != sessionapi.StateSucceeded {
-			out.Error = fmt.Sprintf("%s command %s ended %s", c.Type, c.ID, c.State)
+			msg := fmt.Sprintf("%s command %s ended %s", c.Type, c.ID, c.State)
 			if c.Error != "" {
-				out.Error += ": " + c.Error
+				msg += ": " + c.Error
 			}
-			return out
+			return sessionapi.RunOutcome{Error: msg}
 		}
 		if c.Step == 0 {
 			var reply LLMOutput
