@@ -172,6 +172,14 @@ func (r *DelegationReconciler) startQueued(ctx context.Context, dl *delegateLane
 		bySession[producerOf(t)]++
 	}
 	for _, t := range p.queued {
+		if t.Status.Phase == "" {
+			// A new task whose producer cannot delegate here fails at once,
+			// rather than after waiting for a slot.
+			if _, problem, err := r.producer(ctx, dl, t); err == nil && problem != "" {
+				r.fail(ctx, t, problem)
+				continue
+			}
+		}
 		if free <= 0 || (perSession > 0 && bySession[producerOf(t)] >= perSession) {
 			r.markWaiting(ctx, dl, t)
 			continue

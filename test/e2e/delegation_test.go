@@ -260,7 +260,7 @@ var _ = Describe("Delegation queues", func() {
 		failed, err := session.GetDelegation(ctx, ids[2])
 		Expect(err).NotTo(HaveOccurred())
 		Expect(failed.Phase).To(Equal("Failed"))
-		Expect(failed.Error).To(ContainSubstring("Failed"))
+		Expect(failed.Error).To(ContainSubstring("exit code 3"))
 		Expect(failed.Delivered).To(BeTrue())
 		list, err := session.Delegations(ctx)
 		Expect(err).NotTo(HaveOccurred())
@@ -302,9 +302,11 @@ var _ = Describe("Delegation queues", func() {
 		next, err := session.Delegate(ctx, sessionapi.DelegationRequest{Lane: "review", Text: "review PR 8", Callback: ptr.To(false)})
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func(g Gomega) {
-			d, err := session.GetDelegation(ctx, hung.ID)
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(d.Phase).To(Equal("Running"))
+			task := &agentlanev1alpha1.ExternalTask{}
+			g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: hung.ID}, task)).To(Succeed())
+			g.Expect(task.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskRunning))
+			// The worker has its first turn: its run is in flight.
+			g.Expect(meta.IsStatusConditionTrue(task.Status.Conditions, agentlanev1alpha1.ExternalTaskClaimedCondition)).To(BeTrue())
 		}).Should(Succeed())
 
 		By("killing the manager and starting a new one")
