@@ -175,6 +175,7 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		switch {
 		case !t.DeletionTimestamp.IsZero():
 		case t.Status.Phase.IsTerminal():
+			p.finished++
 			p.requeue(r.settle(ctx, dl, t))
 		case t.Status.Phase == agentlanev1alpha1.ExternalTaskRunning:
 			p.running = append(p.running, t)
@@ -186,6 +187,9 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		p.requeue(r.watchRunning(ctx, dl, t, workers[t.Status.Worker]))
 	}
 	p.requeue(r.startQueued(ctx, dl, &p))
+	if p.finished > 0 && dl.lq != nil {
+		p.errs = append(p.errs, r.sweep(ctx, dl.lq))
+	}
 	r.deleteOrphans(ctx, tasks, workers)
 	if err := errors.Join(p.errs...); err != nil {
 		if apierrors.IsConflict(err) {
@@ -199,6 +203,8 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 // pass is what one Reconcile found and decided.
 type pass struct {
 	running, queued []*agentlanev1alpha1.ExternalTask
+	// finished counts the lane's finished tasks.
+	finished int
 	// after is when the lane should be looked at again; 0 for never.
 	after time.Duration
 	errs  []error
@@ -280,4 +286,17 @@ func (r *DelegationReconciler) deleteOrphans(ctx context.Context, tasks []agentl
 		}
 		logf.FromContext(ctx).V(1).Info("Deleted the worker session of a deleted task", "agentSession", w.Name)
 	}
+}
+
+// sweep removes the queue's finished tasks beyond its retention and its
+// sessions' (sweepFinished), as the LaneQueue controller does, so that
+// finished delegations go as soon as they are settled; their worker
+// sessions follow (deleteOrphans).
+func (r *DelegationReconciler) sweep(ctx context.Context, lq *agentlanev1alpha1.LaneQueue) error {
+	sessions := &agentlanev1alpha1.AgentSessionList{}
+	if err := r.List(ctx, sessions, client.InNamespace(lq.Namespace), client.MatchingFields{QueueRefNameField: lq.Name}); err != nil {
+		return err
+	}
+	_, err := sweepFinished(ctx, r.Client, lq, sessions.Items)
+	return err
 }

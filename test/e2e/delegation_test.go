@@ -257,11 +257,18 @@ var _ = Describe("Delegation queues", func() {
 		lane.mu.Unlock()
 
 		By("the status of each task, through the Session API and the ExternalTask")
+		// The result reaches the inbox before the task records that it did.
+		Eventually(func(g Gomega) {
+			for _, id := range ids {
+				d, err := session.GetDelegation(ctx, id)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(d.Delivered).To(BeTrue())
+			}
+		}).Should(Succeed())
 		failed, err := session.GetDelegation(ctx, ids[2])
 		Expect(err).NotTo(HaveOccurred())
 		Expect(failed.Phase).To(Equal("Failed"))
 		Expect(failed.Error).To(ContainSubstring("exit code 3"))
-		Expect(failed.Delivered).To(BeTrue())
 		list, err := session.Delegations(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(list.Items).To(HaveLen(3))
@@ -336,6 +343,34 @@ var _ = Describe("Delegation queues", func() {
 		}, time.Minute).Should(Succeed())
 		Expect(d.Answer).To(Equal("reviewed: review PR 8"))
 		Expect(d.Delivered).To(BeFalse())
+	})
+
+	It("cleans up finished delegations and their worker sessions per the producer's retention", func() {
+		ns := newNamespace()
+		producer := delegationQueue(ns, 2, alice)
+		Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(producer), producer)).To(Succeed())
+		producer.Spec.Retention.MaxFinishedTasks = ptr.To[int32](1)
+		Expect(k8sClient.Update(suiteCtx, producer)).To(Succeed())
+		c, err := sessionapi.NewClient(sessionAPI, sessionapi.WithToken(sessionToken(ns)))
+		Expect(err).NotTo(HaveOccurred())
+		session := c.Session(ns, producer.Name)
+		ctx, cancel := context.WithTimeout(suiteCtx, 3*time.Minute)
+		defer cancel()
+		serveWorkers(ctx, c, ns, reviewerScript)
+		for _, text := range []string{"review PR 4", "review PR 5", "review PR 6"} {
+			_, err := session.Delegate(ctx, sessionapi.DelegationRequest{Lane: "review", Text: text, Callback: ptr.To(false)})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		Eventually(func(g Gomega) {
+			tasks := &agentlanev1alpha1.ExternalTaskList{}
+			g.Expect(k8sClient.List(ctx, tasks, client.InNamespace(ns))).To(Succeed())
+			g.Expect(tasks.Items).To(HaveLen(1))
+			g.Expect(tasks.Items[0].Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskSucceeded))
+			workers := &agentlanev1alpha1.AgentSessionList{}
+			g.Expect(k8sClient.List(ctx, workers, client.InNamespace(ns), client.HasLabels{agentlanev1alpha1.DelegationTaskLabel})).To(Succeed())
+			g.Expect(workers.Items).To(HaveLen(1))
+			g.Expect(workers.Items[0].Labels).To(HaveKeyWithValue(agentlanev1alpha1.DelegationTaskLabel, tasks.Items[0].Name))
+		}, time.Minute).Should(Succeed())
 	})
 
 	It("keeps delegation inside the caller's namespace and identity", func() {
