@@ -357,10 +357,20 @@ var _ = Describe("Delegation queues", func() {
 		ctx, cancel := context.WithTimeout(suiteCtx, 3*time.Minute)
 		defer cancel()
 		serveWorkers(ctx, c, ns, reviewerScript)
-		for _, text := range []string{"review PR 4", "review PR 5", "review PR 6"} {
+		for _, text := range []string{"review PR 4", "review PR 5"} {
 			_, err := session.Delegate(ctx, sessionapi.DelegationRequest{Lane: "review", Text: text, Callback: ptr.To(false)})
 			Expect(err).NotTo(HaveOccurred())
 		}
+		By("a command submitted to the Delegate lane is delegated too")
+		cmd, err := session.Submit(ctx, sessionapi.SubmitRequest{Type: "review", Lane: "review", Payload: []byte(`{"text":"review PR 6"}`)})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cmd.State).To(Equal(sessionapi.StateQueued))
+		Expect(cmd.Task).NotTo(BeEmpty())
+		Eventually(func(g Gomega) {
+			d, err := session.GetDelegation(ctx, cmd.Task)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(d.Answer).To(Equal("reviewed: review PR 6"))
+		}).Should(Succeed())
 		Eventually(func(g Gomega) {
 			tasks := &agentlanev1alpha1.ExternalTaskList{}
 			g.Expect(k8sClient.List(ctx, tasks, client.InNamespace(ns))).To(Succeed())
