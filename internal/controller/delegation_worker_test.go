@@ -97,3 +97,68 @@ func TestFirstTurn(t *testing.T) {
 		})
 	}
 }
+
+func TestWorkerSession(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := agentlanev1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	lane := &agentlanev1alpha1.Lane{Name: "review", MaxConcurrency: 2, ExternalTarget: &agentlanev1alpha1.ExternalTarget{
+		Type: agentlanev1alpha1.ExternalTargetDelegate,
+		Delegate: &agentlanev1alpha1.DelegateTarget{SessionTemplate: agentlanev1alpha1.AgentSessionTemplate{
+			Spec: agentlanev1alpha1.AgentSessionTemplateSpec{AgentTemplateID: "reviewer",
+				Budget: &agentlanev1alpha1.WorkerBudget{CheckEveryTool: true}},
+		}},
+	}}
+	dl := &delegateLane{namespace: "tenant-a", queue: "q1", name: "review", spec: lane}
+	task := &agentlanev1alpha1.ExternalTask{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "01jq3k7c"},
+		Spec: agentlanev1alpha1.ExternalTaskSpec{
+			// A task's own identity is not what the worker acts as.
+			Identity: &agentlanev1alpha1.Identity{TenantID: "tenant-b", Principal: "mallory"},
+		}}
+	cases := map[string]struct {
+		producer  *agentlanev1alpha1.AgentSession
+		wantID    agentlanev1alpha1.Identity
+		wantDepth string
+	}{
+		"a session nobody delegated to": {
+			producer: &agentlanev1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "lead", UID: "u1"},
+				Spec: agentlanev1alpha1.AgentSessionSpec{Identity: &agentlanev1alpha1.Identity{TenantID: "tenant-a", Principal: "alice", AgentTemplateID: "lead", CorrelationID: "c-7"}}},
+			wantID:    agentlanev1alpha1.Identity{TenantID: "tenant-a", Principal: "alice", AgentTemplateID: "reviewer", CorrelationID: "c-7"},
+			wantDepth: "1",
+		},
+		"a worker that delegates in turn, without an identity": {
+			producer: &agentlanev1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "review-01", UID: "u2",
+				Labels:      map[string]string{agentlanev1alpha1.DelegationTaskLabel: "01"},
+				Annotations: map[string]string{agentlanev1alpha1.DelegationDepthAnnotation: "2"}}},
+			wantID:    agentlanev1alpha1.Identity{AgentTemplateID: "reviewer", CorrelationID: "01jq3k7c"},
+			wantDepth: "3",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			w, err := workerSession(task, tc.producer, dl, scheme)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w.Namespace != "tenant-a" || w.Name != "review-01jq3k7c" || w.Spec.QueueRef.Name != "q1" {
+				t.Errorf("worker %s/%s on queue %s, want tenant-a/review-01jq3k7c on q1", w.Namespace, w.Name, w.Spec.QueueRef.Name)
+			}
+			if *w.Spec.Identity != tc.wantID {
+				t.Errorf("identity %+v, want %+v", *w.Spec.Identity, tc.wantID)
+			}
+			if got := w.Annotations[agentlanev1alpha1.DelegationDepthAnnotation]; got != tc.wantDepth {
+				t.Errorf("depth %q, want %q", got, tc.wantDepth)
+			}
+			if !metav1.IsControlledBy(w, tc.producer) {
+				t.Errorf("owners %v: not controlled by the producer", w.OwnerReferences)
+			}
+			if w.Spec.Budget == nil || !w.Spec.Budget.CheckEveryTool {
+				t.Errorf("budget %+v, want the template's", w.Spec.Budget)
+			}
+			if w.Labels[agentlanev1alpha1.DelegationTaskLabel] != task.Name {
+				t.Errorf("labels %v, want the task's", w.Labels)
+			}
+		})
+	}
+}
