@@ -40,6 +40,9 @@ const (
 	// delegationTurnPendingReason (Claimed=False): the worker session
 	// exists; its first turn is not posted yet.
 	delegationTurnPendingReason = "FirstTurnPending"
+	// delegationQueueGoneReason (Delivered=False): the queue is gone, and
+	// with it the producer's inbox.
+	delegationQueueGoneReason = "QueueGone"
 )
 
 // settle posts a finished task's result to its producer's inbox, once, and
@@ -80,6 +83,9 @@ func (r *DelegationReconciler) deliverResult(ctx context.Context, dl *delegateLa
 		case apierrors.IsNotFound(err):
 			status, reason, msg = metav1.ConditionFalse, agentlanev1alpha1.ExternalTaskProducerGoneReason,
 				fmt.Sprintf("producer session %s no longer exists", producer.Name)
+		case err != nil && dl.lq == nil:
+			// Without its queue the producer has no inbox to post to.
+			status, reason, msg = metav1.ConditionFalse, delegationQueueGoneReason, dl.problem
 		case err != nil:
 			return err
 		default:
