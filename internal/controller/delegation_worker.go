@@ -126,12 +126,12 @@ func firstTurn(t *agentlanev1alpha1.ExternalTask) string {
 // to its producer: the header line, then the worker's answer or, for a
 // failure, its reason.
 func resultMessage(lane string, t *agentlanev1alpha1.ExternalTask) string {
-	return ResultHeader(lane, t) + "\n" + resultBody(t)
+	return resultHeader(lane, t) + "\n" + resultBody(t)
 }
 
-// ResultHeader is the first line of a delegated task's result message:
+// resultHeader is the first line of a delegated task's result message:
 // "from queue:<lane> · task#<id> · ok|error · <time>".
-func ResultHeader(lane string, t *agentlanev1alpha1.ExternalTask) string {
+func resultHeader(lane string, t *agentlanev1alpha1.ExternalTask) string {
 	outcome := "ok"
 	if t.Status.Phase != agentlanev1alpha1.ExternalTaskSucceeded {
 		outcome = "error"

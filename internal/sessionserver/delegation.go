@@ -253,14 +253,14 @@ func delegationOf(task *agentlanev1alpha1.ExternalTask) sessionapi.Delegation {
 		d.FinishedAt = st.FinishedAt.Time
 	}
 	if res := st.Result; res != nil {
-		d.Answer, d.Error = DelegationAnswer(res), res.Error
+		d.Answer, d.Error = delegationAnswer(res), res.Error
 	}
 	return d
 }
 
-// DelegationAnswer returns the worker's answer kept in a delegated task's
+// delegationAnswer returns the worker's answer kept in a delegated task's
 // result ({"answer": "..."}).
-func DelegationAnswer(res *agentlanev1alpha1.TaskResult) string {
+func delegationAnswer(res *agentlanev1alpha1.TaskResult) string {
 	if res == nil || res.Result == nil {
 		return ""
 	}
