@@ -62,6 +62,7 @@ const (
 // all have room.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.maxConcurrency) || !has(self.maxConcurrencyPerSession) || self.maxConcurrency <= 0 || self.maxConcurrencyPerSession <= self.maxConcurrency",message="maxConcurrencyPerSession must not exceed maxConcurrency (0 means unlimited)",fieldPath=".maxConcurrencyPerSession"
+// +kubebuilder:validation:XValidation:rule="!has(self.externalTarget) || !has(self.externalTarget.type) || self.externalTarget.type != 'Delegate' || (has(self.maxConcurrency) && self.maxConcurrency >= 1)",message="a Delegate lane needs maxConcurrency of 1 or more: it is how many worker sessions may run at once",fieldPath=".maxConcurrency"
 type Lane struct {
 	// name identifies the lane in routing rules, ExternalTasks, session lane
 	// overrides and status. It is a DNS label, such as query or execute, and
@@ -89,7 +90,8 @@ type Lane struct {
 	HandlerMode HandlerMode `json:"handlerMode,omitempty"`
 
 	// maxConcurrency is how many of the lane's commands may run at once across
-	// all sessions of the queue. 0, the default, means unlimited.
+	// all sessions of the queue. 0, the default, means unlimited. On a
+	// Delegate lane it is how many worker sessions run at once, at least 1.
 	// +kubebuilder:default=0
 	// +kubebuilder:validation:Minimum=0
 	// +optional
@@ -167,7 +169,7 @@ type Lane struct {
 
 // ExternalTargetType is where the ExternalTasks of a lane run.
 //
-// +kubebuilder:validation:Enum=Workers;Job;Handler
+// +kubebuilder:validation:Enum=Workers;Job;Handler;Delegate
 type ExternalTargetType string
 
 const (
@@ -183,6 +185,11 @@ const (
 	// authorized handler completes its current attempt or the attempt times
 	// out.
 	ExternalTargetHandler ExternalTargetType = "Handler"
+	// ExternalTargetDelegate: each command becomes a worker AgentSession made
+	// from the lane's delegate.sessionTemplate; the command's payload is the
+	// worker's first turn and its final answer is the result, delivered to
+	// the producer's inbox (see DelegateTarget).
+	ExternalTargetDelegate ExternalTargetType = "Delegate"
 )
 
 // ExternalTarget says where the ExternalTasks of a lane run. A worker or a
@@ -191,10 +198,14 @@ const (
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.type) || self.type != 'Job' || has(self.jobTemplate)",message="jobTemplate is required when type is Job",fieldPath=".jobTemplate"
 // +kubebuilder:validation:XValidation:rule="!has(self.jobTemplate) || (has(self.type) && self.type == 'Job')",message="jobTemplate may only be set when type is Job",fieldPath=".jobTemplate"
+// +kubebuilder:validation:XValidation:rule="!has(self.type) || self.type != 'Delegate' || has(self.delegate)",message="delegate (with its sessionTemplate) is required when type is Delegate",fieldPath=".delegate"
+// +kubebuilder:validation:XValidation:rule="!has(self.delegate) || (has(self.type) && self.type == 'Delegate')",message="delegate may only be set when type is Delegate",fieldPath=".delegate"
 type ExternalTarget struct {
 	// type is Workers (the worker pool claims the tasks), Job (one batch Job
-	// per task, created from jobTemplate) or Handler (handlers complete the
-	// tasks through the Session API). Defaults to Workers.
+	// per task, created from jobTemplate), Handler (handlers complete the
+	// tasks through the Session API) or Delegate (one worker AgentSession
+	// per command, created from delegate.sessionTemplate). Defaults to
+	// Workers.
 	// +kubebuilder:default=Workers
 	// +optional
 	Type ExternalTargetType `json:"type,omitempty"`
@@ -214,6 +225,11 @@ type ExternalTarget struct {
 	// cannot be decoded is refused, not stored.
 	// +optional
 	JobTemplate *batchv1.JobTemplateSpec `json:"jobTemplate,omitempty"`
+
+	// delegate is the agent the lane delegates to when type is Delegate; it
+	// is required then and not allowed otherwise.
+	// +optional
+	Delegate *DelegateTarget `json:"delegate,omitempty"`
 
 	// UndecodableJobTemplate is set, and JobTemplate left nil, when the
 	// stored jobTemplate does not decode (see UndecodableTemplate). It is

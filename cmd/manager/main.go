@@ -161,6 +161,10 @@ func main() {
 		Budgets:      &budget.Ledger{Publish: schedulers.Publish, Recorder: mgr.GetEventRecorder("agentlane-budget")},
 		Passivations: &controller.PassivationClock{},
 	}
+	if o.api.Addr != "0" {
+		// Delegate lanes post to inboxes through the Session API.
+		shared.Inboxes = o.api
+	}
 	access, err := o.sessionAPIAccess(ctx, mgr)
 	if err != nil {
 		log.Error(err, "unable to set up the Session API's TLS")

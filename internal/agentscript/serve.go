@@ -135,7 +135,7 @@ func (r *Runtime) Serve(ctx context.Context, maxTurns int) (Report, error) {
 		}
 		// Finish even when ctx ended: the run is over either way.
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
-		err = r.Session.FinishRun(fctx, ev.RunID)
+		err = r.Session.FinishRunWithOutcome(fctx, ev.RunID, tr.Outcome())
 		cancel()
 		r.closeRun(ev.RunID)
 		if err != nil {

@@ -265,6 +265,10 @@ func (r *ExternalTaskReconciler) reconcile(ctx context.Context, req ctrl.Request
 		// its watch event brings the task back.
 		return ctrl.Result{RequeueAfter: retrySoon}, nil
 	}
+	if task.Labels[agentlanev1alpha1.DelegatedLabel] == "true" {
+		// A delegated task is carried by the delegation controller.
+		return ctrl.Result{}, nil
+	}
 	r.workers.observe(task)
 	if !task.DeletionTimestamp.IsZero() {
 		r.forgetDeleted(req.NamespacedName)

@@ -50,6 +50,9 @@ type Shared struct {
 	// Passivations orders the checkpoints the Session API saves against
 	// passivation requests; a private one when nil.
 	Passivations *PassivationClock
+	// Inboxes posts the messages of Delegate lanes (the Session API); the
+	// delegation controller runs only when it is set.
+	Inboxes Inboxes
 }
 
 // Setup registers agentlane's field indexes, the schedulers and every
@@ -94,6 +97,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, shared Shared, options ...Setu
 		return fmt.Errorf("set up the ExternalTask controller: %w", err)
 	}
 	pools.source.Store(tasks)
+	if shared.Inboxes != nil {
+		delegation := &DelegationReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Inboxes: shared.Inboxes,
+			Recorder: mgr.GetEventRecorder("agentlane-delegation"), Clock: clk}
+		if err := delegation.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("set up the delegation controller: %w", err)
+		}
+	}
 	return nil
 }
 

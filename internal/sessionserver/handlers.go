@@ -65,6 +65,9 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 	if err != nil {
 		return schedulerError(err)
 	}
+	if t, err := s.delegateLane(r.Context(), sc, lane); err == nil && t != nil {
+		return s.delegateCommand(w, r, sc, id, lane, req.Payload)
+	}
 	cmd := lanequeue.Command{
 		ID:         id,
 		SessionKey: sc.key.Name,
@@ -352,6 +355,13 @@ func (s *Server) configureInbox(ctx context.Context, sc *sessionCall) {
 }
 
 func (s *Server) finishRun(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
+	out, err := readRunOutcome(r)
+	if err != nil {
+		return err
+	}
+	if err := s.completeDelegation(r.Context(), sc, r.PathValue("run"), out); err != nil {
+		return err
+	}
 	sc.inbox.RunFinished(sc.key.Name, r.PathValue("run"))
 	s.hub.runFinished(sc.key, r.PathValue("run"))
 	writeJSON(w, http.StatusOK, struct{}{})

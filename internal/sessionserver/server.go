@@ -23,7 +23,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -353,6 +355,9 @@ func (s *Server) routes() []route {
 		{http.MethodPut, "/checkpoints", VerbWrite, s.saveCheckpoint},
 		{http.MethodGet, "/checkpoints/latest", VerbRead, s.loadCheckpoint},
 		{http.MethodGet, "/checkpoints/{run}", VerbRead, s.loadCheckpoint},
+		{http.MethodPost, "/delegations", VerbWrite, s.delegate},
+		{http.MethodGet, "/delegations", VerbRead, s.listDelegations},
+		{http.MethodGet, "/delegations/{id}", VerbRead, s.getDelegation},
 	}
 }
 
@@ -361,8 +366,13 @@ func (s *Server) Handler() http.Handler {
 	s.init()
 	mux := http.NewServeMux()
 	prefix := "/" + sessionapi.Version + "/namespaces/{namespace}/sessions/{session}"
+	// Routes that share a path (GET and POST /delegations) share a handler.
+	byPath := map[string][]route{}
 	for _, rt := range s.routes() {
-		mux.Handle(prefix+rt.path, s.instrument(rt.path, s.sessionHandler(rt)))
+		byPath[rt.path] = append(byPath[rt.path], rt)
+	}
+	for path, rts := range byPath {
+		mux.Handle(prefix+path, s.instrument(path, s.sessionHandler(rts...)))
 	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
@@ -380,12 +390,19 @@ func (s *Server) Handler() http.Handler {
 
 // sessionHandler authenticates, authorizes and resolves the session before
 // rt's handler runs; a refused call changes nothing.
-func (s *Server) sessionHandler(rt route) http.Handler {
-	name := rt.path
+func (s *Server) sessionHandler(rts ...route) http.Handler {
+	name := rts[0].path
+	methods := make([]string, len(rts))
+	for i, rt := range rts {
+		methods[i] = rt.method
+	}
+	allow := strings.Join(methods, ", ")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != rt.method {
-			w.Header().Set("Allow", rt.method)
-			s.writeError(w, r, name, apiErrorf(http.StatusMethodNotAllowed, sessionapi.CodeMethodNotAllowed, "%s takes %s, not %s", r.URL.Path, rt.method, r.Method))
+		i := slices.Index(methods, r.Method)
+		if i < 0 {
+			w.Header().Set("Allow", allow)
+			s.writeError(w, r, name, apiErrorf(http.StatusMethodNotAllowed, sessionapi.CodeMethodNotAllowed,
+				"%s takes %s, not %s", r.URL.Path, strings.Join(methods, " or "), r.Method))
 			return
 		}
 		if !s.leading() {
@@ -393,6 +410,7 @@ func (s *Server) sessionHandler(rt route) http.Handler {
 			s.writeError(w, r, name, errNotLeader)
 			return
 		}
+		rt := rts[i]
 		sc, err := s.open(r, rt.verb)
 		if err == nil {
 			r.Body = http.MaxBytesReader(w, r.Body, maxBody)

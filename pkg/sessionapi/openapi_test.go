@@ -113,6 +113,9 @@ func TestOpenAPIRoutes(t *testing.T) {
 		"PUT " + s + "/checkpoints",
 		"GET " + s + "/checkpoints/latest",
 		"GET " + s + "/checkpoints/{runId}",
+		"POST " + s + "/delegations",
+		"GET " + s + "/delegations",
+		"GET " + s + "/delegations/{id}",
 	}
 	var got []string
 	for path, item := range doc.Paths {
@@ -145,6 +148,7 @@ func TestOpenAPISchemasMirrorTypes(t *testing.T) {
 		Usage{}, Consumed{}, BudgetCheckRequest{}, BudgetCheck{}, TokenLimits{}, CostLimits{}, BudgetStatus{},
 		Event{}, BudgetThreshold{}, PassivationRequest{}, PeerInvocation{}, SessionRef{},
 		Error{}, Checkpoint{}, CheckpointSaved{},
+		RunOutcome{}, DelegationRequest{}, Delegation{}, DelegationList{},
 	} {
 		typ := reflect.TypeOf(v)
 		t.Run(typ.Name(), func(t *testing.T) {

@@ -553,6 +553,33 @@ spec:
 `, name, tenant, spec)), &u.Object)).To(Succeed())
 		return u
 	}
+	// delegateQueue is a LaneQueue whose Delegate lane's worker sessions
+	// have the pod spec spec.
+	delegateQueue := func(name, spec string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		extra := strings.Repeat(" ", 6)
+		Expect(yaml.Unmarshal([]byte(fmt.Sprintf(`
+apiVersion: agentlane.io/v1alpha1
+kind: LaneQueue
+metadata: {name: %s, namespace: %s}
+spec:
+  defaultLane: review
+  lanes:
+  - name: review
+    priority: 0
+    maxConcurrency: 1
+    externalTarget:
+      type: Delegate
+      delegate:
+        sessionTemplate:
+          spec:
+            runtime:
+              podTemplate:
+                spec:
+%s
+`, name, tenant, extra+strings.ReplaceAll(spec, "\n", "\n"+extra))), &u.Object)).To(Succeed())
+		return u
+	}
 	indent := func(s string, by int) string {
 		pad := strings.Repeat(" ", by)
 		return pad + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n"+pad)
@@ -607,6 +634,10 @@ spec:
 		Entry("a runtime pod mounting the node's /", session, hostPath, "hostPath volumes are not allowed in spec.runtime.podTemplate"),
 		Entry("a privileged Job lane", queue, privileged, "privileged containers are not allowed in spec.lanes[build].externalTarget.jobTemplate"),
 		Entry("a Job lane mounting the node's /", queue, hostPath, "hostPath volumes are not allowed in spec.lanes[build].externalTarget.jobTemplate"),
+		Entry("a privileged Delegate lane's worker", delegateQueue, privileged,
+			"privileged containers are not allowed in spec.lanes[review].externalTarget.delegate.sessionTemplate.spec.runtime.podTemplate"),
+		Entry("a Delegate lane's worker on the host network", delegateQueue, hostNetwork,
+			"hostNetwork, hostPID and hostIPC are not allowed in spec.lanes[review].externalTarget.delegate.sessionTemplate.spec.runtime.podTemplate"),
 	)
 
 	It("admits plain templates, and what the cluster's ConfigMap allows", func() {

@@ -1,0 +1,116 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sessionapi
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// DelegationRequest hands work to a Delegate lane of the session's queue: a
+// worker session made from the lane's template takes Text as its first turn,
+// and its final answer comes back as the delegation's result.
+type DelegationRequest struct {
+	// ID names the delegated task (a lowercase ULID when empty).
+	ID string `json:"id,omitempty"`
+	// Lane is the Delegate lane, such as review.
+	Lane string `json:"lane"`
+	// Text is the worker's first turn.
+	Text string `json:"text"`
+	// Callback, true when nil, posts the result to the session's inbox as
+	// an inbound message headed "from queue:<lane> · task#<id> · ok|error ·
+	// <time>". With false the session reads the result with GetDelegation.
+	Callback *bool `json:"callback,omitempty"`
+}
+
+// Delegation is a delegated task as the Session API shows it.
+type Delegation struct {
+	ID   string `json:"id"`
+	Lane string `json:"lane"`
+	// Phase is the task's phase: Queued (waiting for one of the lane's
+	// worker slots), Running (a worker session works on it), Succeeded or
+	// Failed.
+	Phase string `json:"phase"`
+	// Producer is the session that delegated the task.
+	Producer string `json:"producer"`
+	// WorkerSession is the AgentSession working on it, once started.
+	WorkerSession string `json:"workerSession,omitempty"`
+	// Answer is the worker's final answer, once Succeeded.
+	Answer string `json:"answer,omitempty"`
+	// Error says why the task failed, such as "interrupted: ...".
+	Error string `json:"error,omitempty"`
+	// Callback says whether the result goes to the producer's inbox;
+	// Delivered, that it went.
+	Callback  bool `json:"callback"`
+	Delivered bool `json:"delivered,omitempty"`
+
+	CreatedAt  time.Time `json:"createdAt,omitzero"`
+	StartedAt  time.Time `json:"startedAt,omitzero"`
+	FinishedAt time.Time `json:"finishedAt,omitzero"`
+}
+
+// DelegationList is the session's delegated tasks that the cluster keeps,
+// oldest first.
+type DelegationList struct {
+	Items []Delegation `json:"items"`
+}
+
+// RunOutcome is how a run ended, as its runtime reports it when it finishes
+// the run. For a worker session of a Delegate lane the outcome of its first
+// run is the delegated task's result.
+type RunOutcome struct {
+	// Answer is the run's final answer: the agent's last reply.
+	Answer string `json:"answer,omitempty"`
+	// Error, when set, says why the run failed; the answer is then ignored.
+	Error string `json:"error,omitempty"`
+}
+
+// Delegate hands work to a Delegate lane and returns the queued task at once:
+// the session is not blocked while the worker runs.
+func (s *SessionClient) Delegate(ctx context.Context, req DelegationRequest) (*Delegation, error) {
+	var d Delegation
+	if err := s.do(ctx, http.MethodPost, "/delegations", nil, req, &d); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// GetDelegation returns one delegated task of the session.
+func (s *SessionClient) GetDelegation(ctx context.Context, id string) (*Delegation, error) {
+	var d Delegation
+	if err := s.do(ctx, http.MethodGet, "/delegations/"+url.PathEscape(id), nil, nil, &d); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// Delegations lists the session's delegated tasks.
+func (s *SessionClient) Delegations(ctx context.Context) (*DelegationList, error) {
+	var l DelegationList
+	if err := s.do(ctx, http.MethodGet, "/delegations", nil, nil, &l); err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
+// FinishRunWithOutcome tells the session that the run ended and how: its
+// answer, or why it failed.
+func (s *SessionClient) FinishRunWithOutcome(ctx context.Context, runID string, out RunOutcome) error {
+	return s.do(ctx, http.MethodPost, "/runs/"+url.PathEscape(runID)+"/finish", nil, out, nil)
+}
