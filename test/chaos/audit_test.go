@@ -121,7 +121,11 @@ func (r *row) auditTask(p plannedTask, t *agentlanev1alpha1.ExternalTask, runs m
 	}
 
 	// recorded: the attempts status names on each worker, whatever their
-	// outcome; ran: those that must have run (they produced a result).
+	// outcome; ran: those that must have run (they produced a result or ran
+	// out of time); needed: the runs the task's own failures explain. Runs
+	// beyond those (a lost worker, a timeout, a result that never reached
+	// the API server) are double executions, known when status records
+	// an attempt for each of them.
 	recorded, ran := map[string]int{}, map[string]int{}
 	needed := 0
 	for _, a := range st.Attempts {
@@ -129,9 +133,12 @@ func (r *row) auditTask(p plannedTask, t *agentlanev1alpha1.ExternalTask, runs m
 		if a.Outcome == agentlanev1alpha1.AttemptWorkerLost && a.StartedAt == nil {
 			r.lostUnstarted++
 		}
-		if a.Outcome == agentlanev1alpha1.AttemptFailed || a.Outcome == agentlanev1alpha1.AttemptTimedOut {
+		switch a.Outcome {
+		case agentlanev1alpha1.AttemptFailed:
 			ran[a.Worker]++
 			needed++
+		case agentlanev1alpha1.AttemptTimedOut:
+			ran[a.Worker]++
 		}
 	}
 	if st.Phase == agentlanev1alpha1.ExternalTaskSucceeded {
@@ -194,7 +201,11 @@ func (r *row) auditCounters(ns string, countersReset bool) {
 func describeAttempts(st *agentlanev1alpha1.ExternalTaskStatus) string {
 	var parts []string
 	for _, a := range st.Attempts {
-		parts = append(parts, fmt.Sprintf("#%d %s on %s", a.Attempt, a.Outcome, a.Worker))
+		started := "never started"
+		if a.StartedAt != nil {
+			started = "started " + a.StartedAt.Format(time.TimeOnly)
+		}
+		parts = append(parts, fmt.Sprintf("#%d %s on %s (%s)", a.Attempt, a.Outcome, a.Worker, started))
 	}
 	parts = append(parts, fmt.Sprintf("current #%d %s on %q", st.Attempt, st.Phase, st.Worker))
 	return "[" + strings.Join(parts, ", ") + "]"

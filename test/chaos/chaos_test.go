@@ -17,6 +17,8 @@ limitations under the License.
 package chaos
 
 import (
+	"fmt"
+	"os"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -107,6 +109,7 @@ var _ = Describe("Chaos", func() {
 		s.waitForProgress(faultAfter)
 		apiServerOutage(10 * time.Second)
 		back := time.Now()
+		fmt.Fprintf(os.Stderr, "DEBUG api back after %s\n", back.Sub(s.faultAt))
 		marker := writeMarker(s.ns)
 		r := s.audit(s.drain(), false)
 		r.gap = s.watch.firstDispatchAfter(back, marker)

@@ -97,7 +97,7 @@ func newScenario(title string) *scenario {
 	s := &scenario{
 		title: title,
 		rng:   rand.New(rand.NewPCG(uint64(seed), h.Sum64())),
-		dir:   GinkgoT().TempDir(),
+		dir:   scenarioDir(title),
 		procs: map[string]*process{},
 	}
 	Expect(os.Mkdir(filepath.Join(s.dir, "flaky"), 0o700)).To(Succeed())
@@ -120,6 +120,15 @@ func newScenario(title string) *scenario {
 	s.createQueue()
 	s.watch = watchDispatches(s.ns)
 	return s
+}
+
+// scenarioDir makes the directory of the scenario's run records.
+func scenarioDir(title string) string {
+	GinkgoHelper()
+	dir, err := os.MkdirTemp(workDir, "scenario-")
+	Expect(err).NotTo(HaveOccurred())
+	Expect(os.WriteFile(filepath.Join(dir, "title"), []byte(title+"\n"), 0o600)).To(Succeed())
+	return dir
 }
 
 // createQueue creates the scenario's namespace, LaneQueue and session.

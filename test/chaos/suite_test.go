@@ -100,13 +100,14 @@ var _ = BeforeSuite(func() {
 	AddReportEntry("CHAOS_SEED", seed, ReportEntryVisibilityAlways)
 	scheme = testenv.Scheme()
 
-	workDir = GinkgoT().TempDir()
+	var err error
+	workDir, err = os.MkdirTemp("", "agentlane-chaos-")
+	Expect(err).NotTo(HaveOccurred())
 	By("building the manager and worker binaries")
 	managerBin = goBuild("./cmd/manager", "manager")
 	workerBin = goBuild("./cmd/worker", "worker")
 
 	By("starting the control plane, with certificates kept for API server restarts")
-	var err error
 	testEnv, cfg, k8sClient, err = testenv.Start(scheme, restartableAPIServer(filepath.Join(workDir, "apiserver")))
 	Expect(err).NotTo(HaveOccurred())
 
@@ -118,6 +119,21 @@ var _ = BeforeSuite(func() {
 var _ = AfterSuite(func() {
 	if testEnv != nil {
 		Expect(testEnv.Stop()).To(Succeed())
+	}
+	if specFailed {
+		fmt.Fprintf(os.Stderr, "chaos suite: process logs and run records kept in %s\n", workDir)
+		return
+	}
+	Expect(os.RemoveAll(workDir)).To(Succeed())
+})
+
+// specFailed keeps workDir, with every process log and run record, for a
+// look after a failed run.
+var specFailed bool
+
+var _ = ReportAfterEach(func(r SpecReport) {
+	if r.Failed() {
+		specFailed = true
 	}
 })
 

@@ -18,6 +18,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"time"
@@ -61,27 +62,47 @@ func watchDispatches(ns string) *dispatchWatch {
 	GinkgoHelper()
 	wc, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
-	list := &agentlanev1alpha1.ExternalTaskList{}
-	Expect(wc.List(suiteCtx, list, client.InNamespace(ns))).To(Succeed())
+	dw := &dispatchWatch{phase: map[string]agentlanev1alpha1.ExternalTaskPhase{}}
 	ctx, cancel := context.WithCancel(suiteCtx)
+	DeferCleanup(cancel)
+	go func() {
+		for ctx.Err() == nil {
+			if err := dw.follow(ctx, wc, ns); err != nil {
+				time.Sleep(200 * time.Millisecond)
+			}
+		}
+	}()
+	return dw
+}
+
+// follow lists the tasks and watches them from there until the watch
+// cannot resume (the API server restarted and no longer has the
+// resourceVersion) or ctx ends.
+func (dw *dispatchWatch) follow(ctx context.Context, wc client.WithWatch, ns string) error {
+	list := &agentlanev1alpha1.ExternalTaskList{}
+	if err := wc.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		dw.observe(&list.Items[i])
+	}
 	rw, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion,
 		watchFunc(func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			return wc.Watch(ctx, &agentlanev1alpha1.ExternalTaskList{}, &client.ListOptions{Namespace: ns, Raw: &opts})
 		}))
-	Expect(err).NotTo(HaveOccurred())
-	dw := &dispatchWatch{phase: map[string]agentlanev1alpha1.ExternalTaskPhase{}}
-	go func() {
-		for ev := range rw.ResultChan() {
-			if t, ok := ev.Object.(*agentlanev1alpha1.ExternalTask); ok && (ev.Type == watch.Added || ev.Type == watch.Modified) {
-				dw.observe(t)
-			}
+	if err != nil {
+		return err
+	}
+	defer rw.Stop()
+	for ev := range rw.ResultChan() {
+		switch t, ok := ev.Object.(*agentlanev1alpha1.ExternalTask); {
+		case ev.Type == watch.Error:
+			return errors.New("the watch ended")
+		case ok && (ev.Type == watch.Added || ev.Type == watch.Modified):
+			dw.observe(t)
 		}
-	}()
-	DeferCleanup(func() {
-		rw.Stop()
-		cancel()
-	})
-	return dw
+	}
+	return nil
 }
 
 func (dw *dispatchWatch) observe(t *agentlanev1alpha1.ExternalTask) {
