@@ -94,7 +94,6 @@ func (s *scenario) audit(drain time.Duration, countersReset bool) row {
 		r.auditTask(p, &t, runs[p.name])
 	}
 	r.auditCounters(s.ns, countersReset)
-	debugTasks(s)
 	return r
 }
 

@@ -208,8 +208,6 @@ func (s *scenario) command(t plannedTask) string {
 // would.
 func (s *scenario) submit() {
 	GinkgoHelper()
-	fmt.Fprintf(os.Stderr, "DEBUG submit at %s\n", time.Now())
-	defer func() { fmt.Fprintf(os.Stderr, "DEBUG submitted at %s\n", time.Now()) }()
 	const parallel = 8
 	next := make(chan plannedTask)
 	errs := make(chan error, parallel)
@@ -256,7 +254,6 @@ func (s *scenario) waitForProgress(fraction float64) {
 		return finished(tasksIn(g, s.ns))
 	}, 2*time.Minute).Should(BeNumerically(">=", want))
 	s.faultAt = time.Now()
-	fmt.Fprintf(os.Stderr, "DEBUG fault at %s\n", s.faultAt)
 }
 
 // drain waits until every task finished and returns how long that took
@@ -271,7 +268,6 @@ func (s *scenario) drain() time.Duration {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	fmt.Fprintf(os.Stderr, "DEBUG drained at %s\n", time.Now())
 	return time.Since(s.faultAt)
 }
 
