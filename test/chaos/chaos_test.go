@@ -39,14 +39,6 @@ const workerGrace = 5 * time.Second
 // Known bugs that make a scenario fail. Its spec stays Pending until the
 // bug is fixed; CHAOS_KNOWN_BUGS=1 runs it anyway.
 const (
-	// lostClaimResponse: a worker whose claim reached etcd but whose answer
-	// was lost (the API server died) retries the claim; the retry fails its
-	// test of phase Dispatched (the phase is already Running under this
-	// worker) or is refused while the restarted API server's authorizer
-	// warms up, and the worker drops the attempt without running it. The
-	// task stays Running under a live worker until the attempt's timeout,
-	// which is then counted as a TimedOut attempt that never ran.
-	lostClaimResponse = "a claim whose answer was lost in the outage is dropped unrun and later counted as TimedOut"
 	// unrecordedHandBack: a worker stopped with no grace period stops its
 	// running commands and hands their attempts back as if they never
 	// started (phase Queued, startedAt removed); the next attempt runs the
@@ -128,7 +120,7 @@ var _ = Describe("Chaos", func() {
 		report(r)
 	})
 
-	itKnownBug("loses nothing and runs nothing unrecorded through a 10s API server outage", lostClaimResponse, func() {
+	It("loses nothing and runs nothing unrecorded through a 10s API server outage", func() {
 		startManager("manager", false)
 		s := newScenario("API server down 10s")
 		s.startPool(workerGrace)
