@@ -93,7 +93,11 @@ envtest: ## Build (first time) and cache the envtest control plane; prints its p
 .PHONY: test
 test: generate manifests vet kustomize helm ## Run go vet, unit tests and the envtest suites (race detector on).
 	@echo "envtest control plane: $(ENVTEST_ASSETS)"
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" $(GO) test -race $(GOTEST_FLAGS) ./...
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" $(GO) test -race -timeout=30m $(GOTEST_FLAGS) ./...
+
+.PHONY: test-chaos
+test-chaos: manifests ## Run only the chaos suite (test/chaos, part of `make test`): processes killed with tasks in flight; CHAOS_SEED replays a run, CHAOS_TASKS sets its size.
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/chaos/ -count=1 -timeout=30m -v $(GOTEST_FLAGS)
 
 .PHONY: test-e2e
 test-e2e: images kustomize ## Run the end-to-end suite on a real three-node cluster on this machine (Linux, root; see docs/cluster.md).

@@ -48,6 +48,10 @@ var (
 	// errShuttingDown: the worker stopped a run because its grace period
 	// ran out.
 	errShuttingDown = errors.New("the worker is shutting down")
+	// errEarlierTryUncertain marks a rejected write whose earlier try failed
+	// in a way that may have applied it (no answer, or a 5xx): the
+	// rejection may be of the write itself, already in place.
+	errEarlierTryUncertain = errors.New("an earlier try of the write may have been applied")
 )
 
 // Outcomes of an attempt: the values of the outcome label of
@@ -107,7 +111,28 @@ func (a *attempts) claim(ctx context.Context, task *agentlanev1alpha1.ExternalTa
 	if err != nil {
 		return err
 	}
-	return a.patchStatus(ctx, task, writeClaim, body)
+	err = a.patchStatus(ctx, task, writeClaim, body)
+	if errors.Is(err, errEarlierTryUncertain) && a.claimLanded(ctx, task, f, now) {
+		a.log.Info("A claim whose answer was lost had been applied; running the attempt", "externalTask", klog.KObj(task), "attempt", f.Attempt)
+		return nil
+	}
+	return err
+}
+
+// claimLanded tells whether the task, read from the API server, shows this
+// very claim applied: the attempt Running under this worker, started at the
+// claim's time, with no result yet. A claim retried after its answer was
+// lost (the API server died after committing it) is rejected by its own
+// test of phase Dispatched; without this check the worker would drop an
+// attempt that status says it runs, and the attempt would time out unrun.
+func (a *attempts) claimLanded(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f workerproto.Fence, startedAt metav1.Time) bool {
+	got := &agentlanev1alpha1.ExternalTask{}
+	if err := a.client.Get(ctx, client.ObjectKeyFromObject(task), got); err != nil {
+		return false
+	}
+	st := got.Status
+	return st.Phase == agentlanev1alpha1.ExternalTaskRunning && st.Worker == f.Holder && st.Attempt == f.Attempt &&
+		st.Result == nil && st.StartedAt != nil && st.StartedAt.Unix() == startedAt.Unix()
 }
 
 // complete records the result of the task's Running attempt.
@@ -249,6 +274,7 @@ func (a *attempts) patchStatus(ctx context.Context, task *agentlanev1alpha1.Exte
 	obj.Namespace, obj.Name = task.Namespace, task.Name
 	giveUp := a.clock.Now().Add(writeTimeout)
 	backoff := writeBackoff
+	uncertain := false
 	for {
 		err := a.client.Status().Patch(ctx, obj, client.RawPatch(types.JSONPatchType, body))
 		switch {
@@ -257,17 +283,26 @@ func (a *attempts) patchStatus(ctx context.Context, task *agentlanev1alpha1.Exte
 		case apierrors.IsInvalid(err) || apierrors.IsConflict(err):
 			fencedWritesRejected.WithLabelValues(write).Inc()
 			log.V(1).Info("Fenced write rejected: the attempt was taken away; dropping it", "reason", err.Error())
+			if uncertain {
+				return fmt.Errorf("%w (%w): %w", errAttemptLost, errEarlierTryUncertain, err)
+			}
 			return fmt.Errorf("%w: %w", errAttemptLost, err)
 		case apierrors.IsNotFound(err):
 			log.V(1).Info("Task is gone; dropping the write")
 			return fmt.Errorf("%w: %w", errAttemptLost, err)
-		case !transient(err):
+		case !transient(err) && !apierrors.IsForbidden(err):
+			// A write is also retried on 403, which a restarted API server
+			// answers until its authorizer's caches are filled. Otherwise a
+			// worker gets 403 only when misconfigured (its identity does not
+			// match status.worker for the admission policy); such a write is
+			// then dropped after writeTimeout instead of at once.
 			return fmt.Errorf("%s write: %w", write, err)
 		}
 		left := giveUp.Sub(a.clock.Now())
 		if left <= 0 {
 			return fmt.Errorf("%s write: gave up after %s: %w", write, writeTimeout, err)
 		}
+		uncertain = true
 		log.V(1).Info("Status write failed; retrying", "error", err.Error())
 		if werr := a.sleep(ctx, min(backoff.Step(), left)); werr != nil {
 			return fmt.Errorf("%s write: %w (last error: %w)", write, werr, err)
