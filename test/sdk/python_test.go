@@ -116,6 +116,7 @@ func TestPythonClient(t *testing.T) {
 		"AGENTLANE_TEST_INTERNAL_LANE=query",
 		"AGENTLANE_TEST_EXTERNAL_LANE=remote",
 		"AGENTLANE_TEST_HANDLER_LANE=handled",
+		"AGENTLANE_TEST_DELEGATE_LANE=review",
 		"AGENTLANE_TEST_HANDLER_TOKEN_FILE="+filepath.Join(work, "handler-token"),
 	)
 	out, err := cmd.CombinedOutput()
@@ -185,8 +186,10 @@ func newTenant(ctx context.Context, t *testing.T, k8s client.Client) tenant {
 
 // newSession creates a LaneQueue "q" (the Internal lane "query", the
 // External lane "remote" served by workers, and the External lane "handled"
-// served by handlers through the API, retried once after a failure) and the
-// AgentSession name on it, and waits until the session is Active.
+// served by handlers through the API, retried once after a failure, and the
+// Delegate lane "review", whose worker sessions no runtime serves: the test
+// plays their runtime) and the AgentSession name on it, and waits until the
+// session is Active.
 func (tn tenant) newSession(ctx context.Context, t *testing.T, k8s client.Client, name string) {
 	t.Helper()
 	must(t, k8s.Create(ctx, &agentlanev1alpha1.LaneQueue{
@@ -199,6 +202,11 @@ func (tn tenant) newSession(ctx context.Context, t *testing.T, k8s client.Client
 				ExternalTarget: &agentlanev1alpha1.ExternalTarget{Type: agentlanev1alpha1.ExternalTargetHandler},
 				RetryPolicy: &agentlanev1alpha1.RetryPolicy{Strategy: agentlanev1alpha1.RetryFixed, MaxRetries: ptr.To[int32](1),
 					FixedDelay: &metav1.Duration{Duration: 50 * time.Millisecond}}},
+			{Name: "review", Priority: 0, MaxConcurrency: 1, ExternalTarget: &agentlanev1alpha1.ExternalTarget{
+				Type: agentlanev1alpha1.ExternalTargetDelegate,
+				Delegate: &agentlanev1alpha1.DelegateTarget{SessionTemplate: agentlanev1alpha1.AgentSessionTemplate{
+					Spec: agentlanev1alpha1.AgentSessionTemplateSpec{AgentTemplateID: "reviewer"}}},
+			}},
 		}},
 	}))
 	s := &agentlanev1alpha1.AgentSession{

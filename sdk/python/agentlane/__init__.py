@@ -17,4 +17,4 @@ from .events import EventStream, Frame, FrameReader, History
 from .types import *  # noqa: F401,F403  the dataclasses and their constants
 from .wire import format_duration, format_time, from_wire, parse_time, to_wire
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

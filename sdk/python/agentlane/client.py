@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 
 from . import types as t
 from .auth import StaticToken, TokenFile, TokenSource
-from .errors import CODE_NOT_RUNNING, CODE_STALE_ATTEMPT, MAX_ERROR_BODY, ApiError
+from .errors import CODE_NOT_LEADER, CODE_NOT_RUNNING, CODE_STALE_ATTEMPT, MAX_ERROR_BODY, ApiError
 from .wire import format_duration, from_wire, to_wire
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -27,7 +27,7 @@ Seconds = Union[float, int, str]
 
 _SESSION = "/v1/namespaces/{namespace}/sessions/{session}"
 
-# operationId: (HTTP method, path, request schema, 200 response schema,
+# operationId: (HTTP method, path, request schema, 2xx response schema,
 # Python method). The client reads the method and path from here, and
 # decodes the reply into the response type.
 OPERATIONS: Dict[str, Tuple[str, str, Optional[type], Optional[type], str]] = {
@@ -37,7 +37,7 @@ OPERATIONS: Dict[str, Tuple[str, str, Optional[type], Optional[type], str]] = {
     "getCommand": ("GET", _SESSION + "/commands/{id}", None, t.Command, "get_command"),
     "reportResult": ("POST", _SESSION + "/commands/{id}/result", t.ReportRequest, t.Command, "report_result"),
     "postMessage": ("POST", _SESSION + "/messages", t.Message, t.PostResult, "post_message"),
-    "finishRun": ("POST", _SESSION + "/runs/{runId}/finish", None, None, "finish_run"),
+    "finishRun": ("POST", _SESSION + "/runs/{runId}/finish", t.RunOutcome, None, "finish_run"),
     "cancel": ("POST", _SESSION + "/cancel", t.CancelRequest, t.CancelResult, "cancel"),
     "streamEvents": ("GET", _SESSION + "/events", None, t.Event, "stream_events"),
     "getStats": ("GET", _SESSION + "/stats", None, t.Stats, "get_stats"),
@@ -48,6 +48,9 @@ OPERATIONS: Dict[str, Tuple[str, str, Optional[type], Optional[type], str]] = {
     "saveCheckpoint": ("PUT", _SESSION + "/checkpoints", t.Checkpoint, t.CheckpointSaved, "save_checkpoint"),
     "loadLatestCheckpoint": ("GET", _SESSION + "/checkpoints/latest", None, t.Checkpoint, "load_latest_checkpoint"),
     "loadCheckpoint": ("GET", _SESSION + "/checkpoints/{runId}", None, t.Checkpoint, "load_checkpoint"),
+    "delegate": ("POST", _SESSION + "/delegations", t.DelegationRequest, t.Delegation, "delegate"),
+    "listDelegations": ("GET", _SESSION + "/delegations", None, t.DelegationList, "list_delegations"),
+    "getDelegation": ("GET", _SESSION + "/delegations/{id}", None, t.Delegation, "get_delegation"),
     "getBudget": ("GET", _SESSION + "/budget", None, t.BudgetStatus, "get_budget"),
     "checkBudget": ("POST", _SESSION + "/budget/check", t.BudgetCheckRequest, t.BudgetCheck, "check_budget"),
     "recordUsage": ("POST", _SESSION + "/budget/record", t.Usage, t.Consumed, "record_usage"),
@@ -65,6 +68,11 @@ POLL_WAIT = 30.0
 # Added to a call's own wait to time out its socket.
 _WAIT_SLACK = 30.0
 
+# How many times a call refused with NotLeader is sent again, by default,
+# and the most it waits before each (whatever Retry-After asks).
+NOT_LEADER_RETRIES = 5
+MAX_NOT_LEADER_WAIT = 10.0
+
 
 class Client:
     """Talks to one Session API server. Safe to share between threads: each
@@ -75,7 +83,17 @@ class Client:
     ca_file (or ca_data, PEM) when given, else the system's roots. A plain
     http:// base_url is refused unless insecure_http is True, since it would
     send the token in clear text; use it only on loopback.
+
+    A call that reaches a standby manager replica (503 NotLeader, as during
+    a leader failover) is sent again after the reply's Retry-After (1s when
+    absent, at most MAX_NOT_LEADER_WAIT), up to not_leader_retries times;
+    then the last NotLeader ApiError is raised. A standby refuses every call
+    before reading it, so this is safe for writes too: the refused call did
+    nothing. not_leader_retries=0 turns it off.
     """
+
+    # Waits before a call refused with NotLeader is sent again.
+    _sleep = staticmethod(time.sleep)
 
     def __init__(
         self,
@@ -87,6 +105,7 @@ class Client:
         ca_data: Optional[str] = None,
         insecure_http: bool = False,
         timeout: float = 30.0,
+        not_leader_retries: int = NOT_LEADER_RETRIES,
     ):
         u = urllib.parse.urlsplit(base_url)
         if u.scheme not in ("http", "https") or not u.hostname or u.query or u.fragment:
@@ -110,6 +129,9 @@ class Client:
         elif token_file is not None:
             self._tokens = TokenFile(token_file)
         self.timeout = timeout
+        if not_leader_retries < 0:
+            raise ValueError("agentlane: not_leader_retries is negative")
+        self.not_leader_retries = not_leader_retries
         self._tls: Optional[ssl.SSLContext] = None
         if u.scheme == "https":
             self._tls = ssl.create_default_context(cafile=ca_file, cadata=ca_data)
@@ -177,7 +199,28 @@ class Client:
         headers: Optional[Mapping[str, str]] = None,
     ) -> Tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
         """Sends a request and returns its connection and 2xx response, for
-        the caller to read and close. A non-2xx reply raises ApiError."""
+        the caller to read and close. A non-2xx reply raises ApiError; one
+        that is NotLeader is first retried (see Client)."""
+        retries = self.not_leader_retries
+        while True:
+            try:
+                return self._open_once(operation, params, query, body, timeout, auth, headers)
+            except ApiError as err:
+                if err.code != CODE_NOT_LEADER or err.status != 503 or retries <= 0:
+                    raise
+                retries -= 1
+                self._sleep(min(float(err.retry_after or 1), MAX_NOT_LEADER_WAIT))
+
+    def _open_once(
+        self,
+        operation: str,
+        params: Mapping[str, str],
+        query: Optional[Mapping[str, str]],
+        body: Any,
+        timeout: Optional[float],
+        auth: bool,
+        headers: Optional[Mapping[str, str]],
+    ) -> Tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
         method, template, _, _, _ = OPERATIONS[operation]
         path = self._prefix + _expand(template, params)
         if query:
@@ -274,9 +317,12 @@ class SessionClient:
             message = t.Message(text=message)
         return self._call("postMessage", message)
 
-    def finish_run(self, run_id: str) -> None:
-        """Ends a run, so that the session's next turn may start."""
-        self._call("finishRun", runId=run_id)
+    def finish_run(self, run_id: str, outcome: Optional[t.RunOutcome] = None) -> None:
+        """Ends a run, so that the session's next turn may start. outcome
+        says how it ended; a worker session of a Delegate lane reports its
+        answer (or error) this way, which becomes the delegated task's
+        result."""
+        self._call("finishRun", outcome, runId=run_id)
 
     def cancel(self, request: t.CancelRequest) -> t.CancelResult:
         """Cancels one command, a run's queued commands or the session's."""
@@ -319,6 +365,25 @@ class SessionClient:
 
     def load_checkpoint(self, run_id: str) -> t.Checkpoint:
         return self._call("loadCheckpoint", runId=run_id)
+
+    def delegate(self, request: t.DelegationRequest) -> t.Delegation:
+        """Hands work to a Delegate lane and returns the queued task at once
+        (phase Queued). A worker session made from the lane's template takes
+        request.text as its first turn; its answer comes to this session's
+        inbox as a message, unless request.callback is False. A lane that
+        does not delegate, or empty text, raises ApiError InvalidRequest; an
+        unknown lane, UnknownLane; an id in use, DuplicateCommand."""
+        return self._call("delegate", request)
+
+    def list_delegations(self) -> List[t.Delegation]:
+        """The session's delegated tasks that the cluster keeps, oldest
+        first."""
+        return self._call("listDelegations").items
+
+    def get_delegation(self, task_id: str) -> t.Delegation:
+        """One delegated task of this session; another's, or none, raises
+        ApiError CommandNotFound."""
+        return self._call("getDelegation", id=task_id)
 
     def get_budget(self) -> t.BudgetStatus:
         return self._call("getBudget")

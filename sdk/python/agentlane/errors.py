@@ -26,6 +26,7 @@ CODE_TOO_LARGE = "TooLarge"  # 413
 CODE_RATE_LIMITED = "RateLimited"  # 429, with retry_after
 CODE_QUEUE_FULL = "QueueFull"  # 429, with retry_after
 CODE_SESSION_NOT_READY = "SessionNotReady"  # 503
+CODE_NOT_LEADER = "NotLeader"  # 503 from a standby manager replica, with retry_after; the client retries it
 CODE_INTERNAL = "Internal"  # 500
 CODE_NO_STORE = "NoStore"  # 503
 CODE_CHECKPOINT_NOT_FOUND = "CheckpointNotFound"  # 404
@@ -41,8 +42,8 @@ class ApiError(Exception):
     """An error reply of the Session API.
 
     code is the stable code (one of the CODE_* constants), message the
-    server's explanation, status the HTTP status, and retry_after, on a 429,
-    the seconds the Retry-After header asks to wait.
+    server's explanation, status the HTTP status, and retry_after, on a 429
+    or a NotLeader 503, the seconds the Retry-After header asks to wait.
     """
 
     def __init__(self, status: int, code: str, message: str, retry_after: Optional[int] = None):

@@ -294,6 +294,66 @@ class PeerInvocation:
     correlation_id: Optional[str] = None
 
 
+@dataclass
+class RunOutcome:
+    """How a run ended, sent with finish_run. For the worker session of a
+    Delegate lane, the outcome of its first finished run is the delegated
+    task's result: answer on success, error (answer then ignored) on
+    failure."""
+
+    answer: Optional[str] = None
+    error: Optional[str] = None
+
+
+@dataclass
+class DelegationRequest:
+    """Work for a Delegate lane: text is the worker session's first turn;
+    id names the task (a ULID when None); callback False keeps the result
+    out of the producer's inbox (the producer then polls get_delegation)."""
+
+    lane: str = ""
+    text: str = ""
+    id: Optional[str] = None
+    callback: Optional[bool] = None
+
+
+# A delegated task's phases (Delegation.phase); the last two are final.
+DELEGATION_QUEUED = "Queued"
+DELEGATION_RUNNING = "Running"
+DELEGATION_SUCCEEDED = "Succeeded"
+DELEGATION_FAILED = "Failed"
+
+
+@dataclass
+class Delegation:
+    """A delegated task. worker_session is the AgentSession working on it
+    once it started; answer (Succeeded) or error (Failed) is its result;
+    delivered says the result reached the producer's inbox."""
+
+    id: str = ""
+    lane: str = ""
+    phase: str = ""
+    producer: str = ""
+    callback: bool = False
+    worker_session: Optional[str] = None
+    answer: Optional[str] = None
+    error: Optional[str] = None
+    delivered: Optional[bool] = None
+    created_at: Optional[datetime.datetime] = None
+    started_at: Optional[datetime.datetime] = None
+    finished_at: Optional[datetime.datetime] = None
+
+    @property
+    def final(self) -> bool:
+        """The task ended: Succeeded or Failed."""
+        return self.phase in (DELEGATION_SUCCEEDED, DELEGATION_FAILED)
+
+
+@dataclass
+class DelegationList:
+    items: List[Delegation] = field(default_factory=list)
+
+
 # Event types (Event.type). The scheduler's command events:
 EVENT_SUBMITTED = "submitted"
 EVENT_STARTED = "started"

@@ -5,7 +5,8 @@ import os
 import shutil
 import subprocess
 import unittest
-from typing import Any, Dict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Dict, List
 
 # The repository's root, where `go run ./hack/openapi-json` runs.
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
@@ -21,6 +22,46 @@ def require(reason: str) -> None:
 
 
 _openapi = None
+
+
+class ScriptedServer(ThreadingHTTPServer):
+    """A small local server that answers each connection with the next
+    entry of script, (status, body) or (status, body, headers), the last
+    one again once the script runs out, then closes it (a dropped event
+    stream). requests records what the client sent: the path, the headers
+    (lower-cased) and the body under "body"."""
+
+    daemon_threads = True
+
+    def __init__(self, script: List[Any]) -> None:
+        super().__init__(("127.0.0.1", 0), _ScriptedHandler)
+        self.script = script
+        self.requests: List[Dict[str, str]] = []
+
+
+class _ScriptedHandler(BaseHTTPRequestHandler):
+    server: ScriptedServer
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        n = len(self.server.requests)
+        length = int(self.headers.get("Content-Length") or 0)
+        body_in = self.rfile.read(length).decode("utf-8") if length else ""
+        self.server.requests.append({"method": self.command, "path": self.path, "body": body_in,
+                                     **{k.lower(): v for k, v in self.headers.items()}})
+        status, body, *rest = self.server.script[min(n, len(self.server.script) - 1)]
+        headers = {"Content-Type": "text/event-stream" if status == 200 else "application/json"}
+        headers.update(rest[0] if rest else {})
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_POST = do_GET
 
 
 def openapi() -> Dict[str, Any]:
@@ -48,7 +89,7 @@ class Live:
     def __init__(self) -> None:
         env = os.environ
         names = ["URL", "CA_FILE", "TOKEN_FILE", "FORBIDDEN_TOKEN_FILE", "NAMESPACE", "SESSION",
-                 "INTERNAL_LANE", "EXTERNAL_LANE", "HANDLER_LANE", "HANDLER_TOKEN_FILE"]
+                 "INTERNAL_LANE", "EXTERNAL_LANE", "HANDLER_LANE", "HANDLER_TOKEN_FILE", "DELEGATE_LANE"]
         missing = [n for n in names if not env.get("AGENTLANE_TEST_" + n)]
         if missing:
             require("no live manager: AGENTLANE_TEST_%s is not set (run `go test ./test/sdk/`)" % missing[0])
@@ -64,3 +105,5 @@ class Live:
         # allowed to complete its tasks.
         self.handler_lane = env["AGENTLANE_TEST_HANDLER_LANE"]
         self.handler_token_file = env["AGENTLANE_TEST_HANDLER_TOKEN_FILE"]
+        # A Delegate lane whose worker sessions no runtime serves.
+        self.delegate_lane = env["AGENTLANE_TEST_DELEGATE_LANE"]

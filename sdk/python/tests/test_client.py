@@ -1,15 +1,22 @@
-"""The client's own rules, without a server: no token over plain http, the
-token file read again when it changes, the token kept out of reprs and
-errors, and the JSON codec."""
+"""The client's own rules, without the manager: no token over plain http,
+the token file read again when it changes, the token kept out of reprs and
+errors, the JSON codec, and calls refused by a standby replica sent again
+(against a small local server)."""
 
 import datetime
+import json
 import os
 import tempfile
+import threading
 import unittest
+from typing import Any, List, Tuple
 
 import agentlane
 from agentlane import ApiError, Client, TokenFile
+from agentlane.client import MAX_NOT_LEADER_WAIT
 from agentlane.wire import format_duration, format_time, from_wire, parse_time, to_wire
+
+from .support import ScriptedServer
 
 SECRET = "not-a-real-token-5f1c"
 
@@ -174,6 +181,68 @@ class ApiErrorTest(unittest.TestCase):
         err = ApiError.from_reply(502, b"<html>bad gateway</html>", None)
         self.assertEqual(("Internal", 502, None), (err.code, err.status, err.retry_after))
         self.assertIn("bad gateway", err.message)
+
+
+NOT_LEADER = b'{"code":"NotLeader","message":"this manager replica is a standby"}'
+DELEGATION = json.dumps({"id": "t1", "lane": "review", "phase": "Queued", "producer": "s1", "callback": True,
+                         "createdAt": "2026-11-24T02:00:00Z"}).encode()
+
+
+class NotLeaderRetryTest(unittest.TestCase):
+    def serve(self, script: List[Any], **kwargs: Any) -> Tuple[ScriptedServer, Client, List[float]]:
+        server = ScriptedServer(script)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        client = Client("http://127.0.0.1:%d" % server.server_address[1], token="tok", insecure_http=True, **kwargs)
+        sleeps: List[float] = []
+        client._sleep = sleeps.append  # type: ignore[method-assign]
+        return server, client, sleeps
+
+    def test_a_write_is_sent_again_after_retry_after(self) -> None:
+        server, client, sleeps = self.serve([
+            (503, NOT_LEADER, {"Retry-After": "2"}),
+            (503, NOT_LEADER),
+            (202, DELEGATION),
+        ])
+        d = client.session("ns", "s1").delegate(agentlane.DelegationRequest(lane="review", text="look"))
+        self.assertEqual(("t1", agentlane.DELEGATION_QUEUED, "s1", False), (d.id, d.phase, d.producer, d.final))
+        self.assertEqual([2.0, 1.0], sleeps, "Retry-After, then 1s when the reply has none")
+        self.assertEqual(3, len(server.requests))
+        for req in server.requests:
+            self.assertEqual(("POST", "/v1/namespaces/ns/sessions/s1/delegations", "Bearer tok"),
+                             (req["method"], req["path"], req["authorization"]))
+            self.assertEqual({"lane": "review", "text": "look"}, json.loads(req["body"]))
+
+    def test_retries_are_bounded(self) -> None:
+        server, client, sleeps = self.serve([(503, NOT_LEADER, {"Retry-After": "3600"})], not_leader_retries=2)
+        with self.assertRaises(ApiError) as ctx:
+            client.session("ns", "s1").get_stats()
+        self.assertEqual((agentlane.CODE_NOT_LEADER, 503, 3600),
+                         (ctx.exception.code, ctx.exception.status, ctx.exception.retry_after))
+        self.assertEqual(3, len(server.requests), "the call and two retries")
+        self.assertEqual([MAX_NOT_LEADER_WAIT] * 2, sleeps, "a long Retry-After is capped")
+
+    def test_off_and_other_errors(self) -> None:
+        cases = {
+            "retries off": ([(503, NOT_LEADER)], {"not_leader_retries": 0}, agentlane.CODE_NOT_LEADER),
+            "SessionNotReady": ([(503, b'{"code":"SessionNotReady","message":"later"}', {"Retry-After": "1"})], {},
+                                agentlane.CODE_SESSION_NOT_READY),
+            "RateLimited": ([(429, b'{"code":"RateLimited","message":"slow"}', {"Retry-After": "1"})], {},
+                            agentlane.CODE_RATE_LIMITED),
+        }
+        for name, (script, kwargs, code) in cases.items():
+            with self.subTest(name):
+                server, client, sleeps = self.serve(script, **kwargs)
+                with self.assertRaises(ApiError) as ctx:
+                    client.session("ns", "s1").finish_run("r1", agentlane.RunOutcome(answer="done"))
+                self.assertEqual(code, ctx.exception.code)
+                self.assertEqual((1, []), (len(server.requests), sleeps))
+                self.assertEqual({"answer": "done"}, json.loads(server.requests[0]["body"]))
+
+    def test_negative_retries_are_refused(self) -> None:
+        with self.assertRaises(ValueError):
+            Client("https://h", not_leader_retries=-1)
 
 
 if __name__ == "__main__":

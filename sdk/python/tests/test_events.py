@@ -8,12 +8,13 @@ import io
 import json
 import threading
 import unittest
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List
 
 import agentlane
 from agentlane import ApiError, Client, Event, EventStreamError, FrameReader, History
 from agentlane.events import MAX_EVENT_DATA
+
+from .support import ScriptedServer
 
 
 def frames(raw: bytes) -> List[Any]:
@@ -72,32 +73,6 @@ class HistoryTest(unittest.TestCase):
                 self.assertEqual(want, [e.id for e in events if history.keeps(e)])
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, script: List[Any]) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.script = script  # one entry per connection: (status, body)
-        self.requests: List[Dict[str, str]] = []
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        n = len(self.server.requests)
-        self.server.requests.append({"path": self.path, **{k.lower(): v for k, v in self.headers.items()}})
-        status, body = self.server.script[min(n, len(self.server.script) - 1)]
-        self.send_response(status)
-        self.send_header("Content-Type", "text/event-stream" if status == 200 else "application/json")
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(body)  # then the connection closes: a dropped stream
-
-
 def sse(*events: Dict[str, Any]) -> bytes:
     out = b""
     for e in events:
@@ -109,7 +84,7 @@ def sse(*events: Dict[str, Any]) -> bytes:
 
 class ReconnectTest(unittest.TestCase):
     def serve(self, script: List[Any]) -> Any:
-        server = _Server(script)
+        server = ScriptedServer(script)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         self.addCleanup(server.server_close)
         self.addCleanup(server.shutdown)

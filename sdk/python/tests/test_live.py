@@ -1,8 +1,8 @@
 """The client against a live manager (started by the Go test test/sdk):
 commands of both handler modes, a handler completing external tasks, a
-message and its turn, the event stream
-with history filtering, stats, budget, checkpoints, and the errors of
-callers that may not use the session."""
+delegation carried through a worker session, a message and its turn, the
+event stream with history filtering, stats, budget, checkpoints, and the
+errors of callers that may not use the session."""
 
 import datetime
 import os
@@ -16,8 +16,8 @@ import uuid
 from typing import Callable, List
 
 import agentlane
-from agentlane import (ApiError, CancelRequest, Client, Completion, Event, ExternalTask, History, ReportRequest,
-                       SubmitRequest)
+from agentlane import (ApiError, CancelRequest, Client, Completion, Delegation, DelegationRequest, Event,
+                       ExternalTask, History, ReportRequest, RunOutcome, SubmitRequest)
 
 from .support import Live
 
@@ -148,6 +148,68 @@ class LiveTest(unittest.TestCase):
                          (final.state, final.attempt, final.result.output))
         self.assertNotIn(cmd.id, [t.id for t in handler.list_external_tasks()])
 
+    def await_delegation(self, task_id: str, done: Callable[[Delegation], bool], what: str) -> Delegation:
+        """The delegated task task_id once done says so; fails after 60s."""
+        deadline = time.monotonic() + 60
+        while True:
+            d = self.session.get_delegation(task_id)
+            if done(d):
+                return d
+            self.assertFalse(d.final and not done(d), "%s ended as %s: %s" % (task_id, d.phase, d.error))
+            self.assertLess(time.monotonic(), deadline, "%s: not %s within 60s (%s)" % (task_id, what, d))
+            time.sleep(0.2)
+
+    def test_delegation(self) -> None:
+        # The session delegates to the Delegate lane; the test plays the
+        # worker session's runtime: it takes the first turn and finishes
+        # the run with an answer, which becomes the task's result. No
+        # callback, so that no result message starts a turn of the session
+        # the other tests use.
+        text = "review change " + uuid.uuid4().hex
+        d = self.session.delegate(DelegationRequest(lane=self.live.delegate_lane, text=text, callback=False))
+        self.assertEqual((self.live.delegate_lane, self.live.session, False, False),
+                         (d.lane, d.producer, d.callback, d.final))
+        self.assertIn(d.phase, (agentlane.DELEGATION_QUEUED, agentlane.DELEGATION_RUNNING))
+        self.assertIsNotNone(d.created_at)
+
+        running = self.await_delegation(d.id, lambda x: bool(x.worker_session), "given a worker session")
+        self.assertEqual(agentlane.DELEGATION_RUNNING, running.phase)
+        worker = self.client.session(self.live.namespace, running.worker_session)
+        with worker.stream_events(runtime=True, history=History(types=frozenset([agentlane.EVENT_TURN]))) as stream:
+            turn = self.next_event(stream, lambda e: e.type == agentlane.EVENT_TURN)
+        self.assertIn(text, turn.text)
+        with self.assertRaises(ApiError) as ctx:
+            worker.get_delegation(d.id)
+        self.assertEqual((agentlane.CODE_COMMAND_NOT_FOUND, 404), (ctx.exception.code, ctx.exception.status),
+                         "a task is shown only to the session that delegated it")
+        worker.finish_run(turn.run_id, RunOutcome(answer="looks good"))
+
+        done = self.await_delegation(d.id, lambda x: x.final, "finished")
+        self.assertEqual((agentlane.DELEGATION_SUCCEEDED, "looks good", None, running.worker_session, False),
+                         (done.phase, done.answer, done.error, done.worker_session, bool(done.delivered)))
+        self.assertIsNotNone(done.finished_at)
+        listed = {x.id: x for x in self.session.list_delegations()}
+        self.assertEqual((agentlane.DELEGATION_SUCCEEDED, self.live.session), (listed[d.id].phase, listed[d.id].producer))
+
+        bad = {
+            "not a Delegate lane": (DelegationRequest(lane=self.live.internal_lane, text="x"),
+                                    agentlane.CODE_INVALID_REQUEST, 400),
+            "no text": (DelegationRequest(lane=self.live.delegate_lane, text="  "), agentlane.CODE_INVALID_REQUEST, 400),
+            "unknown lane": (DelegationRequest(lane="no-such-lane", text="x"), agentlane.CODE_UNKNOWN_LANE, 400),
+            "bad id": (DelegationRequest(lane=self.live.delegate_lane, text="x", id="Not_A/Name"),
+                       agentlane.CODE_INVALID_REQUEST, 400),
+            "id in use": (DelegationRequest(lane=self.live.delegate_lane, text="x", id=d.id),
+                          agentlane.CODE_DUPLICATE_COMMAND, 409),
+        }
+        for name, (request, code, status) in bad.items():
+            with self.subTest(name):
+                with self.assertRaises(ApiError) as ctx:
+                    self.session.delegate(request)
+                self.assertEqual((code, status), (ctx.exception.code, ctx.exception.status))
+        with self.assertRaises(ApiError) as ctx:
+            self.session.get_delegation("no-such-task")
+        self.assertEqual((agentlane.CODE_COMMAND_NOT_FOUND, 404), (ctx.exception.code, ctx.exception.status))
+
     def test_message_and_turn(self) -> None:
         text = "hello " + uuid.uuid4().hex
         with self.session.stream_events(from_now=True, history=History(types=frozenset(["message_queued", "turn"]))) as stream:
@@ -250,6 +312,8 @@ class LiveTest(unittest.TestCase):
             "submit": lambda: session.submit_command(SubmitRequest(type="read", lane=self.live.internal_lane)),
             "message": lambda: session.post_message("hi"),
             "stats": session.get_stats,
+            "delegate": lambda: session.delegate(DelegationRequest(lane=self.live.delegate_lane, text="x")),
+            "delegations": session.list_delegations,
             "events": session.stream_events,
         }
         for name, call in calls.items():
