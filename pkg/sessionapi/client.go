@@ -51,6 +51,12 @@ const (
 	// streamIdle is how long an event stream may stay silent before it is
 	// taken for dead: the server sends a keepalive every 15s.
 	streamIdle = 45 * time.Second
+	// DefaultNotLeaderRetries is how many times a call answered NotLeader
+	// (a standby replica, during a leader failover) is sent again.
+	DefaultNotLeaderRetries = 5
+	// maxNotLeaderWait bounds the wait before each of those retries,
+	// whatever Retry-After asks.
+	maxNotLeaderWait = 10 * time.Second
 )
 
 // Client talks to one Session API server. It is safe for concurrent use.
@@ -67,6 +73,9 @@ type Client struct {
 	minBackoff time.Duration
 	maxBackoff time.Duration
 	streamIdle time.Duration
+	// notLeaderRetries is how many times a NotLeader answer is retried.
+	notLeaderRetries int
+	maxNotLeaderWait time.Duration
 }
 
 // ClientOption configures a Client.
@@ -100,6 +109,17 @@ func WithHTTPClient(hc *http.Client) ClientOption {
 	}
 }
 
+// WithNotLeaderRetries sets how many times a call answered 503 NotLeader is
+// sent again, after the reply's Retry-After (1s when absent, at most 10s);
+// 0 turns retrying off. A standby refuses a call before reading it, so
+// sending a write again cannot apply it twice. The default is
+// DefaultNotLeaderRetries.
+func WithNotLeaderRetries(n int) ClientOption {
+	return func(c *Client) {
+		c.notLeaderRetries = max(n, 0)
+	}
+}
+
 // NewClient returns a client of the Session API server at baseURL, such as
 // https://agentlane-session-api.agentlane-system.svc:8443. A path in baseURL
 // prefixes every route.
@@ -117,6 +137,9 @@ func NewClient(baseURL string, opts ...ClientOption) (*Client, error) {
 		minBackoff: minBackoff,
 		maxBackoff: maxBackoff,
 		streamIdle: streamIdle,
+
+		notLeaderRetries: DefaultNotLeaderRetries,
+		maxNotLeaderWait: maxNotLeaderWait,
 	}
 	for _, opt := range opts {
 		opt(c)
@@ -251,15 +274,30 @@ type SessionClient struct {
 }
 
 // do calls the route at path (escaped, under the session's prefix) and
-// decodes a 2xx reply into out, if not nil.
+// decodes a 2xx reply into out, if not nil. A NotLeader answer is retried
+// as WithNotLeaderRetries says.
 func (s *SessionClient) do(ctx context.Context, method, path string, query url.Values, in, out any) error {
-	req, err := s.c.newRequest(ctx, method, s.prefix+path, query, in)
-	if err != nil {
-		return err
-	}
-	resp, err := s.c.send(req)
-	if err != nil {
-		return err
+	var resp *http.Response
+	for retries := s.c.notLeaderRetries; ; retries-- {
+		req, err := s.c.newRequest(ctx, method, s.prefix+path, query, in)
+		if err != nil {
+			return err
+		}
+		resp, err = s.c.send(req)
+		var apiErr *Error
+		if err == nil || retries == 0 || !errors.As(err, &apiErr) || apiErr.Code != CodeNotLeader {
+			if err != nil {
+				return err
+			}
+			break
+		}
+		wait := apiErr.RetryAfter
+		if wait <= 0 {
+			wait = time.Second
+		}
+		if err := sleep(ctx, min(wait, s.c.maxNotLeaderWait)); err != nil {
+			return apiErr
+		}
 	}
 	defer drainClose(resp.Body)
 	if out == nil {

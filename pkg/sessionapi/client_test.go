@@ -45,6 +45,7 @@ func newTestSession(t *testing.T, h http.Handler) *SessionClient {
 		t.Fatal(err)
 	}
 	c.minBackoff, c.maxBackoff = time.Millisecond, 10*time.Millisecond
+	c.maxNotLeaderWait = time.Millisecond
 	return c.Session("team-a", "chat-1")
 }
 
@@ -441,5 +442,74 @@ func TestRunReportError(t *testing.T) {
 	}
 	if cmd == nil || cmd.ID != "c1" {
 		t.Errorf("command %+v, want the last one seen", cmd)
+	}
+}
+
+func TestNotLeaderIsRetried(t *testing.T) {
+	cases := map[string]struct {
+		retries  int  // 0: the default
+		refusals int  // answers NotLeader before the leader answers
+		wantErr  bool // the call ends in NotLeader
+		wantSent int
+	}{
+		"a failover shorter than the retries":   {refusals: 2, wantSent: 3},
+		"no leader for longer than the retries": {refusals: 100, wantErr: true, wantSent: DefaultNotLeaderRetries + 1},
+		"retries turned off":                    {retries: -1, refusals: 1, wantErr: true, wantSent: 1},
+		"one retry":                             {retries: 1, refusals: 1, wantSent: 2},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var bodies []string
+			s := newTestSession(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				bodies = append(bodies, r.Header.Get("Authorization")+" "+string(b))
+				if len(bodies) <= tc.refusals {
+					w.Header().Set("Retry-After", "1")
+					w.WriteHeader(http.StatusServiceUnavailable)
+					_, _ = io.WriteString(w, `{"code":"NotLeader","message":"this replica is a standby"}`)
+					return
+				}
+				_, _ = io.WriteString(w, `{"id":"c1","phase":"Succeeded"}`)
+			}))
+			switch {
+			case tc.retries > 0:
+				WithNotLeaderRetries(tc.retries)(s.c)
+			case tc.retries < 0:
+				WithNotLeaderRetries(0)(s.c)
+			}
+			cmd, err := s.Submit(testContext(t), SubmitRequest{ID: "c1", Type: "bash"})
+			if tc.wantErr {
+				if !IsCode(err, CodeNotLeader) {
+					t.Fatalf("error %v, want NotLeader", err)
+				}
+			} else if err != nil || cmd.ID != "c1" {
+				t.Fatalf("Submit = %+v, %v; want command c1", cmd, err)
+			}
+			if len(bodies) != tc.wantSent {
+				t.Fatalf("sent %d times, want %d", len(bodies), tc.wantSent)
+			}
+			for _, b := range bodies[1:] {
+				if b != bodies[0] {
+					t.Errorf("a retry sent %q, the first call %q", b, bodies[0])
+				}
+			}
+		})
+	}
+}
+
+func TestNotLeaderRetryEndsWithTheContext(t *testing.T) {
+	calls := 0
+	s := newTestSession(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls++
+		w.Header().Set("Retry-After", "3600")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, `{"code":"NotLeader","message":"standby"}`)
+	}))
+	s.c.maxNotLeaderWait = time.Hour // Retry-After would be honoured in full
+	ctx, cancel := context.WithCancel(testContext(t))
+	time.AfterFunc(50*time.Millisecond, cancel)
+	_, err := s.Get(ctx, "c1", 0)
+	if !IsCode(err, CodeNotLeader) || calls != 1 {
+		t.Fatalf("Get = %v after %d calls; want the NotLeader error after one call", err, calls)
 	}
 }
