@@ -70,7 +70,8 @@ func activeSessions(prefix, queue string, n int) []*agentlanev1alpha1.AgentSessi
 	return out
 }
 
-// quiet waits until the controller has run no reconcile for a while.
+// quiet waits until the controller has run no reconcile for a second and a
+// half: the reconciles of other specs' objects (their deletion) are over.
 func quiet(controller string) {
 	GinkgoHelper()
 	last := reconcileCount(controller)
@@ -79,7 +80,7 @@ func quiet(controller string) {
 		same := now == last
 		last = now
 		return same
-	}).WithPolling(700 * time.Millisecond).Should(BeTrue())
+	}).WithPolling(1500 * time.Millisecond).WithTimeout(30 * time.Second).Should(BeTrue())
 }
 
 var _ = Describe("What wakes an AgentSession", func() {
@@ -125,10 +126,11 @@ var _ = Describe("What wakes an AgentSession", func() {
 		}).Should(Succeed())
 		quiet("agentsession")
 
-		// A session with work in flight used to be reconciled every second.
+		// A session with work in flight used to be reconciled every second
+		// (4 times here); the margin is for other specs' objects.
 		before := reconcileCount("agentsession")
 		Consistently(func() float64 { return reconcileCount("agentsession") - before }, "4s", "200ms").
-			Should(BeNumerically("<", 2), "an idle session was reconciled periodically")
+			Should(BeNumerically("<", 3), "an idle session was reconciled periodically")
 
 		// Its counts still follow its commands.
 		b.release <- struct{}{}

@@ -416,9 +416,8 @@ func (r *ExternalTaskReconciler) admit(b binding, task *agentlanev1alpha1.Extern
 		// (or its Job's creation), not while it waits for one.
 		AwaitStart: true,
 	}
-	if spec.Payload != nil {
-		cmd.Payload = spec.Payload.Raw
-	}
+	// No payload: the scheduler never reads it, workers read it from the
+	// task, and the manager's cache does not keep it (leanTask).
 	if spec.Priority != nil {
 		cmd.Priority = ptrInt(int(*spec.Priority))
 	}
