@@ -287,7 +287,8 @@ var _ = Describe("ExternalTasks on worker processes", func() {
 		waitForWorkers(ns, doomed)
 		tasks := make([]*agentlanev1alpha1.ExternalTask, 4)
 		for i := range tasks {
-			tasks[i] = bashTask(s, taskName("t", i), "execute", "sleep 3")
+			// Long enough to be marked Running (after 2s) well before it ends.
+			tasks[i] = bashTask(s, taskName("t", i), "execute", "sleep 6")
 		}
 		create(tasks...)
 		Eventually(func(g Gomega) int {
