@@ -75,6 +75,9 @@ const (
 	// jobGrace is how long a Job that completed may take to show its pod's
 	// result before the attempt counts as failed.
 	jobGrace = 10 * time.Second
+	// queuedWriteDelay is how long a new task may wait for a slot or a
+	// worker before the manager writes it Queued.
+	queuedWriteDelay = 2 * time.Second
 	// retrySoon is when a task whose state moved during a reconcile is
 	// looked at again, should no watch event bring it back first.
 	retrySoon = 200 * time.Millisecond
@@ -330,7 +333,32 @@ func (r *ExternalTaskReconciler) reconcileTask(ctx context.Context, s *taskScope
 			logf.FromContext(ctx).Info("Task cancelled by annotation")
 		}
 	}
-	return r.converge(ctx, b, s)
+	res, err := r.converge(ctx, b, s)
+	if err == nil {
+		res = r.deferQueuedWrite(s, res)
+	}
+	return res, err
+}
+
+// deferQueuedWrite keeps a new task's first status write for its dispatch
+// when that comes soon: a task that has waited less than queuedWriteDelay
+// for a slot or a worker is not written Queued yet, and is looked at again
+// when the delay is up (its grant or a worker wakes it earlier). Most tasks
+// are then written once by the manager, dispatched.
+func (r *ExternalTaskReconciler) deferQueuedWrite(s *taskScope, res ctrl.Result) ctrl.Result {
+	if s.orig.Status.Phase != "" || s.task.Status.Phase != agentlanev1alpha1.ExternalTaskQueued {
+		return res
+	}
+	wait := min(s.task.CreationTimestamp.Add(queuedWriteDelay).Sub(r.Clock.Now()), queuedWriteDelay)
+	if wait <= 0 {
+		return res
+	}
+	s.task.Status = *s.orig.Status.DeepCopy()
+	s.deferred = true
+	if res.RequeueAfter <= 0 || wait < res.RequeueAfter {
+		res.RequeueAfter = wait
+	}
+	return res
 }
 
 // binding is where a task is scheduled: its LaneQueue, the queue's
