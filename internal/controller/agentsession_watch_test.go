@@ -23,6 +23,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -59,7 +60,13 @@ func activeSessions(prefix, queue string, n int) []*agentlanev1alpha1.AgentSessi
 	for i := range n {
 		s := testSession(fmt.Sprintf("%s-%d", prefix, i), queue)
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
-		DeferCleanup(func() { _ = k8sClient.Delete(ctx, s) })
+		// Gone before the next spec counts reconciles.
+		DeferCleanup(func() {
+			_ = k8sClient.Delete(ctx, s)
+			Eventually(func() bool {
+				return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), &agentlanev1alpha1.AgentSession{}))
+			}).Should(BeTrue())
+		})
 		out = append(out, s)
 	}
 	for _, s := range out {
