@@ -135,10 +135,10 @@ func CacheOptions() cache.Options {
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&agentlanev1alpha1.ExternalTask{}: {Transform: leanTask},
-			&coordinationv1.Lease{}:         {Label: labels.SelectorFromSet(labels.Set{workerproto.WorkerLabel: "true"})},
-			&batchv1.Job{}:                  {Label: labels.SelectorFromValidatedSet(nil).Add(mustRequirement(TaskLabel, selection.Exists))},
-			&corev1.Pod{}:                   {Label: labels.SelectorFromValidatedSet(nil).Add(mustRequirement(RuntimeLabel, selection.Exists))},
-			&policyv1.PodDisruptionBudget{}: {Label: labels.SelectorFromValidatedSet(nil).Add(mustRequirement(RuntimeLabel, selection.Exists))},
+			&coordinationv1.Lease{}:           {Label: labels.SelectorFromSet(labels.Set{workerproto.WorkerLabel: "true"})},
+			&batchv1.Job{}:                    {Label: labels.SelectorFromValidatedSet(nil).Add(mustRequirement(TaskLabel, selection.Exists))},
+			&corev1.Pod{}:                     {Label: labels.SelectorFromValidatedSet(nil).Add(mustRequirement(RuntimeLabel, selection.Exists))},
+			&policyv1.PodDisruptionBudget{}:   {Label: labels.SelectorFromValidatedSet(nil).Add(mustRequirement(RuntimeLabel, selection.Exists))},
 		},
 	}
 }
