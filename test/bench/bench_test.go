@@ -33,6 +33,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -40,6 +41,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
@@ -92,6 +94,7 @@ func setup(t *testing.T) *env {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(agentlanev1alpha1.AddToScheme(scheme))
+	logf.SetLogger(logr.Discard()) // the processes log to their own files
 	e := &env{t: t, ctx: context.Background(), dir: t.TempDir()}
 	managerBin := goBuild(t, e.dir, "./cmd/manager")
 	e.workerBin = goBuild(t, e.dir, "./cmd/worker")
