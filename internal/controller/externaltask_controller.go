@@ -58,9 +58,10 @@ const CancelAnnotation = "agentlane.io/cancel"
 // Timing of the ExternalTask controller.
 const (
 	// awaitWorkerInterval is how often a task that has a lane slot but no
-	// free worker looks for one again (a new or renewed worker Lease also
-	// wakes it).
-	awaitWorkerInterval = time.Second
+	// free worker looks for one again, as a backstop: a new or changed
+	// worker Lease, a renewal of a worker with free slots and a task giving
+	// its worker's slot back wake it first.
+	awaitWorkerInterval = 5 * time.Second
 	// unboundInterval is how often a task whose session or queue is missing
 	// checks again.
 	unboundInterval = 5 * time.Second
@@ -198,12 +199,16 @@ func (r *ExternalTaskReconciler) sessionTasks(ctx context.Context, o client.Obje
 }
 
 // leaseHandler records when the manager sees each worker Lease change
-// (workerSightings), and wakes the tasks waiting for a worker whenever a
-// worker Lease appears or changes, and the tasks a worker held when its
-// Lease goes away.
+// (workerSightings), and wakes the tasks waiting for a worker: all of them
+// when a worker Lease appears or what it advertises changes, as many as the
+// worker has free slots when it only renews (a full worker's heartbeat
+// cannot help them), and the tasks a worker held when its Lease goes away.
 func (r *ExternalTaskReconciler) leaseHandler() handler.EventHandler {
-	waiting := func(ns string, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		for _, req := range r.awaiting.in(ns) {
+	waiting := func(ns string, n int, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		for i, req := range r.awaiting.in(ns) {
+			if n >= 0 && i >= n {
+				return
+			}
 			q.Add(req)
 		}
 	}
@@ -217,11 +222,11 @@ func (r *ExternalTaskReconciler) leaseHandler() handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			seen(e.Object)
-			waiting(e.Object.GetNamespace(), q)
+			waiting(e.Object.GetNamespace(), -1, q)
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			seen(e.ObjectNew)
-			waiting(e.ObjectNew.GetNamespace(), q)
+			waiting(e.ObjectNew.GetNamespace(), r.renewalWakes(e.ObjectOld, e.ObjectNew), q)
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			l, ok := e.Object.(*coordinationv1.Lease)
@@ -234,7 +239,7 @@ func (r *ExternalTaskReconciler) leaseHandler() handler.EventHandler {
 					q.Add(reconcile.Request{NamespacedName: t})
 				}
 			}
-			waiting(l.Namespace, q)
+			waiting(l.Namespace, -1, q)
 		},
 	}
 }
