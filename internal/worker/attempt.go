@@ -134,8 +134,12 @@ type lazyClaim struct {
 }
 
 // claimAfter sends the claim of the run after delay unless stop comes
-// first. onLost is called when the claim is rejected: the run must stop.
-func (a *attempts) claimAfter(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f workerproto.Fence, delay time.Duration, onLost func()) *lazyClaim {
+// first, for a run not claimed yet (nil otherwise). onLost is called when
+// the claim is rejected: the run must stop.
+func (a *attempts) claimAfter(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f workerproto.Fence, delay time.Duration, state claimState, onLost func()) *lazyClaim {
+	if state != unclaimed {
+		return nil
+	}
 	c := &lazyClaim{stopped: make(chan struct{}), done: make(chan struct{})}
 	t := a.clock.NewTimer(delay)
 	go func() {
@@ -163,9 +167,29 @@ func (a *attempts) claimAfter(ctx context.Context, task *agentlanev1alpha1.Exter
 	return c
 }
 
+// claimFirst claims the attempt before its run (RunningAfter < 0) and
+// tells whether the run may go on. The claim is sent even if the run was
+// stopped meanwhile: the fence settles it, and a half-sent claim must not
+// look like a failure.
+func (w *Worker) claimFirst(ctx context.Context, key types.NamespacedName, task *agentlanev1alpha1.ExternalTask, f workerproto.Fence, r *run, rep *runReport) bool {
+	if err := w.attempts.claim(context.WithoutCancel(ctx), task, f); err != nil {
+		if !errors.Is(err, errAttemptLost) {
+			// The task is still Dispatched to this worker: try again.
+			w.log.Error(err, "Claim failed", "externalTask", key, "attempt", r.attempt)
+			w.retryLater(key, r.attempt)
+		}
+		return false
+	}
+	rep.claim = claimed
+	return true
+}
+
 // stop cancels the claim if it was not sent, or waits for its write, and
-// says where the attempt stands.
-func (c *lazyClaim) stop() claimState {
+// says where the attempt stands; state when there was no lazy claim.
+func (c *lazyClaim) stop(state claimState) claimState {
+	if c == nil {
+		return state
+	}
 	c.mu.Lock()
 	if !c.sending {
 		close(c.stopped)

@@ -71,10 +71,9 @@ type Options struct {
 	// GracePeriod is how long a stopping worker lets its running tasks
 	// finish before it hands them back.
 	GracePeriod time.Duration
-	// RunningAfter is how long a run lasts before the worker marks its
-	// attempt Running; a shorter run is reported in one write with its
-	// start. Zero means DefaultRunningAfter; negative marks every attempt
-	// Running before it runs.
+	// RunningAfter is how long a run lasts before its attempt is marked
+	// Running (a shorter one is reported in one write with its start): 0
+	// means DefaultRunningAfter, negative marks it Running before it runs.
 	RunningAfter time.Duration
 	// Registry runs the tasks; nil means executor.NewSandboxedRegistry with the
 	// default output limit and task root.
@@ -426,9 +425,8 @@ func taskQueue(task *agentlanev1alpha1.ExternalTask) string {
 	return ""
 }
 
-// start runs a Dispatched attempt in its own goroutine. The attempt is
-// claimed (marked Running) only if the run lasts RunningAfter; a shorter run
-// is reported in one write that also records its start. w.mu is held.
+// start runs a Dispatched attempt in its own goroutine, claimed (marked
+// Running) once it has run RunningAfter. w.mu is held.
 func (w *Worker) start(task *agentlanev1alpha1.ExternalTask) {
 	key := client.ObjectKeyFromObject(task)
 	// Runs outlive the worker's context: the drain decides when they stop.
@@ -442,33 +440,17 @@ func (w *Worker) start(task *agentlanev1alpha1.ExternalTask) {
 		defer w.wg.Done()
 		defer w.runDone(key, r)
 		rep := runReport{startedAt: w.attempts.now()}
-		if w.opts.RunningAfter < 0 {
-			// The claim is sent even if the run was stopped meanwhile: the
-			// fence settles it, and a half-sent claim must not look like a
-			// failure.
-			if err := w.attempts.claim(context.WithoutCancel(ctx), task, f); err != nil {
-				if !errors.Is(err, errAttemptLost) {
-					// The task is still Dispatched to this worker: try again.
-					log.Error(err, "Claim failed")
-					w.retryLater(key, r.attempt)
-				}
-				return
-			}
-			rep.claim = claimed
+		if w.opts.RunningAfter < 0 && !w.claimFirst(ctx, key, task, f, r, &rep) {
+			return
 		}
 		log.V(1).Info("Attempt started", "commandType", task.Spec.CommandType)
 		tasksStarted.Inc()
 		tasksRunning.Inc()
 		defer tasksRunning.Dec()
-		var lazy *lazyClaim
-		if rep.claim == unclaimed {
-			lazy = w.attempts.claimAfter(ctx, task, f, w.opts.RunningAfter, func() { cancel(errAttemptLost) })
-		}
+		lazy := w.attempts.claimAfter(ctx, task, f, w.opts.RunningAfter, rep.claim, func() { cancel(errAttemptLost) })
 		out, runErr := w.attempts.run(ctx, task)
 		r.executed.Store(true)
-		if lazy != nil {
-			rep.claim = lazy.stop()
-		}
+		rep.claim = lazy.stop(rep.claim)
 		outcome, err := w.attempts.settle(ctx, task, f, rep, out, runErr, true)
 		tasksFinished.WithLabelValues(outcome).Inc()
 		if err != nil {
