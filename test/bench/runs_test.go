@@ -87,6 +87,9 @@ type latencyRun struct {
 	rate     float64
 	tasks    int
 	p50, p99 time.Duration
+	// writes is the ExternalTask writes per task but deletes: at half
+	// load few tasks wait long enough to be written Queued.
+	writes float64
 }
 
 // halfLoadLatency submits n tasks to ns (whose queue and sessions exist) at
@@ -97,6 +100,7 @@ func (e *env) halfLoadLatency(c *sessionapi.Client, ns string, sessions int, rat
 	time.Sleep(3 * time.Second)
 	f := e.watchFinished(ns)
 	defer f.stop()
+	before := e.snapshot()
 	var mu sync.Mutex
 	sent := map[string]time.Time{}
 	var wg sync.WaitGroup
@@ -126,6 +130,8 @@ func (e *env) halfLoadLatency(c *sessionapi.Client, ns string, sessions int, rat
 		}
 		return done == n
 	})
+	counts := writeCounts(before.api, e.snapshot().api)
+	writes := writesOf(counts, "externaltasks POST") + writesOf(counts, "externaltasks/status ")
 	var lat []time.Duration
 	f.mu.Lock()
 	for id, at := range sent {
@@ -138,7 +144,7 @@ func (e *env) halfLoadLatency(c *sessionapi.Client, ns string, sessions int, rat
 	if len(lat) == 0 {
 		e.t.Fatal("no latency measured")
 	}
-	return latencyRun{rate: rate, tasks: n, p50: lat[len(lat)/2], p99: lat[len(lat)*99/100]}
+	return latencyRun{rate: rate, tasks: n, p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], writes: writes / float64(n)}
 }
 
 // idleRun is the memory and idle CPU of a manager holding queued work.
@@ -213,8 +219,8 @@ func (r report) print(w io.Writer) {
 		}
 	}
 	l := r.latency
-	fmt.Fprintf(w, "\ncreate-to-start at half load (%.0f/s, %d tasks, 100 sessions): p50 %s  p99 %s\n",
-		l.rate, l.tasks, l.p50.Round(100*time.Microsecond), l.p99.Round(100*time.Microsecond))
+	fmt.Fprintf(w, "\ncreate-to-start at half load (%.0f/s, %d tasks, 100 sessions): p50 %s  p99 %s; %.2f ExternalTask writes per task (creates and status, no deletes)\n",
+		l.rate, l.tasks, l.p50.Round(100*time.Microsecond), l.p99.Round(100*time.Microsecond), l.writes)
 	i := r.idle
 	perTask := float64(i.rssAfter-i.rssBefore) / float64(i.tasks)
 	fmt.Fprintf(w, "\n%d sessions + %d queued tasks: accepted in %s (%.0f/s), settled in %s\n",
