@@ -35,6 +35,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -52,8 +53,9 @@ import (
 // cancelled its queued work and released its scheduler state.
 const SessionCleanupFinalizer = "agentlane.io/session-cleanup"
 
-// sessionRefreshInterval is how often the queue counts of a session with
-// work in flight are refreshed.
+// sessionRefreshInterval bounds how often the queue counts of a busy
+// session are refreshed: its command and inbox events are coalesced into
+// one reconcile per interval.
 const sessionRefreshInterval = time.Second
 
 // AgentSessionReconciler binds each AgentSession to its LaneQueue's
@@ -92,6 +94,10 @@ type AgentSessionReconciler struct {
 	// activity remembers when each session last did something, for the
 	// idle reaper; the schedulers report it (Schedulers.OnSessionActivity).
 	activity activity
+	// refresh turns that activity into coalesced reconciles.
+	refresh *sessionRefresh
+	// written skips the watch events of the reconciler's own status writes.
+	written ownWrites
 }
 
 var _ reconcile.Reconciler = &AgentSessionReconciler{}
@@ -105,7 +111,14 @@ func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Schedulers.OnSessionActivity != nil {
 		return errors.New("AgentSessionReconciler: the schedulers already report session activity elsewhere")
 	}
-	r.Schedulers.OnSessionActivity = r.activity.touch
+	r.refresh = newSessionRefresh(sessionRefreshInterval)
+	if err := mgr.Add(r.refresh); err != nil {
+		return fmt.Errorf("add the session refresh: %w", err)
+	}
+	r.Schedulers.OnSessionActivity = func(key types.NamespacedName, at time.Time) {
+		r.activity.touch(key, at)
+		r.refresh.mark(key)
+	}
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
@@ -113,12 +126,15 @@ func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.Passivations = &PassivationClock{}
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&agentlanev1alpha1.AgentSession{}).
+		For(&agentlanev1alpha1.AgentSession{}, builder.WithPredicates(skipOwnWrites(&r.written))).
 		Owns(&corev1.Pod{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
-		Watches(&agentlanev1alpha1.LaneQueue{}, handler.EnqueueRequestsFromMapFunc(r.queueSessions)).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.nodeSessions)).
+		Watches(&agentlanev1alpha1.LaneQueue{}, handler.EnqueueRequestsFromMapFunc(r.queueSessions),
+			builder.WithPredicates(queueChangedForSessions())).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.nodeSessions),
+			builder.WithPredicates(nodeCordonChanged())).
 		WatchesRawSource(source.Channel(r.Budgets.Changes(), &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(r.refresh.events, &handler.EnqueueRequestForObject{})).
 		Named("agentsession").
 		Complete(r)
 }
@@ -186,6 +202,7 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			}
 			return ctrl.Result{}, errors.Join(reconcileErr, fmt.Errorf("update status: %w", err))
 		}
+		r.written.wrote(s)
 	}
 	return result, reconcileErr
 }
@@ -244,11 +261,8 @@ func (r *AgentSessionReconciler) reconcile(ctx context.Context, s *agentlanev1al
 	if ready == nil && s.Status.Phase == agentlanev1alpha1.SessionActive {
 		ready = bound
 	}
-	if st.Pending+st.Active > 0 {
-		// Counts move while work is in flight: refresh them at a bounded
-		// rate rather than on every command.
-		after = minPositive(after, sessionRefreshInterval)
-	}
+	// Counts move while work is in flight; the session's command events
+	// (sessionRefresh) bring it back, at a bounded rate.
 	return ctrl.Result{RequeueAfter: after}, ready, nil
 }
 
@@ -316,6 +330,7 @@ func (r *AgentSessionReconciler) reconcileDelete(ctx context.Context, s *agentla
 	key := client.ObjectKeyFromObject(s)
 	r.Budgets.Forget(key)
 	r.activity.forget(key)
+	r.written.forget(key)
 	r.Passivations.forget(key)
 	logf.FromContext(ctx).Info("session deleted; its work was cancelled", "cancelled", n)
 	controllerutil.RemoveFinalizer(s, SessionCleanupFinalizer)
@@ -323,15 +338,4 @@ func (r *AgentSessionReconciler) reconcileDelete(ctx context.Context, s *agentla
 		return fmt.Errorf("remove finalizer: %w", err)
 	}
 	return nil
-}
-
-// minPositive returns the smaller of two waits, ignoring zero ("no wait").
-func minPositive(a, b time.Duration) time.Duration {
-	switch {
-	case a <= 0:
-		return b
-	case b <= 0:
-		return a
-	}
-	return min(a, b)
 }

@@ -35,6 +35,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -57,9 +58,10 @@ const CancelAnnotation = "agentlane.io/cancel"
 // Timing of the ExternalTask controller.
 const (
 	// awaitWorkerInterval is how often a task that has a lane slot but no
-	// free worker looks for one again (a new or renewed worker Lease also
-	// wakes it).
-	awaitWorkerInterval = time.Second
+	// free worker looks for one again, as a backstop: a new or changed
+	// worker Lease, a renewal of a worker with free slots and a task giving
+	// its worker's slot back wake it first.
+	awaitWorkerInterval = 5 * time.Second
 	// unboundInterval is how often a task whose session or queue is missing
 	// checks again.
 	unboundInterval = 5 * time.Second
@@ -74,6 +76,9 @@ const (
 	// jobGrace is how long a Job that completed may take to show its pod's
 	// result before the attempt counts as failed.
 	jobGrace = 10 * time.Second
+	// queuedWriteDelay is how long a new task may wait for a slot or a
+	// worker before the manager writes it Queued.
+	queuedWriteDelay = 2 * time.Second
 	// retrySoon is when a task whose state moved during a reconcile is
 	// looked at again, should no watch event bring it back first.
 	retrySoon = 200 * time.Millisecond
@@ -162,7 +167,10 @@ func (r *ExternalTaskReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&batchv1.Job{}).
 		Watches(&coordinationv1.Lease{}, r.leaseHandler()).
 		Watches(&agentlanev1alpha1.LaneQueue{}, handler.EnqueueRequestsFromMapFunc(r.unboundTasks)).
-		Watches(&agentlanev1alpha1.AgentSession{}, handler.EnqueueRequestsFromMapFunc(r.sessionTasks)).
+		// A task needs its session's existence and spec (queue, identity,
+		// lane timeouts), not its status.
+		Watches(&agentlanev1alpha1.AgentSession{}, handler.EnqueueRequestsFromMapFunc(r.sessionTasks),
+			builder.WithPredicates(specOrLifeChanged())).
 		WatchesRawSource(r.Schedulers.TaskEvents().Source()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Named("externaltask").
@@ -192,12 +200,16 @@ func (r *ExternalTaskReconciler) sessionTasks(ctx context.Context, o client.Obje
 }
 
 // leaseHandler records when the manager sees each worker Lease change
-// (workerSightings), and wakes the tasks waiting for a worker whenever a
-// worker Lease appears or changes, and the tasks a worker held when its
-// Lease goes away.
+// (workerSightings), and wakes the tasks waiting for a worker: all of them
+// when a worker Lease appears or what it advertises changes, as many as the
+// worker has free slots when it only renews (a full worker's heartbeat
+// cannot help them), and the tasks a worker held when its Lease goes away.
 func (r *ExternalTaskReconciler) leaseHandler() handler.EventHandler {
-	waiting := func(ns string, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		for _, req := range r.awaiting.in(ns) {
+	waiting := func(ns string, n int, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		for i, req := range r.awaiting.in(ns) {
+			if n >= 0 && i >= n {
+				return
+			}
 			q.Add(req)
 		}
 	}
@@ -211,11 +223,11 @@ func (r *ExternalTaskReconciler) leaseHandler() handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			seen(e.Object)
-			waiting(e.Object.GetNamespace(), q)
+			waiting(e.Object.GetNamespace(), -1, q)
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			seen(e.ObjectNew)
-			waiting(e.ObjectNew.GetNamespace(), q)
+			waiting(e.ObjectNew.GetNamespace(), r.renewalWakes(e.ObjectOld, e.ObjectNew), q)
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			l, ok := e.Object.(*coordinationv1.Lease)
@@ -228,7 +240,7 @@ func (r *ExternalTaskReconciler) leaseHandler() handler.EventHandler {
 					q.Add(reconcile.Request{NamespacedName: t})
 				}
 			}
-			waiting(l.Namespace, q)
+			waiting(l.Namespace, -1, q)
 		},
 	}
 }
@@ -331,7 +343,32 @@ func (r *ExternalTaskReconciler) reconcileTask(ctx context.Context, s *taskScope
 			logf.FromContext(ctx).Info("Task cancelled by annotation")
 		}
 	}
-	return r.converge(ctx, b, s)
+	res, err := r.converge(ctx, b, s)
+	if err == nil {
+		res = r.deferQueuedWrite(s, res)
+	}
+	return res, err
+}
+
+// deferQueuedWrite keeps a new task's first status write for its dispatch
+// when that comes soon: a task that has waited less than queuedWriteDelay
+// for a slot or a worker is not written Queued yet, and is looked at again
+// when the delay is up (its grant or a worker wakes it earlier). Most tasks
+// are then written once by the manager, dispatched.
+func (r *ExternalTaskReconciler) deferQueuedWrite(s *taskScope, res ctrl.Result) ctrl.Result {
+	if s.orig.Status.Phase != "" || s.task.Status.Phase != agentlanev1alpha1.ExternalTaskQueued {
+		return res
+	}
+	wait := min(s.task.CreationTimestamp.Add(queuedWriteDelay).Sub(r.Clock.Now()), queuedWriteDelay)
+	if wait <= 0 {
+		return res
+	}
+	s.task.Status = *s.orig.Status.DeepCopy()
+	s.deferred = true
+	if res.RequeueAfter <= 0 || wait < res.RequeueAfter {
+		res.RequeueAfter = wait
+	}
+	return res
 }
 
 // binding is where a task is scheduled: its LaneQueue, the queue's
@@ -417,9 +454,8 @@ func (r *ExternalTaskReconciler) admit(b binding, task *agentlanev1alpha1.Extern
 		// (or its Job's creation), not while it waits for one.
 		AwaitStart: true,
 	}
-	if spec.Payload != nil {
-		cmd.Payload = spec.Payload.Raw
-	}
+	// No payload: the scheduler never reads it, workers read it from the
+	// task, and the manager's cache does not keep it (leanTask).
 	if spec.Priority != nil {
 		cmd.Priority = ptrInt(int(*spec.Priority))
 	}

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -259,4 +260,36 @@ func (r *ExternalTaskReconciler) laneJob(task *agentlanev1alpha1.ExternalTask, t
 		return nil, fmt.Errorf("%w: %s", errNoJobTemplate, u.Error(fmt.Sprintf("spec.lanes[%s].externalTarget.jobTemplate", lane)))
 	}
 	return buildJob(task, target.JobTemplate, n, r.Scheme())
+}
+
+// renewalWakes is how many waiting tasks a worker Lease update wakes: every
+// one (-1) unless the update is a mere renewal of the same advertisement,
+// then the worker's free slots.
+func (r *ExternalTaskReconciler) renewalWakes(oldObj, newObj client.Object) int {
+	oldLease, ok1 := oldObj.(*coordinationv1.Lease)
+	newLease, ok2 := newObj.(*coordinationv1.Lease)
+	if !ok1 || !ok2 {
+		return -1
+	}
+	was, ok1 := parseWorkerLease(oldLease)
+	now, ok2 := parseWorkerLease(newLease)
+	if !ok1 || !ok2 {
+		return -1
+	}
+	was.expires, now.expires = time.Time{}, time.Time{}
+	if !reflect.DeepEqual(was, now) {
+		return -1
+	}
+	if now.draining {
+		return 0
+	}
+	return r.workers.free(workerKey{newLease.Namespace, now.name}, now.capacity)
+}
+
+// wakeAwaiting wakes one task of namespace ns that waits for a worker: a
+// task just gave its worker's slot back.
+func (r *ExternalTaskReconciler) wakeAwaiting(ns string) {
+	if reqs := r.awaiting.in(ns); len(reqs) > 0 {
+		r.Schedulers.TaskEvents().Add(reqs[0])
+	}
 }

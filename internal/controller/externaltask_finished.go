@@ -117,7 +117,10 @@ func finishedAt(task *agentlanev1alpha1.ExternalTask) time.Time {
 // release drops what the controller keeps about a task that no longer
 // waits or holds a worker.
 func (r *ExternalTaskReconciler) release(key types.NamespacedName) {
-	r.workers.release(key)
+	if r.workers.release(key) {
+		// Its worker has a free slot now.
+		r.wakeAwaiting(key.Namespace)
+	}
 	r.awaiting.remove(key)
 	r.unbound.remove(key)
 }

@@ -38,6 +38,9 @@ type taskScope struct {
 	orig *agentlanev1alpha1.ExternalTask
 	// deleted is set when the pass deleted the task: nothing is written.
 	deleted bool
+	// deferred is set when the pass's status is not worth a write yet
+	// (deferQueuedWrite): nothing is written.
+	deferred bool
 	// written run once the status is written (or needed no write);
 	// failed, when the write fails.
 	written, failed []func()
@@ -69,6 +72,12 @@ func (r *ExternalTaskReconciler) writeStatus(ctx context.Context, s *taskScope, 
 		return nil
 	}
 	task := s.task
+	if s.deferred {
+		for _, f := range s.written {
+			f()
+		}
+		return nil
+	}
 	if succeeded {
 		task.Status.ObservedGeneration = task.Generation
 	}

@@ -210,7 +210,9 @@ func (r *ExternalTaskReconciler) finish(ctx context.Context, b binding, s *taskS
 	r.closeTask(st, task.Generation, phase, msg, now)
 	s.afterWrite(func() {
 		b.tasks.Forget(task.Name)
-		r.workers.release(client.ObjectKeyFromObject(task))
+		if r.workers.release(client.ObjectKeyFromObject(task)) {
+			r.wakeAwaiting(task.Namespace)
+		}
 		if phase != agentlanev1alpha1.ExternalTaskSucceeded && phase != agentlanev1alpha1.ExternalTaskCancelled && r.Recorder != nil {
 			r.Recorder.Eventf(task, nil, corev1.EventTypeWarning, string(phase), "Finish", "task ended %s after %d attempts: %s", phase, n, msg)
 		}

@@ -62,7 +62,10 @@ func (r *LaneQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&agentlanev1alpha1.LaneQueue{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&agentlanev1alpha1.AgentSession{}, handler.EnqueueRequestsFromMapFunc(sessionQueue)).
+		// A session changes its queue's session count and retention when it
+		// appears, goes or changes its spec; its status writes do not.
+		Watches(&agentlanev1alpha1.AgentSession{}, handler.EnqueueRequestsFromMapFunc(sessionQueue),
+			builder.WithPredicates(specOrLifeChanged())).
 		WatchesRawSource(source.Channel(r.Schedulers.Changes(), &handler.EnqueueRequestForObject{})).
 		Named("lanequeue").
 		Complete(r)

@@ -346,7 +346,8 @@ var _ = Describe("Session runtime pods and passivation", func() {
 		next := runtimePodOf(s, pod.Name)
 		run(next, node)
 		Eventually(phaseOf(s)).Should(Equal(agentlanev1alpha1.SessionActive))
-		Expect(sessionEvents(s)(Default)).To(ContainElements("PassivationRequested", "Evicted", "Resuming", "Resumed"))
+		// Events are recorded asynchronously.
+		Eventually(sessionEvents(s)).Should(ContainElements("PassivationRequested", "Evicted", "Resuming", "Resumed"))
 	})
 
 	It("passivates a session idle past its idleTimeout and resumes it when work arrives", func() {

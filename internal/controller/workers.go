@@ -144,12 +144,21 @@ func (l *workerLedger) observe(task *agentlanev1alpha1.ExternalTask) {
 	l.releaseLocked(key)
 }
 
-// release forgets the task's assignment.
-func (l *workerLedger) release(task types.NamespacedName) {
+// release forgets the task's assignment and tells whether it had one.
+func (l *workerLedger) release(task types.NamespacedName) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	_, held := l.byTask[task]
 	l.releaseLocked(task)
 	delete(l.handedBack, task)
+	return held
+}
+
+// free is how many more tasks the worker of the given capacity can take.
+func (l *workerLedger) free(w workerKey, capacity int) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return max(capacity-l.load[w], 0)
 }
 
 // tasksOf returns the tasks assigned to a worker.

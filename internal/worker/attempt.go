@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -87,6 +88,11 @@ const writeTimeout = 30 * time.Second
 // (it sets Steps to 0), which would end the retries after about 6s.
 var writeBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: 5 * time.Second}
 
+// DefaultRunningAfter is how long a pool worker's run lasts before the
+// worker marks its attempt Running. A shorter run is reported in one write,
+// its start with its result.
+const DefaultRunningAfter = 2 * time.Second
+
 // attempts claims, runs and reports attempts of ExternalTasks with fenced
 // status patches. The pool worker and one-shot mode share it.
 type attempts struct {
@@ -97,16 +103,120 @@ type attempts struct {
 	log   logr.Logger
 }
 
+// claimState is what a run knows of its claim write when it ends.
+type claimState int
+
+const (
+	// unclaimed: no claim was sent; the attempt is still Dispatched.
+	unclaimed claimState = iota
+	// claimed: the claim was written; the attempt is Running.
+	claimed
+	// claimUncertain: the claim write failed without an answer; the
+	// attempt may be either.
+	claimUncertain
+	// claimLost: the claim was rejected; the attempt is someone else's.
+	claimLost
+)
+
+// runReport is how a run's report is written: from which phase, and when
+// the run started (for a report that also records the start).
+type runReport struct {
+	claim     claimState
+	startedAt metav1.Time
+}
+
+// lazyClaim is the claim of a pool worker's run, written only once the run
+// has lasted its delay: a task that someone could look at while it runs
+// shows Running, and a short one costs no write for it.
+type lazyClaim struct {
+	mu      sync.Mutex
+	sending bool // the delay passed: the claim is (being) written
+	stopped chan struct{}
+	// done is closed once the claim write, when it was sent, has returned.
+	done chan struct{}
+	err  error
+}
+
+// claimAfter sends the claim of the run after delay unless stop comes
+// first, for a run not claimed yet (nil otherwise). onLost is called when
+// the claim is rejected: the run must stop.
+func (a *attempts) claimAfter(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f workerproto.Fence, delay time.Duration, state claimState, onLost func()) *lazyClaim {
+	if state != unclaimed {
+		return nil
+	}
+	c := &lazyClaim{stopped: make(chan struct{}), done: make(chan struct{})}
+	t := a.clock.NewTimer(delay)
+	go func() {
+		defer t.Stop()
+		select {
+		case <-c.stopped:
+			return
+		case <-t.C():
+		}
+		c.mu.Lock()
+		select {
+		case <-c.stopped:
+			c.mu.Unlock()
+			return
+		default:
+		}
+		c.sending = true
+		c.mu.Unlock()
+		defer close(c.done)
+		c.err = a.claim(context.WithoutCancel(ctx), task, f)
+		if errors.Is(c.err, errAttemptLost) {
+			onLost()
+		}
+	}()
+	return c
+}
+
+// claimFirst claims the attempt before its run (RunningAfter < 0) and
+// tells whether the run may go on. The claim is sent even if the run was
+// stopped meanwhile: the fence settles it, and a half-sent claim must not
+// look like a failure.
+func (w *Worker) claimFirst(ctx context.Context, key types.NamespacedName, task *agentlanev1alpha1.ExternalTask, f workerproto.Fence, r *run, rep *runReport) bool {
+	if err := w.attempts.claim(context.WithoutCancel(ctx), task, f); err != nil {
+		if !errors.Is(err, errAttemptLost) {
+			// The task is still Dispatched to this worker: try again.
+			w.log.Error(err, "Claim failed", "externalTask", key, "attempt", r.attempt)
+			w.retryLater(key, r.attempt)
+		}
+		return false
+	}
+	rep.claim = claimed
+	return true
+}
+
+// stop cancels the claim if it was not sent, or waits for its write, and
+// says where the attempt stands; state when there was no lazy claim.
+func (c *lazyClaim) stop(state claimState) claimState {
+	if c == nil {
+		return state
+	}
+	c.mu.Lock()
+	if !c.sending {
+		close(c.stopped)
+		c.mu.Unlock()
+		return unclaimed
+	}
+	c.mu.Unlock()
+	<-c.done
+	switch {
+	case c.err == nil:
+		return claimed
+	case errors.Is(c.err, errAttemptLost):
+		return claimLost
+	default:
+		return claimUncertain
+	}
+}
+
 // claim moves the task's Dispatched attempt to Running. It returns an error
 // wrapping errAttemptLost when the attempt is no longer f's to claim.
 func (a *attempts) claim(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f workerproto.Fence, extra ...workerproto.PatchOp) error {
 	now := a.now()
-	extra = append(extra, workerproto.ConditionOps(task, metav1.Condition{
-		Type: agentlanev1alpha1.ExternalTaskClaimedCondition, Status: metav1.ConditionTrue,
-		Reason:             agentlanev1alpha1.ExternalTaskWorkerClaimedReason,
-		Message:            fmt.Sprintf("attempt %d claimed by %s", f.Attempt, f.Holder),
-		ObservedGeneration: task.Generation, LastTransitionTime: now,
-	})...)
+	extra = append(extra, a.claimedOps(task, f, now)...)
 	body, err := workerproto.ClaimPatch(f, now, extra...)
 	if err != nil {
 		return err
@@ -138,20 +248,65 @@ func (a *attempts) claimLanded(ctx context.Context, task *agentlanev1alpha1.Exte
 // complete records the result of the task's Running attempt.
 func (a *attempts) complete(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f workerproto.Fence, result agentlanev1alpha1.TaskResult) error {
 	now := a.now()
-	var extra []workerproto.PatchOp
-	if result.Success {
-		extra = workerproto.ConditionOps(task, metav1.Condition{
-			Type: agentlanev1alpha1.ExternalTaskFinishedCondition, Status: metav1.ConditionTrue,
-			Reason:             string(agentlanev1alpha1.ExternalTaskSucceeded),
-			Message:            fmt.Sprintf("attempt %d succeeded", f.Attempt),
-			ObservedGeneration: task.Generation, LastTransitionTime: now,
-		})
-	}
-	body, err := workerproto.CompletePatch(f, result, now, extra...)
+	body, err := workerproto.CompletePatch(f, result, now, a.finishedOps(task, f, result, now)...)
 	if err != nil {
 		return err
 	}
 	return a.patchStatus(ctx, task, writeComplete, body)
+}
+
+// startAndComplete records the start and the result of the task's
+// Dispatched attempt, which ran without a claim, in one write.
+func (a *attempts) startAndComplete(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f workerproto.Fence, startedAt metav1.Time, result agentlanev1alpha1.TaskResult) error {
+	now := a.now()
+	extra := append(a.claimedOps(task, f, startedAt), a.finishedOps(task, f, result, now)...)
+	body, err := workerproto.StartAndCompletePatch(f, result, startedAt, now, extra...)
+	if err != nil {
+		return err
+	}
+	return a.patchStatus(ctx, task, writeComplete, body)
+}
+
+// report writes the result of a run as where its claim stands requires. A
+// claim whose write failed without an answer may or may not have been
+// applied: the report from Dispatched is tried first, and if the fence
+// rejects it, the report from Running.
+func (a *attempts) report(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f workerproto.Fence, rep runReport, result agentlanev1alpha1.TaskResult) error {
+	switch rep.claim {
+	case claimed:
+		return a.complete(ctx, task, f, result)
+	case claimLost:
+		return errAttemptLost
+	}
+	err := a.startAndComplete(ctx, task, f, rep.startedAt, result)
+	if rep.claim == claimUncertain && errors.Is(err, errAttemptLost) {
+		return a.complete(ctx, task, f, result)
+	}
+	return err
+}
+
+// claimedOps update the Claimed condition the manager wrote at dispatch.
+func (a *attempts) claimedOps(task *agentlanev1alpha1.ExternalTask, f workerproto.Fence, at metav1.Time) []workerproto.PatchOp {
+	return workerproto.ConditionOps(task, metav1.Condition{
+		Type: agentlanev1alpha1.ExternalTaskClaimedCondition, Status: metav1.ConditionTrue,
+		Reason:             agentlanev1alpha1.ExternalTaskWorkerClaimedReason,
+		Message:            fmt.Sprintf("attempt %d claimed by %s", f.Attempt, f.Holder),
+		ObservedGeneration: task.Generation, LastTransitionTime: at,
+	})
+}
+
+// finishedOps update the Finished condition the manager wrote at dispatch,
+// for a successful run (the manager records failures).
+func (a *attempts) finishedOps(task *agentlanev1alpha1.ExternalTask, f workerproto.Fence, result agentlanev1alpha1.TaskResult, at metav1.Time) []workerproto.PatchOp {
+	if !result.Success {
+		return nil
+	}
+	return workerproto.ConditionOps(task, metav1.Condition{
+		Type: agentlanev1alpha1.ExternalTaskFinishedCondition, Status: metav1.ConditionTrue,
+		Reason:             string(agentlanev1alpha1.ExternalTaskSucceeded),
+		Message:            fmt.Sprintf("attempt %d succeeded", f.Attempt),
+		ObservedGeneration: task.Generation, LastTransitionTime: at,
+	})
 }
 
 // handBack returns the task's attempt, in phase from, to its lane.
@@ -166,7 +321,7 @@ func (a *attempts) handBack(ctx context.Context, task *agentlanev1alpha1.Externa
 // finish runs a claimed attempt and reports it; see run and settle.
 func (a *attempts) finish(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f workerproto.Fence, handBackOnShutdown bool) (string, error) {
 	out, runErr := a.run(ctx, task)
-	return a.settle(ctx, task, f, out, runErr, handBackOnShutdown)
+	return a.settle(ctx, task, f, runReport{claim: claimed}, out, runErr, handBackOnShutdown)
 }
 
 // run runs a claimed attempt under ctx, unless ctx was already stopped
@@ -184,14 +339,14 @@ func (a *attempts) run(ctx context.Context, task *agentlanev1alpha1.ExternalTask
 // reported as failed otherwise; a run that ended by itself before the grace
 // period ran out is reported as usual. settle returns the outcome, and an error when the report could
 // not be written.
-func (a *attempts) settle(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f workerproto.Fence, out executor.Output, runErr error, handBackOnShutdown bool) (string, error) {
+func (a *attempts) settle(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f workerproto.Fence, rep runReport, out executor.Output, runErr error, handBackOnShutdown bool) (string, error) {
 	writeCtx := context.WithoutCancel(ctx)
 	cause := context.Cause(ctx)
 	switch {
-	case errors.Is(cause, errAttemptLost):
+	case errors.Is(cause, errAttemptLost) || rep.claim == claimLost:
 		return outcomeLost, nil
 	case runErr != nil && errors.Is(cause, errShuttingDown) && handBackOnShutdown:
-		if err := a.handBack(writeCtx, task, f, agentlanev1alpha1.ExternalTaskRunning); err != nil {
+		if err := a.handBackRun(writeCtx, task, f, rep.claim); err != nil {
 			return lostOr(err, outcomeHandedBack)
 		}
 		return outcomeHandedBack, nil
@@ -201,10 +356,23 @@ func (a *attempts) settle(ctx context.Context, task *agentlanev1alpha1.ExternalT
 	if result.Success {
 		outcome = outcomeSucceeded
 	}
-	if err := a.complete(writeCtx, task, f, result); err != nil {
+	if err := a.report(writeCtx, task, f, rep, result); err != nil {
 		return lostOr(err, outcome)
 	}
 	return outcome, nil
+}
+
+// handBackRun hands back a stopped run's attempt from the phase its claim
+// left it in (both, in turn, when that is uncertain).
+func (a *attempts) handBackRun(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f workerproto.Fence, c claimState) error {
+	if c == claimed {
+		return a.handBack(ctx, task, f, agentlanev1alpha1.ExternalTaskRunning)
+	}
+	err := a.handBack(ctx, task, f, agentlanev1alpha1.ExternalTaskDispatched)
+	if c == claimUncertain && errors.Is(err, errAttemptLost) {
+		return a.handBack(ctx, task, f, agentlanev1alpha1.ExternalTaskRunning)
+	}
+	return err
 }
 
 // lostOr turns a rejected write into the lost outcome, and any other write

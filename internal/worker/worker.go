@@ -71,6 +71,10 @@ type Options struct {
 	// GracePeriod is how long a stopping worker lets its running tasks
 	// finish before it hands them back.
 	GracePeriod time.Duration
+	// RunningAfter is how long a run lasts before its attempt is marked
+	// Running (a shorter one is reported in one write with its start): 0
+	// means DefaultRunningAfter, negative marks it Running before it runs.
+	RunningAfter time.Duration
 	// Registry runs the tasks; nil means executor.NewSandboxedRegistry with the
 	// default output limit and task root.
 	Registry *executor.Registry
@@ -128,6 +132,9 @@ func (o *Options) defaults() {
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
+	}
+	if o.RunningAfter == 0 {
+		o.RunningAfter = DefaultRunningAfter
 	}
 	if o.Log.GetSink() == nil {
 		o.Log = ctrl.Log.WithName("worker")
@@ -419,8 +426,8 @@ func taskQueue(task *agentlanev1alpha1.ExternalTask) string {
 	return ""
 }
 
-// start claims and runs a Dispatched attempt in its own goroutine. w.mu is
-// held.
+// start runs a Dispatched attempt in its own goroutine, claimed (marked
+// Running) once it has run RunningAfter. w.mu is held.
 func (w *Worker) start(task *agentlanev1alpha1.ExternalTask) {
 	key := client.ObjectKeyFromObject(task)
 	// Runs outlive the worker's context: the drain decides when they stop.
@@ -433,23 +440,19 @@ func (w *Worker) start(task *agentlanev1alpha1.ExternalTask) {
 	go func() {
 		defer w.wg.Done()
 		defer w.runDone(key, r)
-		// The claim is sent even if the run was stopped meanwhile: the workerproto.Fence
-		// settles it, and a half-sent claim must not look like a failure.
-		if err := w.attempts.claim(context.WithoutCancel(ctx), task, f); err != nil {
-			if !errors.Is(err, errAttemptLost) {
-				// The task is still Dispatched to this worker: try again.
-				log.Error(err, "Claim failed")
-				w.retryLater(key, r.attempt)
-			}
+		rep := runReport{startedAt: w.attempts.now()}
+		if w.opts.RunningAfter < 0 && !w.claimFirst(ctx, key, task, f, r, &rep) {
 			return
 		}
-		log.V(1).Info("Attempt claimed", "commandType", task.Spec.CommandType)
+		log.V(1).Info("Attempt started", "commandType", task.Spec.CommandType)
 		tasksStarted.Inc()
 		tasksRunning.Inc()
 		defer tasksRunning.Dec()
+		lazy := w.attempts.claimAfter(ctx, task, f, w.opts.RunningAfter, rep.claim, func() { cancel(errAttemptLost) })
 		out, runErr := w.attempts.run(ctx, task)
 		r.executed.Store(true)
-		outcome, err := w.attempts.settle(ctx, task, f, out, runErr, true)
+		rep.claim = lazy.stop(rep.claim)
+		outcome, err := w.attempts.settle(ctx, task, f, rep, out, runErr, true)
 		tasksFinished.WithLabelValues(outcome).Inc()
 		if err != nil {
 			log.Error(err, "Could not report the attempt; the manager will time it out", "outcome", outcome)

@@ -188,7 +188,7 @@ var _ = Describe("Worker", func() {
 		})
 
 		It("never runs more tasks at once than its capacity", func() {
-			startWorker(Options{Name: "w-cap", Namespace: ns, Capacity: 2})
+			startWorker(Options{Name: "w-cap", Namespace: ns, Capacity: 2, RunningAfter: 10 * time.Millisecond})
 			var tasks []*agentlanev1alpha1.ExternalTask
 			for i := range 4 {
 				tasks = append(tasks, bashTask(ns, fmt.Sprintf("slow-%d", i), "sleep 1").dispatch("w-cap"))
@@ -231,7 +231,7 @@ var _ = Describe("Worker", func() {
 	Context("fencing", func() {
 		It("stops a run and drops its result when the manager takes the attempt away", func() {
 			marker := filepath.Join(GinkgoT().TempDir(), "finished")
-			startWorker(Options{Name: "w-fenced", Namespace: ns})
+			startWorker(Options{Name: "w-fenced", Namespace: ns, RunningAfter: 10 * time.Millisecond})
 			lost := counter(tasksFinished.WithLabelValues(outcomeLost))
 			t := bashTask(ns, "taken", "sleep 1; touch "+marker).dispatch("w-fenced")
 			Eventually(phaseOf(t)).Should(Equal(agentlanev1alpha1.ExternalTaskRunning))
@@ -304,7 +304,7 @@ var _ = Describe("Worker", func() {
 
 	Context("shutdown", func() {
 		It("hands back what it cannot finish within the grace period, then deletes its Lease", func() {
-			w := startWorker(Options{Name: "w-drain", Namespace: ns, Capacity: 1, GracePeriod: time.Second})
+			w := startWorker(Options{Name: "w-drain", Namespace: ns, Capacity: 1, GracePeriod: time.Second, RunningAfter: 10 * time.Millisecond})
 			handedBack := counter(tasksFinished.WithLabelValues(outcomeHandedBack))
 			running := bashTask(ns, "long", "sleep 30").dispatch("w-drain")
 			Eventually(phaseOf(running)).Should(Equal(agentlanev1alpha1.ExternalTaskRunning))
@@ -346,7 +346,7 @@ var _ = Describe("Worker", func() {
 		})
 
 		It("lets a running task finish within the grace period", func() {
-			w := startWorker(Options{Name: "w-finish", Namespace: ns, GracePeriod: 20 * time.Second})
+			w := startWorker(Options{Name: "w-finish", Namespace: ns, GracePeriod: 20 * time.Second, RunningAfter: 10 * time.Millisecond})
 			t := bashTask(ns, "short", "sleep 1; echo done").dispatch("w-finish")
 			Eventually(phaseOf(t)).Should(Equal(agentlanev1alpha1.ExternalTaskRunning))
 

@@ -108,6 +108,25 @@ func CompletePatch(f Fence, result agentlanev1alpha1.TaskResult, finishedAt meta
 	return json.Marshal(append(ops, extra...))
 }
 
+// StartAndCompletePatch records the result of a Dispatched attempt the
+// worker ran without claiming it first (a short run): when it started and
+// ended, and its result, in one write. Like CompletePatch, a successful run
+// moves the phase to Succeeded and a failed one leaves it Running with its
+// result, for the manager's retry policy. The fence is the claim's: the
+// attempt must still be Dispatched to f's holder.
+func StartAndCompletePatch(f Fence, result agentlanev1alpha1.TaskResult, startedAt, finishedAt metav1.Time, extra ...PatchOp) ([]byte, error) {
+	phase := agentlanev1alpha1.ExternalTaskRunning
+	if result.Success {
+		phase = agentlanev1alpha1.ExternalTaskSucceeded
+	}
+	ops := append(f.Tests(agentlanev1alpha1.ExternalTaskDispatched),
+		ReplaceOp(PathPhase, phase),
+		AddOp(PathStartedAt, startedAt),
+		AddOp(PathResult, result),
+		AddOp(PathFinishedAt, finishedAt))
+	return json.Marshal(append(ops, extra...))
+}
+
 // ConditionOps replace the condition of cond's type, where task has one, with
 // cond. The manager writes the Claimed and Finished conditions when it
 // dispatches an attempt, so the worker's claim and a successful completion

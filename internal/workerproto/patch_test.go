@@ -86,6 +86,32 @@ func TestPatches(t *testing.T) {
 				{"op":"add","path":"/status/result","value":{"success":false,"error":"exit code 3","exitCode":3}},
 				{"op":"add","path":"/status/finishedAt","value":"2026-05-21T14:30:00Z"}]`,
 		},
+		"one-write report of a short successful run": {
+			build: func() ([]byte, error) {
+				return StartAndCompletePatch(WorkerFence("w1", 1), agentlanev1alpha1.TaskResult{Success: true}, at, at)
+			},
+			want: `[
+				{"op":"test","path":"/status/worker","value":"w1"},
+				{"op":"test","path":"/status/attempt","value":1},
+				{"op":"test","path":"/status/phase","value":"Dispatched"},
+				{"op":"replace","path":"/status/phase","value":"Succeeded"},
+				{"op":"add","path":"/status/startedAt","value":"2026-05-21T14:30:00Z"},
+				{"op":"add","path":"/status/result","value":{"success":true}},
+				{"op":"add","path":"/status/finishedAt","value":"2026-05-21T14:30:00Z"}]`,
+		},
+		"one-write report of a short failed run leaves it Running for the retry policy": {
+			build: func() ([]byte, error) {
+				return StartAndCompletePatch(WorkerFence("w1", 1), agentlanev1alpha1.TaskResult{Error: "boom"}, at, at)
+			},
+			want: `[
+				{"op":"test","path":"/status/worker","value":"w1"},
+				{"op":"test","path":"/status/attempt","value":1},
+				{"op":"test","path":"/status/phase","value":"Dispatched"},
+				{"op":"replace","path":"/status/phase","value":"Running"},
+				{"op":"add","path":"/status/startedAt","value":"2026-05-21T14:30:00Z"},
+				{"op":"add","path":"/status/result","value":{"success":false,"error":"boom"}},
+				{"op":"add","path":"/status/finishedAt","value":"2026-05-21T14:30:00Z"}]`,
+		},
 		"hand back of a running attempt": {
 			build: func() ([]byte, error) {
 				return HandBackPatch(WorkerFence("w1", 4), agentlanev1alpha1.ExternalTaskRunning)

@@ -320,6 +320,16 @@ var _ = Describe("config/policy worker rules, installed", Ordered, func() {
 			Expect(patchStatus(a, u, types.JSONPatchType, string(must(workerproto.CompletePatch(f,
 				agentlanev1alpha1.TaskResult{Error: "exit 1"}, metav1.Now()))))).To(Succeed())
 
+			By("a short run, its start reported with its result in one write from Dispatched")
+			for _, ok := range []bool{true, false} {
+				v := dispatched("worker-a", 1)
+				f := workerproto.WorkerFence("worker-a", 1)
+				Expect(patchStatus(a, v, types.JSONPatchType, string(must(workerproto.StartAndCompletePatch(f,
+					agentlanev1alpha1.TaskResult{Success: ok}, metav1.Now(), metav1.Now()))))).To(Succeed(), "success %v", ok)
+				Expect(admin.Get(ctx, client.ObjectKeyFromObject(v), v)).To(Succeed())
+				Expect(v.Status.StartedAt).NotTo(BeNil())
+			}
+
 			By("handing back a dispatched and a running attempt")
 			for _, from := range []agentlanev1alpha1.ExternalTaskPhase{agentlanev1alpha1.ExternalTaskDispatched, agentlanev1alpha1.ExternalTaskRunning} {
 				v := dispatched("worker-a", 1)

@@ -81,9 +81,9 @@ turns:
   llm: {inputTokens: 1200, outputTokens: 300, duration: 50ms}
   steps:
   - parallel:
-    - {type: bash, lane: query, payload: {command: "cat %[1]s/a.txt"}}
-    - {type: bash, lane: query, payload: {command: "cat %[1]s/b.txt"}}
-    - {type: bash, lane: query, payload: {command: "cat %[1]s/c.txt"}}
+    - {type: bash, lane: query, payload: {command: "sleep 1; cat %[1]s/a.txt"}}
+    - {type: bash, lane: query, payload: {command: "sleep 1; cat %[1]s/b.txt"}}
+    - {type: bash, lane: query, payload: {command: "sleep 1; cat %[1]s/c.txt"}}
   - {type: bash, payload: {command: "sleep 0.2; echo build >> %[2]s; echo built"}}
   - {type: bash, payload: {command: "echo test >> %[2]s; echo tested"}}
 `, dir, out))
@@ -133,8 +133,10 @@ turns:
 		Expect(string(log)).To(Equal("build\ntest\n"))
 
 		// The session's events tell how the commands ran: every read had
-		// started before the first read completed; the second bash command
-		// started only after the first had completed.
+		// started before the first read completed (each takes a second, so
+		// that a slow dispatch on a loaded machine does not look serial);
+		// the second bash command started only after the first had
+		// completed.
 		var order []string
 		ids := map[string]string{}
 		for i, r := range reads {

@@ -1,0 +1,219 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package bench measures the ExternalTask path end to end: the built
+// manager and worker binaries run as processes with their least-privilege
+// identities against an envtest API server, tasks are submitted through the
+// Session API, and the API server's and the manager's own metrics say what
+// each task cost. `make bench-e2e` runs it; docs/performance.md explains the
+// table it prints.
+package bench
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/yaml"
+
+	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/testenv"
+)
+
+var (
+	flagTasks          = flag.Int("tasks", 2000, "trivial tasks of each throughput run")
+	flagLatencyTasks   = flag.Int("latency-tasks", 400, "tasks of the half-load latency run")
+	flagQueued         = flag.Int("queued", 10000, "tasks left queued in the memory and idle run")
+	flagQueuedSessions = flag.Int("queued-sessions", 1000, "sessions of the memory and idle run")
+	flagWorkers        = flag.Int("workers", 4, "worker processes of each throughput run")
+	flagCapacity       = flag.Int("capacity", 16, "tasks each worker runs at once")
+	flagClients        = flag.Int("clients", 32, "concurrent clients of the raw create and submit loops")
+	flagIdle           = flag.Duration("idle", 10*time.Second, "how long the manager's idle CPU is measured")
+)
+
+// env is the benchmark's cluster and processes.
+type env struct {
+	t          *testing.T
+	ctx        context.Context
+	dir        string
+	testEnv    *envtest.Environment
+	cfg        *rest.Config
+	c          client.Client
+	workerBin  string
+	workerKC   string
+	manager    *process
+	metricsURL string
+	sessionAPI string
+}
+
+func TestBenchE2E(t *testing.T) {
+	if os.Getenv("AGENTLANE_BENCH_E2E") == "" {
+		t.Skip("set AGENTLANE_BENCH_E2E=1 (make bench-e2e) to run the end-to-end benchmark")
+	}
+	e := setup(t)
+	var rep report
+	rep.raw = e.rawCreateRate(*flagTasks)
+	rep.runs = append(rep.runs, e.throughput("1 session", 1, *flagTasks))
+	hundred := e.throughput("100 sessions", 100, *flagTasks)
+	rep.runs = append(rep.runs, hundred)
+	rep.latency = e.halfLoadLatency(hundred.client, hundred.ns, 100, hundred.rate/2, *flagLatencyTasks)
+	rep.idle = e.queuedAndIdle(*flagQueuedSessions, *flagQueued)
+	rep.print(os.Stdout)
+}
+
+// setup builds the binaries, starts the control plane and the manager.
+func setup(t *testing.T) *env {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(agentlanev1alpha1.AddToScheme(scheme))
+	logf.SetLogger(logr.Discard()) // the processes log to their own files
+	e := &env{t: t, ctx: context.Background(), dir: t.TempDir()}
+	managerBin := goBuild(t, e.dir, "./cmd/manager")
+	e.workerBin = goBuild(t, e.dir, "./cmd/worker")
+	var err error
+	e.testEnv, e.cfg, e.c, err = testenv.Start(scheme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.testEnv.Stop() })
+	rbac := filepath.Join("..", "..", "config", "rbac")
+	managerKC := userKubeconfig(t, e.ctx, e.testEnv, e.c, e.dir, "agentlane-manager", filepath.Join(rbac, "role.yaml"))
+	e.workerKC = userKubeconfig(t, e.ctx, e.testEnv, e.c, e.dir, "agentlane-worker", filepath.Join(rbac, "worker", "role.yaml"))
+	e.createSessionUserRole()
+
+	metricsAddr, apiAddr := freeAddress(t), freeAddress(t)
+	e.metricsURL, e.sessionAPI = "http://"+metricsAddr+"/metrics", "http://"+apiAddr
+	e.manager = startProcess(t, e.dir, "manager", managerBin, managerKC,
+		"--metrics-bind-address="+metricsAddr, "--metrics-secure=false", "--health-probe-bind-address=0",
+		"--session-api-bind-address="+apiAddr, "--session-api-insecure-http",
+		"--session-api-rate=-1", "--session-api-failed-auth-rate=-1",
+		fmt.Sprintf("--session-api-max-pending-per-session=%d", max(1000, *flagQueued)))
+	t.Cleanup(e.manager.stop)
+	e.waitFor("the manager's metrics endpoint", time.Minute, func() bool {
+		_, err := e.managerMetrics()
+		return err == nil
+	})
+	return e
+}
+
+// createSessionUserRole creates the ClusterRole session runtimes get
+// (config/rbac/session_user_role.yaml) under the name "session-user".
+func (e *env) createSessionUserRole() {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", "session_user_role.yaml"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.Unmarshal(raw, role); err != nil {
+		e.t.Fatal(err)
+	}
+	role.Name = "session-user"
+	if err := e.c.Create(e.ctx, role); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// managerMetrics scrapes the manager's metrics endpoint.
+func (e *env) managerMetrics() (metrics, error) {
+	return scrape(e.ctx, http.DefaultClient, e.metricsURL)
+}
+
+// waitFor polls cond every 100ms until it holds, failing after timeout.
+func (e *env) waitFor(what string, timeout time.Duration, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("timed out after %s waiting for %s; manager log: %s", timeout, what, e.manager.log)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// snapshot is the counters a run compares before and after.
+type snapshot struct {
+	api     metrics
+	manager metrics
+	usage   usage
+}
+
+func (e *env) snapshot() snapshot {
+	e.t.Helper()
+	api, err := apiServerMetrics(e.ctx, e.cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	mgr, err := e.managerMetrics()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	u, err := e.manager.sample()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return snapshot{api: api, manager: mgr, usage: u}
+}
+
+// reconciles is how many reconciles controller ran between two snapshots.
+func reconciles(before, after snapshot, controller string) float64 {
+	want := map[string]string{"controller": controller}
+	return after.manager.sum("controller_runtime_reconcile_total", want) - before.manager.sum("controller_runtime_reconcile_total", want)
+}
+
+// startWorkers starts n worker processes serving ns, each on its own node.
+func (e *env) startWorkers(ns string, n int) []*process {
+	var ws []*process
+	for i := range n {
+		name := fmt.Sprintf("%s-w%d", ns, i)
+		ws = append(ws, startProcess(e.t, e.dir, name, e.workerBin, e.workerKC,
+			"--name="+name, "--node-name=node-"+fmt.Sprint(i), "--namespace="+ns,
+			fmt.Sprintf("--capacity=%d", *flagCapacity), "--heartbeat-interval=2s", "--grace-period=5s"))
+	}
+	return ws
+}
+
+// stopAll stops the processes.
+func stopAll(ps []*process) {
+	for _, p := range ps {
+		p.stop()
+	}
+}
+
+// writesOf sums the write counts whose key starts with prefix.
+func writesOf(counts map[string]float64, prefix string) float64 {
+	total := 0.0
+	for k, v := range counts {
+		if strings.HasPrefix(k, prefix) {
+			total += v
+		}
+	}
+	return total
+}

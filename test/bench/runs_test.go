@@ -1,0 +1,232 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package bench
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentlane/agentlane/pkg/sessionapi"
+)
+
+// throughputRun is what one throughput run measured.
+type throughputRun struct {
+	name, ns        string
+	client          *sessionapi.Client
+	tasks           int
+	rate            float64 // tasks finished per second
+	writes          map[string]float64
+	sessionRecs     float64 // AgentSession reconciles
+	taskRecs        float64 // ExternalTask reconciles
+	queueStatusRate float64 // LaneQueue status writes per second
+	elapsed         time.Duration
+	cores           float64
+	rssBytes        int64
+}
+
+// throughput submits n trivial tasks spread over sessions sessions with
+// flagClients clients and waits for all of them to finish.
+func (e *env) throughput(name string, sessions, n int) throughputRun {
+	ns := e.namespace(fmt.Sprintf("bench-tp-%d", sessions))
+	c := e.queueWithSessions(ns, sessions, 0)
+	workers := e.startWorkers(ns, *flagWorkers)
+	defer stopAll(workers)
+	// Let the sessions and workers settle so the run counts the tasks only.
+	time.Sleep(3 * time.Second)
+	f := e.watchFinished(ns)
+	defer f.stop()
+	before := e.snapshot()
+	var failed atomic.Int64
+	parallel(*flagClients, n, func(i int) {
+		if err := e.submit(c, ns, sessionName(i%sessions), fmt.Sprintf("t-%05d", i)); err != nil {
+			failed.Add(1)
+			e.t.Logf("submit %d: %v", i, err)
+		}
+	})
+	if failed.Load() > 0 {
+		e.t.Fatalf("%d submissions failed", failed.Load())
+	}
+	e.waitFor(fmt.Sprintf("%d tasks of %s finished", n, name), 10*time.Minute, func() bool { return f.count() >= n })
+	after := e.snapshot()
+	elapsed := f.last().Sub(before.usage.at)
+	counts := writeCounts(before.api, after.api)
+	run := throughputRun{
+		name: name, ns: ns, client: c, tasks: n, rate: float64(n) / elapsed.Seconds(), writes: counts, elapsed: elapsed,
+		sessionRecs:     reconciles(before, after, "agentsession"),
+		taskRecs:        reconciles(before, after, "externaltask"),
+		queueStatusRate: writesOf(counts, "lanequeues/status ") / after.usage.at.Sub(before.usage.at).Seconds(),
+		cores:           cores(before.usage, after.usage),
+		rssBytes:        after.usage.rssBytes,
+	}
+	if f.failed > 0 {
+		e.t.Errorf("%s: %d tasks did not succeed", name, f.failed)
+	}
+	return run
+}
+
+// latencyRun is the create-to-start latency at a fixed submission rate.
+type latencyRun struct {
+	rate     float64
+	tasks    int
+	p50, p99 time.Duration
+	// writes is the ExternalTask writes per task but deletes: at half
+	// load few tasks wait long enough to be written Queued.
+	writes float64
+}
+
+// halfLoadLatency submits n tasks to ns (whose queue and sessions exist) at
+// rate per second and measures from each submission to its command's start.
+func (e *env) halfLoadLatency(c *sessionapi.Client, ns string, sessions int, rate float64, n int) latencyRun {
+	workers := e.startWorkers(ns, *flagWorkers)
+	defer stopAll(workers)
+	time.Sleep(3 * time.Second)
+	f := e.watchFinished(ns)
+	defer f.stop()
+	before := e.snapshot()
+	var mu sync.Mutex
+	sent := map[string]time.Time{}
+	var wg sync.WaitGroup
+	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
+	defer tick.Stop()
+	for i := range n {
+		<-tick.C
+		id := fmt.Sprintf("l-%05d", i)
+		wg.Go(func() {
+			mu.Lock()
+			sent[id] = time.Now()
+			mu.Unlock()
+			if err := e.submit(c, ns, sessionName(i%sessions), id); err != nil {
+				e.t.Errorf("submit %s: %v", id, err)
+			}
+		})
+	}
+	wg.Wait()
+	e.waitFor("the latency run's tasks finished", 5*time.Minute, func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		done := 0
+		for id := range sent {
+			if _, ok := f.at[id]; ok {
+				done++
+			}
+		}
+		return done == n
+	})
+	counts := writeCounts(before.api, e.snapshot().api)
+	writes := writesOf(counts, "externaltasks POST") + writesOf(counts, "externaltasks/status ")
+	var lat []time.Duration
+	f.mu.Lock()
+	for id, at := range sent {
+		if s, ok := f.started[id]; ok {
+			lat = append(lat, s.Sub(at))
+		}
+	}
+	f.mu.Unlock()
+	slices.Sort(lat)
+	if len(lat) == 0 {
+		e.t.Fatal("no latency measured")
+	}
+	return latencyRun{rate: rate, tasks: n, p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], writes: writes / float64(n)}
+}
+
+// idleRun is the memory and idle CPU of a manager holding queued work.
+type idleRun struct {
+	sessions, tasks       int
+	accept, settle        time.Duration
+	rssBefore, rssAfter   int64
+	idleCores             float64
+	sessionRecsWhileIdle  float64
+	externalRecsWhileIdle float64
+}
+
+// queuedAndIdle creates sessions sessions on a queue whose lane runs one
+// task at a time and has no worker, submits tasks tasks through the Session
+// API and measures how fast they are accepted, the manager's memory per
+// queued task and its CPU while nothing changes.
+func (e *env) queuedAndIdle(sessions, tasks int) idleRun {
+	ns := e.namespace("bench-idle")
+	c := e.queueWithSessions(ns, sessions, 1)
+	time.Sleep(3 * time.Second)
+	run := idleRun{sessions: sessions, tasks: tasks}
+	before := e.snapshot()
+	run.rssBefore = before.usage.rssBytes
+	start := time.Now()
+	parallel(*flagClients, tasks, func(i int) {
+		if err := e.submit(c, ns, sessionName(i%sessions), fmt.Sprintf("q-%05d", i)); err != nil {
+			e.t.Errorf("submit %d: %v", i, err)
+		}
+	})
+	run.accept = time.Since(start)
+	// Settled: the manager's work queues are empty.
+	e.waitFor("the manager to settle", 10*time.Minute, func() bool {
+		m, err := e.managerMetrics()
+		return err == nil && m.sum("workqueue_depth", nil) == 0
+	})
+	run.settle = time.Since(start)
+	time.Sleep(2 * time.Second)
+	idleStart := e.snapshot()
+	time.Sleep(*flagIdle)
+	idleEnd := e.snapshot()
+	run.idleCores = cores(idleStart.usage, idleEnd.usage)
+	run.rssAfter = idleEnd.usage.rssBytes
+	run.sessionRecsWhileIdle = reconciles(idleStart, idleEnd, "agentsession")
+	run.externalRecsWhileIdle = reconciles(idleStart, idleEnd, "externaltask")
+	return run
+}
+
+// report is the benchmark's result.
+type report struct {
+	raw     float64
+	runs    []throughputRun
+	latency latencyRun
+	idle    idleRun
+}
+
+func (r report) print(w io.Writer) {
+	fmt.Fprintf(w, "\n== agentlane bench-e2e (%s) ==\n", time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "raw LaneQueue creates, %d clients: %.0f/s\n\n", *flagClients, r.raw)
+	fmt.Fprintf(w, "%-14s %8s %8s %7s %10s %10s %10s %9s %7s %8s\n",
+		"run", "tasks", "tasks/s", "ratio", "writes/xt", "asnRec/xt", "xtRec/xt", "lqSt/s", "cores", "RSS MiB")
+	for _, run := range r.runs {
+		n := float64(run.tasks)
+		fmt.Fprintf(w, "%-14s %8d %8.1f %7.3f %10.2f %10.2f %10.2f %9.2f %7.2f %8.0f\n",
+			run.name, run.tasks, run.rate, run.rate/r.raw,
+			writesOf(run.writes, "externaltasks")/n, run.sessionRecs/n, run.taskRecs/n,
+			run.queueStatusRate, run.cores, float64(run.rssBytes)/(1<<20))
+	}
+	for _, run := range r.runs {
+		fmt.Fprintf(w, "\nAPI writes per task, %s (all resources, by verb):\n", run.name)
+		for _, k := range sortedKeys(run.writes) {
+			fmt.Fprintf(w, "  %-40s %8.3f\n", k, run.writes[k]/float64(run.tasks))
+		}
+	}
+	l := r.latency
+	fmt.Fprintf(w, "\ncreate-to-start at half load (%.0f/s, %d tasks, 100 sessions): p50 %s  p99 %s; %.2f ExternalTask writes per task (creates and status, no deletes)\n",
+		l.rate, l.tasks, l.p50.Round(100*time.Microsecond), l.p99.Round(100*time.Microsecond), l.writes)
+	i := r.idle
+	perTask := float64(i.rssAfter-i.rssBefore) / float64(i.tasks)
+	fmt.Fprintf(w, "\n%d sessions + %d queued tasks: accepted in %s (%.0f/s), settled in %s\n",
+		i.sessions, i.tasks, i.accept.Round(time.Millisecond), float64(i.tasks)/i.accept.Seconds(), i.settle.Round(time.Millisecond))
+	fmt.Fprintf(w, "  manager RSS %.0f MiB (%.0f before the tasks; %.1f KiB per queued task)\n",
+		float64(i.rssAfter)/(1<<20), float64(i.rssBefore)/(1<<20), perTask/1024)
+	fmt.Fprintf(w, "  idle over %s: %.3f cores, %.0f AgentSession and %.0f ExternalTask reconciles\n",
+		*flagIdle, i.idleCores, i.sessionRecsWhileIdle, i.externalRecsWhileIdle)
+}
