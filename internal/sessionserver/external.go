@@ -56,19 +56,45 @@ const completeTries = 4
 
 // pendingExternal lists the session's pending external attempts with what
 // a handler needs to run them: the payload and the time left.
-func (s *Server) pendingExternal(w http.ResponseWriter, _ *http.Request, sc *sessionCall) error {
+func (s *Server) pendingExternal(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
 	out := sessionapi.ExternalTaskList{Items: []sessionapi.ExternalTask{}}
 	now := s.Clock.Now()
 	for _, t := range sc.queue.PendingExternal() {
-		if t.SessionKey == sc.key.Name {
-			out.Items = append(out.Items, sessionapi.ExternalTask{ID: t.ID, Attempt: t.Attempt, Lane: t.Lane,
-				CommandType: t.CommandType, RunID: t.RunID, CreatedAt: t.CreatedAt, Deadline: t.Deadline,
-				Payload: t.Payload, RemainingSeconds: t.Remaining(now).Seconds(),
-				TimedOut: !t.Deadline.IsZero() && !now.Before(t.Deadline)})
+		if t.SessionKey != sc.key.Name {
+			continue
 		}
+		payload := t.Payload
+		if payload == nil {
+			var err error
+			if payload, err = s.storedPayload(r.Context(), sc.key.Namespace, t.ID); err != nil {
+				return err
+			}
+		}
+		out.Items = append(out.Items, sessionapi.ExternalTask{ID: t.ID, Attempt: t.Attempt, Lane: t.Lane,
+			CommandType: t.CommandType, RunID: t.RunID, CreatedAt: t.CreatedAt, Deadline: t.Deadline,
+			Payload: payload, RemainingSeconds: t.Remaining(now).Seconds(),
+			TimedOut: !t.Deadline.IsZero() && !now.Before(t.Deadline)})
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// storedPayload reads the payload of a task the scheduler holds without one
+// (one created with kubectl, or queued again by a new leader: the manager's
+// cache keeps no payloads) from the API server. A task deleted meanwhile
+// has none.
+func (s *Server) storedPayload(ctx context.Context, namespace, name string) (json.RawMessage, error) {
+	task := &agentlanev1alpha1.ExternalTask{}
+	if err := s.Reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, task); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	if task.Spec.Payload == nil {
+		return nil, nil
+	}
+	return task.Spec.Payload.Raw, nil
 }
 
 func (s *Server) completeExternal(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {

@@ -28,6 +28,7 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -85,6 +86,28 @@ func (t tenant) rawCall(token, method, session, path string, body any) (int, map
 }
 
 var _ = Describe("The external-task contract for handlers", func() {
+	It("lists a task created with kubectl with its payload, which the manager's cache does not keep", func() {
+		t := newTenant()
+		t.newQueue(handlerLanes())
+		t.newSession("s", nil)
+		handler := t.tokenWith("handler", VerbRead, VerbComplete)
+		task := &agentlanev1alpha1.ExternalTask{
+			ObjectMeta: metav1.ObjectMeta{Namespace: t.ns, Name: "bare1"},
+			Spec: agentlanev1alpha1.ExternalTaskSpec{SessionRef: &agentlanev1alpha1.AgentSessionReference{Name: "s"},
+				Lane: "handled", CommandType: "wordcount",
+				Payload: &runtime.RawExtension{Raw: []byte(`{"text":"four words right here"}`)}},
+		}
+		Expect(k8sClient.Create(ctx, task)).To(Succeed())
+		Eventually(func(g Gomega) {
+			code, list := t.rawCall(handler, http.MethodGet, "s", "/external", nil)
+			g.Expect(code).To(Equal(http.StatusOK))
+			items, _ := list["items"].([]any)
+			g.Expect(items).To(HaveLen(1))
+			g.Expect(items[0]).To(HaveKeyWithValue("id", "bare1"))
+			g.Expect(items[0]).To(HaveKeyWithValue("payload", map[string]any{"text": "four words right here"}))
+		}).Should(Succeed())
+	})
+
 	It("lists tasks with their payload and takes exactly one fenced completion from an authorized handler", func() {
 		t := newTenant()
 		t.newQueue(handlerLanes())
