@@ -392,6 +392,32 @@ var _ = Describe("ExternalTask controller", func() {
 		Expect(task.Status.Attempts).To(BeEmpty())
 	})
 
+	It("re-dispatches without counting an attempt whose worker was lost before it claimed it", func() {
+		taskQueue(ns, func(s *agentlanev1alpha1.LaneQueueSpec) {
+			s.RetryPolicy = &agentlanev1alpha1.RetryPolicy{Strategy: agentlanev1alpha1.RetryFixed,
+				FixedDelay: &metav1.Duration{Duration: 100 * time.Millisecond}, MaxRetries: ptr.To[int32](0)}
+		})
+		fakeWorker(ns, "doomed", 1)
+		task := queueTask(ns, "never-claimed")
+		Expect(k8sClient.Create(ctx, task)).To(Succeed())
+		Eventually(taskPhase(task)).Should(Equal(agentlanev1alpha1.ExternalTaskDispatched))
+		Expect(task.Status.Worker).To(Equal("doomed"))
+		fakeWorker(ns, "rescuer", 1)
+		// The worker dies before it claims the attempt: no command ran.
+		Expect(k8sClient.Delete(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: workerproto.LeaseName("doomed")}})).To(Succeed())
+
+		Eventually(func(g Gomega) string {
+			getTask(task)(g)
+			g.Expect(task.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskDispatched))
+			return task.Status.Worker
+		}).Should(Equal("rescuer"))
+		Expect(task.Status.Attempt).To(Equal(int32(1)), "an attempt no worker started is not counted")
+		Expect(task.Status.Attempts).To(BeEmpty(), "nor recorded")
+		runToSuccess(task, "rescuer")
+		Eventually(taskPhase(task)).Should(Equal(agentlanev1alpha1.ExternalTaskSucceeded))
+	})
+
 	It("cancels a task annotated agentlane.io/cancel", func() {
 		taskQueue(ns, nil)
 		task := queueTask(ns, "unwanted")

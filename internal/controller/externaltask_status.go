@@ -98,6 +98,10 @@ func (r *ExternalTaskReconciler) converge(ctx context.Context, b binding, s *tas
 			if err != nil || end == nil {
 				return ctrl.Result{RequeueAfter: requeue}, err
 			}
+			if end.Outcome == agentlanev1alpha1.AttemptWorkerLost && st.Phase == agentlanev1alpha1.ExternalTaskDispatched {
+				takeBackUnclaimed(ctx, b, task, n, end.Msg)
+				continue
+			}
 			if err := closeAttempt(b, task, n, *end, st.Result); err != nil {
 				return ctrl.Result{}, err
 			}
@@ -113,6 +117,23 @@ func (r *ExternalTaskReconciler) converge(ctx context.Context, b binding, s *tas
 		}
 	}
 	return ctrl.Result{RequeueAfter: retrySoon}, nil
+}
+
+// takeBackUnclaimed returns attempt n, dispatched to a worker that was lost
+// before it claimed it, to its lane as the worker's hand-back would: a
+// worker runs a command only after its claim moved the attempt to Running,
+// so this one never ran. It is dispatched again without being counted or
+// recorded; its timeout waits until then. The status write is fenced by the
+// task's resourceVersion, so a claim that lands first wins.
+func takeBackUnclaimed(ctx context.Context, b binding, task *agentlanev1alpha1.ExternalTask, n int32, why string) {
+	st := &task.Status
+	logf.FromContext(ctx).V(1).Info("Attempt never claimed by its lost worker; dispatching it again without counting it",
+		"attempt", n, "worker", st.Worker, "reason", why)
+	if err := b.queue.MarkWaiting(task.Name, int(n)); err != nil {
+		logf.FromContext(ctx).V(1).Info("Attempt no longer pending", "attempt", n, "reason", err.Error())
+	}
+	st.Phase = agentlanev1alpha1.ExternalTaskQueued
+	st.Worker, st.NodeName, st.DispatchedAt = "", "", nil
 }
 
 // schedulerResult converts a task result for the scheduler.
