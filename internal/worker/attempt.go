@@ -201,7 +201,7 @@ func (a *attempts) settle(ctx context.Context, task *agentlanev1alpha1.ExternalT
 			return lostOr(err, outcomeHandedBack)
 		}
 		return outcomeHandedBack, nil
-	case runErr != nil && errors.Is(cause, errShuttingDown):
+	case runErr != nil && errors.Is(cause, errShuttingDown) && !errors.Is(runErr, errNotStarted):
 		runErr = fmt.Errorf("interrupted: %s stopped the command at shutdown: %w", f.Holder, runErr)
 	}
 	result := taskResult(out, runErr)
