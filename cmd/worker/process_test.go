@@ -131,8 +131,10 @@ func TestWorkerProcess(t *testing.T) {
 		g.Eventually(p.exited).Should(Receive(BeNil()), "exit status 0")
 		g.Expect(apierrors.IsNotFound(c.Get(ctx, leaseKey, lease))).To(BeTrue(), "Lease deleted")
 		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(long), long)).To(Succeed())
-		g.Expect(long.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskQueued), "handed back after the grace period")
-		g.Expect(long.Status.Worker).To(BeEmpty())
+		g.Expect(long.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskRunning), "stopped after the grace period, reported for the retry policy")
+		g.Expect(long.Status.Result).NotTo(BeNil())
+		g.Expect(long.Status.Result.Error).To(HavePrefix("interrupted: proc-w stopped the command at shutdown"))
+		g.Expect(long.Status.StartedAt).NotTo(BeNil(), "the attempt ran")
 	})
 
 	t.Run("tasks run in-process see nothing of the worker", func(t *testing.T) {

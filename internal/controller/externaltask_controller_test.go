@@ -392,6 +392,36 @@ var _ = Describe("ExternalTask controller", func() {
 		Expect(task.Status.Attempts).To(BeEmpty())
 	})
 
+	It("records an attempt still Dispatched on a worker that was lost, since a short run writes nothing until it ends", func() {
+		taskQueue(ns, func(s *agentlanev1alpha1.LaneQueueSpec) {
+			s.RetryPolicy = &agentlanev1alpha1.RetryPolicy{Strategy: agentlanev1alpha1.RetryFixed,
+				FixedDelay: &metav1.Duration{Duration: 100 * time.Millisecond}, MaxRetries: ptr.To[int32](1)}
+		})
+		fakeWorker(ns, "doomed", 1)
+		task := queueTask(ns, "maybe-ran")
+		Expect(k8sClient.Create(ctx, task)).To(Succeed())
+		Eventually(taskPhase(task)).Should(Equal(agentlanev1alpha1.ExternalTaskDispatched))
+		Expect(task.Status.Worker).To(Equal("doomed"))
+		fakeWorker(ns, "rescuer", 1)
+		// The worker dies while the attempt is Dispatched: its command may
+		// have run, so the attempt is recorded, and a second run is known.
+		Expect(k8sClient.Delete(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: workerproto.LeaseName("doomed")}})).To(Succeed())
+
+		Eventually(func(g Gomega) string {
+			getTask(task)(g)
+			g.Expect(task.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskDispatched))
+			return task.Status.Worker
+		}).Should(Equal("rescuer"))
+		Expect(task.Status.Attempt).To(Equal(int32(2)))
+		Expect(task.Status.Attempts).To(HaveLen(1))
+		Expect(task.Status.Attempts[0].Outcome).To(Equal(agentlanev1alpha1.AttemptWorkerLost))
+		Expect(task.Status.Attempts[0].Worker).To(Equal("doomed"))
+		claim(task, "rescuer", 2)
+		succeed(task, "rescuer", 2)
+		Eventually(taskPhase(task)).Should(Equal(agentlanev1alpha1.ExternalTaskSucceeded))
+	})
+
 	It("cancels a task annotated agentlane.io/cancel", func() {
 		taskQueue(ns, nil)
 		task := queueTask(ns, "unwanted")

@@ -34,6 +34,7 @@ import (
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/budget"
 	"github.com/agentlane/agentlane/internal/scheduling"
+	"github.com/agentlane/agentlane/internal/steadywatch"
 	"github.com/agentlane/agentlane/internal/workerproto"
 
 	"k8s.io/utils/clock"
@@ -144,6 +145,10 @@ func CacheOptions() cache.Options {
 		// The manager never reads managedFields; on a status-heavy object
 		// such as an ExternalTask they are most of its size.
 		DefaultTransform: cache.TransformStripManagedFields(),
+		// After an API server outage, see worker renewals and results
+		// again within seconds, not after the reflector's backoff of up
+		// to 30s (internal/steadywatch).
+		NewInformer: steadywatch.NewInformer,
 		ByObject: map[client.Object]cache.ByObject{
 			&agentlanev1alpha1.ExternalTask{}: {Transform: leanTask},
 			&coordinationv1.Lease{}:           {Label: labels.SelectorFromSet(labels.Set{workerproto.WorkerLabel: "true"})},

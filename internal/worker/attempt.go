@@ -49,6 +49,9 @@ var (
 	// errShuttingDown: the worker stopped a run because its grace period
 	// ran out.
 	errShuttingDown = errors.New("the worker is shutting down")
+	// errNotStarted marks a run whose command was never started because
+	// the run had already been stopped.
+	errNotStarted = errors.New("the command was not started")
 	// errEarlierTryUncertain marks a rejected write whose earlier try failed
 	// in a way that may have applied it (no answer, or a 5xx): the
 	// rejection may be of the write itself, already in place.
@@ -325,31 +328,36 @@ func (a *attempts) finish(ctx context.Context, task *agentlanev1alpha1.ExternalT
 }
 
 // run runs a claimed attempt under ctx, unless ctx was already stopped
-// because the attempt was taken away.
+// (the attempt was taken away, or the grace period ran out): then the
+// command is not started and the error wraps errNotStarted.
 func (a *attempts) run(ctx context.Context, task *agentlanev1alpha1.ExternalTask) (executor.Output, error) {
-	if err := context.Cause(ctx); errors.Is(err, errAttemptLost) {
-		return executor.Output{}, err
+	if err := context.Cause(ctx); errors.Is(err, errAttemptLost) || errors.Is(err, errShuttingDown) {
+		return executor.Output{}, fmt.Errorf("%w: %w", errNotStarted, err)
 	}
 	return a.execute(ctx, task)
 }
 
 // settle writes what came of a run. ctx is the run's context: when it was
-// stopped with errAttemptLost the result is dropped, when with
-// errShuttingDown the attempt is handed back if handBackOnShutdown is set and
-// reported as failed otherwise; a run that ended by itself before the grace
-// period ran out is reported as usual. settle returns the outcome, and an error when the report could
-// not be written.
+// stopped with errAttemptLost the result is dropped. When it was stopped
+// with errShuttingDown, an attempt whose command never started is handed
+// back if handBackOnShutdown is set; one whose command ran and was stopped
+// is reported as failed (interrupted), so that status records the run and
+// the retry policy decides what follows. A run that ended by itself before
+// the grace period ran out is reported as usual. settle returns the
+// outcome, and an error when the report could not be written.
 func (a *attempts) settle(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f workerproto.Fence, rep runReport, out executor.Output, runErr error, handBackOnShutdown bool) (string, error) {
 	writeCtx := context.WithoutCancel(ctx)
 	cause := context.Cause(ctx)
 	switch {
 	case errors.Is(cause, errAttemptLost) || rep.claim == claimLost:
 		return outcomeLost, nil
-	case runErr != nil && errors.Is(cause, errShuttingDown) && handBackOnShutdown:
+	case errors.Is(runErr, errNotStarted) && errors.Is(cause, errShuttingDown) && handBackOnShutdown:
 		if err := a.handBackRun(writeCtx, task, f, rep.claim); err != nil {
 			return lostOr(err, outcomeHandedBack)
 		}
 		return outcomeHandedBack, nil
+	case runErr != nil && errors.Is(cause, errShuttingDown) && !errors.Is(runErr, errNotStarted):
+		runErr = fmt.Errorf("interrupted: %s stopped the command at shutdown: %w", f.Holder, runErr)
 	}
 	result := taskResult(out, runErr)
 	outcome := outcomeFailed

@@ -44,6 +44,7 @@ import (
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/executor"
+	"github.com/agentlane/agentlane/internal/steadywatch"
 	"github.com/agentlane/agentlane/internal/workerproto"
 )
 
@@ -211,6 +212,7 @@ func New(cfg *rest.Config, opts Options) (*Worker, error) {
 			&agentlanev1alpha1.ExternalTask{}: {Field: fields.OneTermEqualSelector(WorkerField, opts.Name)},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
+		NewInformer:      steadywatch.NewInformer, // back within seconds of an API server outage
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create task cache: %w", err)

@@ -303,9 +303,9 @@ var _ = Describe("Worker", func() {
 	})
 
 	Context("shutdown", func() {
-		It("hands back what it cannot finish within the grace period, then deletes its Lease", func() {
+		It("hands back what it has not started, stops and reports what still runs after the grace period, then deletes its Lease", func() {
 			w := startWorker(Options{Name: "w-drain", Namespace: ns, Capacity: 1, GracePeriod: time.Second, RunningAfter: 10 * time.Millisecond})
-			handedBack := counter(tasksFinished.WithLabelValues(outcomeHandedBack))
+			failed := counter(tasksFinished.WithLabelValues(outcomeFailed))
 			running := bashTask(ns, "long", "sleep 30").dispatch("w-drain")
 			Eventually(phaseOf(running)).Should(Equal(agentlanev1alpha1.ExternalTaskRunning))
 			waiting := bashTask(ns, "waiting", "true").dispatch("w-drain")
@@ -327,22 +327,47 @@ var _ = Describe("Worker", func() {
 			}).Should(Succeed())
 			Expect(get(Default, running).Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskRunning), "still within its grace period")
 
+			// The command ran: its attempt stays recorded as one that ran,
+			// failed as interrupted, for the manager's retry policy.
 			Eventually(func(g Gomega) {
 				st := get(g, running).Status
-				g.Expect(st.Phase).To(Equal(agentlanev1alpha1.ExternalTaskQueued))
-				g.Expect(st.Worker).To(BeEmpty())
-				g.Expect(st.StartedAt).To(BeNil())
-				g.Expect(st.Result).To(BeNil())
+				g.Expect(st.Result).NotTo(BeNil())
+				g.Expect(st.Phase).To(Equal(agentlanev1alpha1.ExternalTaskRunning))
+				g.Expect(st.Worker).To(Equal("w-drain"))
+				g.Expect(st.StartedAt).NotTo(BeNil())
+				g.Expect(st.FinishedAt).NotTo(BeNil())
 				g.Expect(st.Attempt).To(Equal(int32(1)))
+				g.Expect(st.Result.Success).To(BeFalse())
+				g.Expect(st.Result.Error).To(HavePrefix("interrupted: w-drain stopped the command at shutdown"))
 			}).Should(Succeed())
-			Expect(time.Since(stoppedAt)).To(BeNumerically(">=", time.Second), "handed back only after the grace period")
+			Expect(time.Since(stoppedAt)).To(BeNumerically(">=", time.Second), "stopped only after the grace period")
 
 			var err error
 			Eventually(w.done, 5*time.Second).Should(Receive(&err))
 			Expect(err).NotTo(HaveOccurred())
 			w.done <- err // for the cleanup
 			Expect(apierrors.IsNotFound(k8sClient.Get(suiteCtx, leaseKey(w.opts), lease))).To(BeTrue())
-			Expect(counter(tasksFinished.WithLabelValues(outcomeHandedBack))).To(Equal(handedBack + 1))
+			Expect(counter(tasksFinished.WithLabelValues(outcomeFailed))).To(Equal(failed + 1))
+		})
+
+		It("hands back a claimed attempt whose command was not started when the grace period ran out", func() {
+			marker := filepath.Join(GinkgoT().TempDir(), "ran")
+			t := bashTask(ns, "claimed", "touch "+marker).create()
+			updateStatus(t, func(st *agentlanev1alpha1.ExternalTaskStatus) { *st = runningStatus("w1", 1) })
+			t = get(Default, t)
+			a := &attempts{client: k8sClient, registry: executor.NewRegistry(1024), clock: clock.RealClock{}, log: ctrl.Log}
+			ctx, cancel := context.WithCancelCause(suiteCtx)
+			cancel(errShuttingDown)
+
+			outcome, err := a.finish(ctx, t, workerproto.WorkerFence("w1", 1), true)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(outcome).To(Equal(outcomeHandedBack))
+			st := get(Default, t).Status
+			Expect(st.Phase).To(Equal(agentlanev1alpha1.ExternalTaskQueued))
+			Expect(st.Worker).To(BeEmpty())
+			Expect(st.StartedAt).To(BeNil(), "no command ran: no attempt to record")
+			Expect(st.Result).To(BeNil())
+			Expect(marker).NotTo(BeAnExistingFile())
 		})
 
 		It("lets a running task finish within the grace period", func() {

@@ -151,10 +151,11 @@ func ConditionOps(task *agentlanev1alpha1.ExternalTask, cond metav1.Condition) [
 	return nil
 }
 
-// HandBackPatch returns an attempt the worker will not finish to its lane:
-// phase Queued without a worker, so that the manager dispatches it again
-// without counting an attempt. A Running attempt also loses its startedAt,
-// which the claim added.
+// HandBackPatch returns an attempt whose command the worker never started
+// to its lane: phase Queued without a worker, so that the manager
+// dispatches it again without counting an attempt. A claimed (Running)
+// attempt also loses its startedAt, which the claim added. A command that
+// started is never handed back: its attempt is completed as failed.
 func HandBackPatch(f Fence, from agentlanev1alpha1.ExternalTaskPhase) ([]byte, error) {
 	ops := append(f.Tests(from),
 		ReplaceOp(PathPhase, agentlanev1alpha1.ExternalTaskQueued),

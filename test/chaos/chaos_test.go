@@ -36,16 +36,6 @@ const faultAfter = 0.25
 // on purpose; they only stop when the spec ends.
 const workerGrace = 5 * time.Second
 
-// Known bugs that make a scenario fail. Its spec stays Pending until the
-// bug is fixed; CHAOS_KNOWN_BUGS=1 runs it anyway.
-const (
-	// unrecordedHandBack: a worker stopped with no grace period stops its
-	// running commands and hands their attempts back as if they never
-	// started (phase Queued, startedAt removed); the next attempt runs the
-	// command again and status shows one attempt.
-	unrecordedHandBack = "a hand-back of a Running attempt erases that its command ran, so the rerun is unrecorded"
-)
-
 // itKnownBug declares a scenario that a known bug makes fail: Pending, with
 // the bug in its name, unless CHAOS_KNOWN_BUGS is set.
 func itKnownBug(text, bug string, body func()) {
@@ -150,7 +140,7 @@ var _ = Describe("Chaos", func() {
 		report(s.audit(s.drain(), false))
 	})
 
-	itKnownBug("hands back the tasks of workers stopped with SIGTERM and no grace period", unrecordedHandBack, func() {
+	It("records the interrupted runs of workers stopped with SIGTERM and no grace period", func() {
 		startManager("manager", false)
 		s := newScenario("SIGTERM half the workers, no grace")
 		s.startPool(0)

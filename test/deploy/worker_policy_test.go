@@ -359,7 +359,7 @@ var _ = Describe("config/policy worker rules, installed", Ordered, func() {
 			})
 		})
 
-		It("runs a real worker under the policies: heartbeat Lease, a task to Succeeded, hand-back and Lease delete on shutdown", func() {
+		It("runs a real worker under the policies: heartbeat Lease, a task to Succeeded, an interrupted run reported and Lease delete on shutdown", func() {
 			w, err := worker.New(workerPodConfig("worker-r"), worker.Options{
 				Name: "worker-r", NodeName: "node-worker-r", Namespace: served, Capacity: 2,
 				HeartbeatInterval: 200 * time.Millisecond, GracePeriod: 0,
@@ -401,8 +401,9 @@ var _ = Describe("config/policy worker rules, installed", Ordered, func() {
 			stop()
 			Eventually(done).WithTimeout(10 * time.Second).Should(Receive(BeNil()))
 			Expect(admin.Get(ctx, client.ObjectKeyFromObject(long), long)).To(Succeed())
-			Expect(long.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskQueued), "the worker hands back what it could not finish")
-			Expect(long.Status.Worker).To(BeEmpty())
+			Expect(long.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskRunning), "the worker reports what it stopped at shutdown")
+			Expect(long.Status.Result).NotTo(BeNil())
+			Expect(long.Status.Result.Error).To(HavePrefix("interrupted: worker-r stopped the command at shutdown"))
 			err = admin.Get(ctx, leaseKey, &coordinationv1.Lease{})
 			Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the worker deletes its Lease on shutdown: %v", err)
 		})
