@@ -64,8 +64,13 @@ type Command struct {
 	Handler Handler
 	// PriorAttempts is the number of attempts already made, for a command
 	// resubmitted after a restart: its next start is attempt
-	// PriorAttempts+1 and they count against its retries.
+	// PriorAttempts+1 and they count against its retries, except the
+	// PriorNotStarted of them that did not.
 	PriorAttempts int
+	// PriorNotStarted is how many of PriorAttempts failed with
+	// ErrNotStarted without counting against the retries (at most
+	// MaxUncountedNotStarted are taken into account).
+	PriorNotStarted int
 	// External makes every attempt of the command an external task, whatever
 	// the handler mode of its lane and session: for work that exists only as
 	// a durable task, such as one created directly as a Kubernetes object.
@@ -210,6 +215,9 @@ type Ticket struct {
 	// awaitStart is Command.AwaitStart.
 	awaitStart bool
 	attempts   int32       // attempts started, including prior ones
+	// notStarted is how many of attempts failed with ErrNotStarted without
+	// counting against the retries; at most MaxUncountedNotStarted.
+	notStarted int32
 	dueIdx     int32       // position in q.due; -1 when absent
 	ready      int64       // when it last became ready to start (submit or retry)
 	started    int64       // start of the current or last attempt

@@ -232,6 +232,8 @@ func (q *Queue) newTicket(cmd Command) (*Ticket, error) {
 	switch {
 	case cmd.PriorAttempts < 0:
 		return nil, fmt.Errorf("%w: priorAttempts must be >= 0", ErrInvalidCommand)
+	case cmd.PriorNotStarted < 0 || cmd.PriorNotStarted > cmd.PriorAttempts:
+		return nil, fmt.Errorf("%w: priorNotStarted must be between 0 and priorAttempts", ErrInvalidCommand)
 	case cmd.Priority != nil && *cmd.Priority < 0:
 		return nil, fmt.Errorf("%w: priority must be >= 0", ErrInvalidCommand)
 	case cmd.Timeout < 0:
@@ -252,6 +254,8 @@ func (q *Queue) newTicket(cmd Command) (*Ticket, error) {
 		prio:     -1,
 		timeout:  int64(cmd.Timeout),
 		attempts: int32(cmd.PriorAttempts),
+		// Never more free attempts than the bound, whatever the caller says.
+		notStarted: int32(min(cmd.PriorNotStarted, MaxUncountedNotStarted)),
 		external: cmd.External,
 		dueIdx:   -1,
 

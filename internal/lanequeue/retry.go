@@ -150,7 +150,20 @@ var (
 	ErrStaleAttempt = errors.New("lanequeue: stale attempt")
 	// ErrSessionBusy: the session still has work and cannot be forgotten.
 	ErrSessionBusy = errors.New("lanequeue: session has queued or running commands")
+	// ErrNotStarted marks the failure of an attempt that may never have
+	// started: its runner was lost before it reported a start (FailAttempt
+	// with an error wrapping it). The attempt is retried without counting
+	// against the retry policy's MaxRetries, up to MaxUncountedNotStarted
+	// times per command; its attempt number is used up all the same.
+	ErrNotStarted = errors.New("lanequeue: attempt lost before it was known to start")
 )
+
+// MaxUncountedNotStarted bounds how many ErrNotStarted failures of one
+// command are retried without counting against MaxRetries; further ones
+// count like any failure. It lets a command whose runners are lost before
+// it starts run again, while a command that kills every runner it lands on
+// before it can report a start (a poison pill) still ends.
+const MaxUncountedNotStarted = 3
 
 // permanentError marks a failure that retrying cannot fix.
 type permanentError struct{ err error }
@@ -198,14 +211,15 @@ func (q *Queue) failLocked(t *Ticket, timedOut bool, r Result, err error, now in
 	}
 	policy = policy.withDefaults()
 
+	counted := t.countAttempt(err)
 	var final state
 	switch {
 	case IsPermanent(err):
 		final = stFailed
 	case ln.removed:
 		final, err = stFailed, fmt.Errorf("%w: %w", ErrLaneRemoved, err)
-	case int(t.attempts) <= policy.MaxRetries:
-		delay := policy.Delay(int(t.attempts))
+	case counted <= policy.MaxRetries:
+		delay := policy.Delay(max(counted, 1))
 		q.cmdEventLocked(evType, t, now, err)
 		t.state = stRetrying
 		t.due = now + int64(delay)
@@ -244,4 +258,15 @@ func (q *Queue) failLocked(t *Ticket, timedOut bool, r Result, err error, now in
 	}
 	q.terminalLocked(t, final, r, err, now)
 	q.cmdEventLocked(evType, t, now, err).setTerminal()
+}
+
+// countAttempt is how many of t's attempts count against its retries once
+// the attempt that just failed with err is taken into account: an
+// ErrNotStarted failure is free while fewer than MaxUncountedNotStarted
+// were. Called with the queue's lock held.
+func (t *Ticket) countAttempt(err error) int {
+	if errors.Is(err, ErrNotStarted) && t.notStarted < MaxUncountedNotStarted {
+		t.notStarted++
+	}
+	return int(t.attempts - t.notStarted)
 }
