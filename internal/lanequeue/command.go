@@ -214,7 +214,7 @@ type Ticket struct {
 	external bool // Command.External; fits in state's padding
 	// awaitStart is Command.AwaitStart.
 	awaitStart bool
-	attempts   int32       // attempts started, including prior ones
+	attempts   int32 // attempts started, including prior ones
 	// notStarted is how many of attempts failed with ErrNotStarted without
 	// counting against the retries; at most MaxUncountedNotStarted.
 	notStarted int32

@@ -256,8 +256,8 @@ func (q *Queue) newTicket(cmd Command) (*Ticket, error) {
 		attempts: int32(cmd.PriorAttempts),
 		// Never more free attempts than the bound, whatever the caller says.
 		notStarted: int32(min(cmd.PriorNotStarted, MaxUncountedNotStarted)),
-		external: cmd.External,
-		dueIdx:   -1,
+		external:   cmd.External,
+		dueIdx:     -1,
 
 		awaitStart: cmd.External && cmd.AwaitStart,
 	}
