@@ -49,7 +49,8 @@ const (
 	ExternalTaskAwaitingHandlerReason = "AwaitingHandler"
 	// ExternalTaskWorkerLostReason (Claimed=False): the heartbeat of the
 	// worker that held the attempt expired; the attempt counts as failed and
-	// goes through the retry policy.
+	// goes through the retry policy (one the worker never reported starting
+	// is retried without counting, at most three times per task).
 	ExternalTaskWorkerLostReason = "WorkerLost"
 	// ExternalTaskRetryBackoffReason (Claimed=False): the last attempt failed
 	// and the task waits for its retry delay.
@@ -202,7 +203,7 @@ const (
 	// AttemptTimedOut: the attempt ran longer than its timeout.
 	AttemptTimedOut AttemptOutcome = "TimedOut"
 	// AttemptWorkerLost: the worker's heartbeat expired while it held the
-	// attempt.
+	// attempt. With notStarted, the worker had not reported starting it.
 	AttemptWorkerLost AttemptOutcome = "WorkerLost"
 	// AttemptCancelled: the task was cancelled during the attempt.
 	AttemptCancelled AttemptOutcome = "Cancelled"
@@ -241,6 +242,13 @@ type TaskAttempt struct {
 	// +kubebuilder:validation:MaxLength=4096
 	// +optional
 	Error string `json:"error,omitempty"`
+
+	// notStarted marks a WorkerLost attempt whose worker never reported
+	// starting it (the task was still Dispatched): its command may or may
+	// not have run. The first three such attempts of a task do not count
+	// against its lane's maxRetries; further ones do.
+	// +optional
+	NotStarted bool `json:"notStarted,omitempty"`
 }
 
 // TaskResult is the outcome a worker reports for the current attempt.

@@ -130,6 +130,11 @@ func retryPolicy(p *agentlanev1alpha1.RetryPolicy) lanequeue.RetryPolicy {
 		out.Strategy = lanequeue.RetryStrategy(p.Strategy)
 	}
 	out.MaxRetries = int(int32Or(p.MaxRetries, int32(out.MaxRetries)))
+	if out.MaxRetries == 0 {
+		// The scheduler reads MaxRetries 0 as its default; maxRetries 0
+		// means no retries, which is its None strategy.
+		out.Strategy = lanequeue.RetryNone
+	}
 	out.InitialDelay = duration(p.InitialDelay, out.InitialDelay)
 	out.MaxDelay = duration(p.MaxDelay, out.MaxDelay)
 	out.FixedDelay = duration(p.FixedDelay, 0)

@@ -440,7 +440,8 @@ func sessionKey(task *agentlanev1alpha1.ExternalTask) string {
 
 // admit hands the task to the scheduler: an attempt that a worker already
 // holds (the manager restarted) is adopted where it runs; anything else is
-// queued, counting the attempts already made against its retries.
+// queued, counting the attempts already made against its retries (except
+// those lost before they started, which did not count).
 func (r *ExternalTaskReconciler) admit(b binding, task *agentlanev1alpha1.ExternalTask) (*lanequeue.Ticket, error) {
 	spec, st := &task.Spec, &task.Status
 	cmd := lanequeue.Command{
@@ -487,9 +488,13 @@ func (r *ExternalTaskReconciler) admit(b binding, task *agentlanev1alpha1.Extern
 		} else if st.DispatchedAt != nil {
 			started = st.DispatchedAt.Time
 		}
+		// Attempts lost before they started did not count; they still do
+		// not.
+		cmd.PriorNotStarted = notStartedRecords(st, int(st.Attempt)-1)
 		tk, err = b.queue.Adopt(cmd, int(st.Attempt), started)
 	} else {
 		cmd.PriorAttempts = priorAttempts(st)
+		cmd.PriorNotStarted = notStartedRecords(st, cmd.PriorAttempts)
 		tk, err = b.queue.Submit(cmd)
 	}
 	if err != nil {

@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/lanequeue"
 	"github.com/agentlane/agentlane/internal/scheduling"
 	"github.com/agentlane/agentlane/internal/workerproto"
 )
@@ -420,6 +421,60 @@ var _ = Describe("ExternalTask controller", func() {
 		claim(task, "rescuer", 2)
 		succeed(task, "rescuer", 2)
 		Eventually(taskPhase(task)).Should(Equal(agentlanev1alpha1.ExternalTaskSucceeded))
+	})
+
+	It("retries an attempt lost before it started without counting it, even with maxRetries 0", func() {
+		taskQueue(ns, func(s *agentlanev1alpha1.LaneQueueSpec) {
+			s.RetryPolicy = &agentlanev1alpha1.RetryPolicy{MaxRetries: ptr.To[int32](0)}
+		})
+		fakeWorker(ns, "doomed", 1)
+		task := queueTask(ns, "never-ran")
+		Expect(k8sClient.Create(ctx, task)).To(Succeed())
+		Eventually(taskPhase(task)).Should(Equal(agentlanev1alpha1.ExternalTaskDispatched))
+		Expect(task.Status.Worker).To(Equal("doomed"))
+		fakeWorker(ns, "rescuer", 1)
+		Expect(k8sClient.Delete(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: workerproto.LeaseName("doomed")}})).To(Succeed())
+
+		Eventually(func(g Gomega) string {
+			getTask(task)(g)
+			g.Expect(task.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskDispatched))
+			return task.Status.Worker
+		}).Should(Equal("rescuer"))
+		Expect(task.Status.Attempt).To(Equal(int32(2)))
+		Expect(task.Status.Attempts).To(ConsistOf(And(
+			HaveField("Attempt", int32(1)), HaveField("Worker", "doomed"),
+			HaveField("Outcome", agentlanev1alpha1.AttemptWorkerLost), HaveField("NotStarted", true))))
+		claim(task, "rescuer", 2)
+		succeed(task, "rescuer", 2)
+		Eventually(taskPhase(task)).Should(Equal(agentlanev1alpha1.ExternalTaskSucceeded))
+	})
+
+	It("counts losses before start once a task had three of them, so a poison pill still ends", func() {
+		taskQueue(ns, func(s *agentlanev1alpha1.LaneQueueSpec) {
+			s.RetryPolicy = &agentlanev1alpha1.RetryPolicy{MaxRetries: ptr.To[int32](0)}
+		})
+		last := lanequeue.MaxUncountedNotStarted + 1
+		for i := 1; i <= last; i++ {
+			fakeWorker(ns, fmt.Sprintf("victim-%d", i), 1)
+		}
+		task := queueTask(ns, "poison")
+		Expect(k8sClient.Create(ctx, task)).To(Succeed())
+		// Every worker the task lands on dies before it reports a start.
+		for n := 1; n <= last; n++ {
+			Eventually(func(g Gomega) int32 {
+				getTask(task)(g)
+				g.Expect(task.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskDispatched))
+				return task.Status.Attempt
+			}).Should(Equal(int32(n)))
+			Expect(k8sClient.Delete(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
+				Namespace: ns, Name: workerproto.LeaseName(task.Status.Worker)}})).To(Succeed())
+		}
+		Eventually(taskPhase(task)).Should(Equal(agentlanev1alpha1.ExternalTaskDeadLettered))
+		Expect(task.Status.Attempts).To(HaveLen(last))
+		for _, a := range task.Status.Attempts {
+			Expect(a).To(And(HaveField("Outcome", agentlanev1alpha1.AttemptWorkerLost), HaveField("NotStarted", true)))
+		}
 	})
 
 	It("cancels a task annotated agentlane.io/cancel", func() {

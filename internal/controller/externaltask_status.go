@@ -130,16 +130,47 @@ func schedulerResult(res *agentlanev1alpha1.TaskResult) lanequeue.Result {
 	return out
 }
 
+// lostBeforeStart tells whether the task's current attempt, whose worker
+// was lost, had not been reported started: the worker never wrote Running
+// nor a result (a short run writes both at once when it ends), so the
+// command may never have run.
+func lostBeforeStart(st *agentlanev1alpha1.ExternalTaskStatus, end scheduling.AttemptEnd) bool {
+	return end.Outcome == agentlanev1alpha1.AttemptWorkerLost && st.Phase == agentlanev1alpha1.ExternalTaskDispatched &&
+		st.StartedAt == nil && st.Result == nil
+}
+
+// notStartedRecords is how many recorded attempts of the task were lost
+// before they started and did not count against its retries (the first
+// lanequeue.MaxUncountedNotStarted of them), never more than prior, the
+// attempts made: what a restarted scheduler must not count again.
+func notStartedRecords(st *agentlanev1alpha1.ExternalTaskStatus, prior int) int {
+	n := 0
+	for _, a := range st.Attempts {
+		if a.NotStarted && int(a.Attempt) <= prior {
+			n++
+		}
+	}
+	return min(n, lanequeue.MaxUncountedNotStarted, prior)
+}
+
 // closeAttempt reports to the scheduler that attempt n of the task ended:
-// with the worker's result res when there is one, else as a failure. It
-// remembers how, for the attempt's record. A scheduler that has already
-// closed the attempt (its timeout won) is not an error.
+// with the worker's result res when there is one, else as a failure, one
+// that does not count against the retries (up to a bound) when the worker
+// was lost before it started the attempt. It remembers how, for the
+// attempt's record. A scheduler that has already closed the attempt (its
+// timeout won) is not an error.
 func closeAttempt(b binding, task *agentlanev1alpha1.ExternalTask, n int32, end scheduling.AttemptEnd, res *agentlanev1alpha1.TaskResult) error {
+	if res == nil && lostBeforeStart(&task.Status, end) {
+		end.NotStarted = true
+	}
 	b.tasks.MarkClosed(task.Name, n, end)
 	var err error
-	if res != nil {
+	switch {
+	case res != nil:
 		err = b.queue.CompleteAttempt(task.Name, int(n), schedulerResult(res))
-	} else {
+	case end.NotStarted:
+		err = b.queue.FailAttempt(task.Name, int(n), fmt.Errorf("%s: %w", end.Msg, lanequeue.ErrNotStarted))
+	default:
 		err = b.queue.FailAttempt(task.Name, int(n), errors.New(end.Msg))
 	}
 	if err != nil && !errors.Is(err, lanequeue.ErrStaleAttempt) && !errors.Is(err, lanequeue.ErrNotFound) {
@@ -268,6 +299,7 @@ func (r *ExternalTaskReconciler) recordEnded(st *agentlanev1alpha1.ExternalTaskS
 	switch {
 	case tt.Closed == st.Attempt:
 		rec.Outcome, rec.Error = tt.ClosedAs.Outcome, tt.ClosedAs.Msg
+		rec.NotStarted = tt.ClosedAs.NotStarted
 	case st.Result != nil && st.Result.Success:
 		rec.Outcome = agentlanev1alpha1.AttemptSucceeded
 	case st.Result != nil:

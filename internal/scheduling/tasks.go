@@ -50,6 +50,8 @@ type TrackedTask struct {
 type AttemptEnd struct {
 	Outcome agentlanev1alpha1.AttemptOutcome
 	Msg     string
+	// NotStarted: the attempt was lost before its worker reported a start.
+	NotStarted bool
 }
 
 // TaskSet holds the tracked tasks of one scheduler, keyed by task name (a
