@@ -17,6 +17,7 @@ limitations under the License.
 package controller
 
 import (
+	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -76,5 +77,43 @@ var _ = Describe("Rebuilding a scheduler from the cluster's tasks", func() {
 		By("granting the queued tasks oldest first once the slot frees")
 		Expect(q.CompleteAttempt("held", 1, lanequeue.Result{Success: true})).To(Succeed())
 		Expect(q.PendingExternal()).To(ConsistOf(HaveField("ID", older.Name)))
+	})
+
+	It("keeps attempts lost before they started uncounted after a restart", func() {
+		ns := taskNamespace()
+		task := queueTask(ns, "lost-twice")
+		task.Labels = map[string]string{agentlanev1alpha1.QueueLabel: "q1"}
+		Expect(k8sClient.Create(ctx, task)).To(Succeed())
+		lost := func(n int32) agentlanev1alpha1.TaskAttempt {
+			return agentlanev1alpha1.TaskAttempt{Attempt: n, Worker: "gone", Outcome: agentlanev1alpha1.AttemptWorkerLost, NotStarted: true}
+		}
+		Eventually(func(g Gomega) {
+			getTask(task)(g)
+			task.Status.Phase = agentlanev1alpha1.ExternalTaskQueued
+			task.Status.Attempt = 2
+			task.Status.Attempts = []agentlanev1alpha1.TaskAttempt{lost(1), lost(2)}
+			g.Expect(k8sClient.Status().Update(ctx, task)).To(Succeed())
+		}).Should(Succeed())
+
+		q, err := lanequeue.New(lanequeue.Config{Lanes: []lanequeue.LaneConfig{{
+			Name: "execute", Mode: lanequeue.External, MaxConcurrency: 1, Timeout: time.Hour,
+			Retry: &lanequeue.RetryPolicy{Strategy: lanequeue.RetryNone}}}}, lanequeue.Options{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(q.Close)
+		tasks := &scheduling.TaskSet{}
+		r := &ExternalTaskReconciler{Client: k8sClient, Clock: clock.RealClock{}}
+		r.rebuild(client.ObjectKey{Namespace: ns, Name: "q1"}, q, tasks)
+
+		Expect(q.PendingExternal()).To(ConsistOf(HaveField("Attempt", 3)), "no retries, yet both losses were free")
+		lose := func(n int) error {
+			return q.FailAttempt(task.Name, n, fmt.Errorf("worker lost: %w", lanequeue.ErrNotStarted))
+		}
+		Expect(lose(3)).To(Succeed())
+		Eventually(q.PendingExternal).Should(ConsistOf(HaveField("Attempt", 4)), "the third free loss")
+		Expect(lose(4)).To(Succeed())
+		tt, ok := tasks.Get(task.Name)
+		Expect(ok).To(BeTrue())
+		Eventually(func() lanequeue.State { o, _ := tt.Ticket.Outcome(); return o.State }).Should(Equal(lanequeue.StateDeadLettered),
+			"a fourth loss counts")
 	})
 })
