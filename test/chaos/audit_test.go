@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/lanequeue"
 )
 
 // row is what the audit of one scenario found: one line of the table.
@@ -40,9 +41,14 @@ type row struct {
 	twiceKnown, twiceUnknown       int
 	countedTwice, countedNeverRan  int
 	// lostUnstarted counts the WorkerLost attempts whose worker never
-	// started them: honestly recorded, but counted against the retries.
+	// reported starting them: recorded (the command may have run) and
+	// marked notStarted, so that they do not count against the retries.
 	lostUnstarted int
-	drain, gap    time.Duration
+	// unstartedCounted counts the tasks where such an attempt was not
+	// marked, or was counted against the retries all the same: a task
+	// dead-lettered before its counted attempts reached maxRetries+1.
+	unstartedCounted int
+	drain, gap       time.Duration
 	// problems describes each violation, for the failure message.
 	problems []string
 }
@@ -126,11 +132,15 @@ func (r *row) auditTask(p plannedTask, t *agentlanev1alpha1.ExternalTask, runs m
 	// the API server) are double executions, known when status records
 	// an attempt for each of them.
 	recorded, ran := map[string]int{}, map[string]int{}
-	needed := 0
+	needed, free, unmarked := 0, 0, false
 	for _, a := range st.Attempts {
 		recorded[a.Worker]++
 		if a.Outcome == agentlanev1alpha1.AttemptWorkerLost && a.StartedAt == nil {
 			r.lostUnstarted++
+			unmarked = unmarked || !a.NotStarted
+		}
+		if a.NotStarted {
+			free++
 		}
 		switch a.Outcome {
 		case agentlanev1alpha1.AttemptFailed:
@@ -139,6 +149,14 @@ func (r *row) auditTask(p plannedTask, t *agentlanev1alpha1.ExternalTask, runs m
 		case agentlanev1alpha1.AttemptTimedOut:
 			ran[a.Worker]++
 		}
+	}
+	// The first lanequeue.MaxUncountedNotStarted losses before start are
+	// free: a task that dead-lettered made maxRetries+1 counted attempts.
+	counted := int(st.Attempt) - min(free, lanequeue.MaxUncountedNotStarted)
+	if unmarked || (st.Phase == agentlanev1alpha1.ExternalTaskDeadLettered && counted < maxRetries+1) {
+		r.unstartedCounted++
+		r.problems = append(r.problems, fmt.Sprintf("%s: an attempt lost before it started counted against its retries (%d counted of %d allowed); attempts %s",
+			t.Name, counted, maxRetries+1, describeAttempts(st)))
 	}
 	if st.Phase == agentlanev1alpha1.ExternalTaskSucceeded {
 		recorded[st.Worker]++
@@ -201,6 +219,9 @@ func describeAttempts(st *agentlanev1alpha1.ExternalTaskStatus) string {
 	var parts []string
 	for _, a := range st.Attempts {
 		started := "never started"
+		if a.NotStarted {
+			started = "never started, notStarted"
+		}
 		if a.StartedAt != nil {
 			started = "started " + a.StartedAt.Format(time.TimeOnly)
 		}
@@ -218,7 +239,7 @@ func report(r row) {
 	printTable(&b, []row{r})
 	AddReportEntry(r.scenario, b.String(), ReportEntryVisibilityAlways)
 	Expect(r.problems).To(BeEmpty(), "seed %d", seed)
-	Expect(r.stuck + r.lost + r.twiceUnknown + r.countedTwice + r.countedNeverRan).To(BeZero())
+	Expect(r.stuck + r.lost + r.twiceUnknown + r.countedTwice + r.countedNeverRan + r.unstartedCounted).To(BeZero())
 }
 
 // printTable writes the rows as the suite's table.
@@ -227,14 +248,14 @@ func printTable(out io.Writer, rs []row) {
 		return
 	}
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(w, "scenario (seed %d)\ttasks\tSucceeded\tDeadLettered\tstuck\tlost\ttwice known\ttwice unknown\tcounted twice\tcounted never ran\tlost unstarted\tdrain\tgap\t\n", seed)
+	fmt.Fprintf(w, "scenario (seed %d)\ttasks\tSucceeded\tDeadLettered\tstuck\tlost\ttwice known\ttwice unknown\tcounted twice\tcounted never ran\tlost unstarted\tunstarted counted\tdrain\tgap\t\n", seed)
 	for _, r := range rs {
 		gap := "-"
 		if r.gap >= 0 {
 			gap = r.gap.Round(100 * time.Millisecond).String()
 		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n", r.scenario, r.tasks, r.succeeded, r.deadLettered,
-			r.stuck, r.lost, r.twiceKnown, r.twiceUnknown, r.countedTwice, r.countedNeverRan, r.lostUnstarted, r.drain.Round(100*time.Millisecond), gap)
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n", r.scenario, r.tasks, r.succeeded, r.deadLettered,
+			r.stuck, r.lost, r.twiceKnown, r.twiceUnknown, r.countedTwice, r.countedNeverRan, r.lostUnstarted, r.unstartedCounted, r.drain.Round(100*time.Millisecond), gap)
 	}
 	w.Flush()
 }
