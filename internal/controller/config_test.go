@@ -107,6 +107,18 @@ func TestQueueConfig(t *testing.T) {
 				return c
 			}(),
 		},
+		"maxRetries 0 is no retries, not the scheduler's default": {
+			spec: agentlanev1alpha1.LaneQueueSpec{
+				Lanes:       []agentlanev1alpha1.Lane{{Name: "execute"}},
+				RetryPolicy: &agentlanev1alpha1.RetryPolicy{MaxRetries: ptr.To[int32](0)},
+			},
+			want: func() lanequeue.Config {
+				c := base(execute)
+				c.Retry.Strategy = lanequeue.RetryNone
+				c.Retry.MaxRetries = 0
+				return c
+			}(),
+		},
 		"dead letters off and alerts off": {
 			spec: agentlanev1alpha1.LaneQueueSpec{
 				Lanes:             []agentlanev1alpha1.Lane{{Name: "execute"}},
