@@ -66,7 +66,9 @@ limitations under the License.
 // re-enters its lane at its original place. Errors marked Permanent, and
 // cancellations, are never retried and never dead-lettered. A command that
 // uses up its retries is dead-lettered (or ends Failed / TimedOut when the
-// dead-letter list is disabled).
+// dead-letter list is disabled). A failure wrapping ErrNotStarted (the
+// runner was lost before it reported a start) is retried without counting
+// against MaxRetries, at most MaxUncountedNotStarted times per command.
 //
 // The queue considers an attempt running from the moment it is granted until
 // it reports, times out or is cancelled. After a timeout or cancellation its
