@@ -19,8 +19,9 @@ limitations under the License.
 // controller-manager, PodDisruptionBudgets, Jobs and the Eviction API.
 // `make test-e2e` brings the cluster up (hack/cluster.sh), loads the images
 // of `make images`, runs this suite and tears the cluster down. The suite
-// installs agentlane the way a user does (helm install of charts/agentlane,
-// with the values beside this file: two manager replicas, one leading) and
+// installs agentlane the way a user does (charts/agentlane rendered with the
+// values beside this file, two manager replicas of which one leads, and
+// applied with kubectl) and
 // then drives it only from outside: kubectl, the Kubernetes API and the
 // Session API. It also renders config/default (in the overlay beside this
 // file, the same changes as the values) and applies it as a server-side dry
@@ -40,6 +41,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -130,15 +132,9 @@ var _ = BeforeSuite(func() {
 	artifacts = envOr("AGENTLANE_E2E_ARTIFACTS", GinkgoT().TempDir())
 	Expect(os.MkdirAll(artifacts, 0o755)).To(Succeed())
 
-	By("installing agentlane with helm upgrade --install of charts/agentlane, the values in test/cluster/values.yaml")
+	By("installing agentlane from charts/agentlane (helm template, the values in test/cluster/values.yaml) with kubectl apply --server-side")
 	began := time.Now()
-	// No repositories, plugins or cache of the user's: helm reads only the
-	// chart.
-	home := GinkgoT().TempDir()
-	_, err = runEnv([]string{"HELM_CONFIG_HOME=" + home, "HELM_CACHE_HOME=" + home, "HELM_DATA_HOME=" + home},
-		helmBin, "upgrade", "--install", "agentlane", "../../charts/agentlane",
-		"--namespace", systemNamespace, "--create-namespace", "--values", "values.yaml")
-	Expect(err).NotTo(HaveOccurred())
+	installChart()
 	waitForManagers()
 	waitForDeployment("agentlane-worker", workerReplicas)
 	GinkgoWriter.Printf("agentlane installed and available in %s\n", time.Since(began).Round(time.Millisecond))
@@ -163,6 +159,37 @@ var _ = ReportAfterEach(func(r SpecReport) {
 		dumpState(strings.ReplaceAll(r.LeafNodeText, " ", "_"))
 	}
 })
+
+// installChart renders charts/agentlane, its CRDs included, with the
+// suite's values, and applies it with server-side apply into
+// systemNamespace, which it creates as helm --create-namespace would. Not
+// helm install: the local cluster's API server is built without a version
+// (it reports v0.0.0-master), which the chart's kubeVersion refuses, so the
+// suite renders for the version the cluster is built from (KUBE_VERSION).
+func installChart() {
+	GinkgoHelper()
+	// No repositories, plugins or cache of the user's: helm reads only the
+	// chart.
+	home := GinkgoT().TempDir()
+	manifests, err := runEnv([]string{"HELM_CONFIG_HOME=" + home, "HELM_CACHE_HOME=" + home, "HELM_DATA_HOME=" + home},
+		helmBin, "template", "agentlane", "../../charts/agentlane", "--namespace", systemNamespace,
+		"--include-crds", "--kube-version", makefileVar("KUBE_VERSION"), "--values", "values.yaml")
+	Expect(err).NotTo(HaveOccurred())
+	namespace, err := run(kubectlBin, "create", "namespace", systemNamespace, "--dry-run=client", "-o", "yaml")
+	Expect(err).NotTo(HaveOccurred())
+	_, err = runStdin(namespace+"\n---\n"+manifests, kubectlBin, "apply", "--server-side", "-f", "-")
+	Expect(err).NotTo(HaveOccurred())
+}
+
+// makefileVar returns the value the Makefile gives name with ?=.
+func makefileVar(name string) string {
+	GinkgoHelper()
+	makefile, err := os.ReadFile("../../Makefile")
+	Expect(err).NotTo(HaveOccurred())
+	m := regexp.MustCompile(`(?m)^` + name + ` \?= (\S+)$`).FindSubmatch(makefile)
+	Expect(m).NotTo(BeNil(), "the Makefile sets no %s", name)
+	return string(m[1])
+}
 
 // waitForDeployment waits until the Deployment in systemNamespace has
 // replicas available, updated pods.
