@@ -404,7 +404,7 @@ subjects: [{kind: ServiceAccount, name: job-worker, namespace: default}]
 
 	It("keeps one of two managers ready and behind the Session API Service, and fails over to the standby when the leader's pod is deleted, every task run once", expectFailoverOnDelete)
 
-	It("fails over to the standby when the leader's process is killed (SIGKILL), every task run once", expectFailoverOnKill)
+	It("fails over to the standby manager when the leader's process is killed (SIGKILL), every task run once", expectFailoverOnKill)
 
 	It("moves a session off a drained node: checkpoint, eviction through the Eviction API, resume on another node", func() {
 		var steps []string
