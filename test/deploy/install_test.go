@@ -250,6 +250,37 @@ var _ = Describe("charts/agentlane", func() {
 		}
 	})
 
+	It("renders test/cluster/overlay's objects with test/cluster/values.yaml, but for the second manager replica", func() {
+		// The real-cluster suite installs the chart with these values and
+		// dry-runs the overlay: both must be the same agentlane.
+		kustomize, err := kustomizeBinary()
+		Expect(err).NotTo(HaveOccurred())
+		out, err := run(exec.CommandContext(ctx, kustomize, "build", filepath.Join(repoRoot(), "test", "cluster", "overlay")))
+		Expect(err).NotTo(HaveOccurred())
+		overlay, err := manifest.Decode("kustomize build test/cluster/overlay", out)
+		Expect(err).NotTo(HaveOccurred())
+		var want []*unstructured.Unstructured
+		for _, o := range overlay {
+			if o.GetKind() != "Namespace" {
+				want = append(want, o)
+			}
+		}
+		values, err := os.ReadFile(filepath.Join(repoRoot(), "test", "cluster", "values.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		chart := helmTemplate(string(values))
+		for _, o := range kindOf(chart, "Deployment") {
+			if o.GetName() == managerDeployment {
+				replicas, _, _ := unstructured.NestedInt64(o.Object, "spec", "replicas")
+				Expect(replicas).To(Equal(int64(2)))
+				Expect(unstructured.SetNestedField(o.Object, int64(1), "spec", "replicas")).To(Succeed())
+			}
+		}
+		Expect(keys(chart)).To(Equal(keys(want)))
+		if diff := cmp.Diff(byKey(want, "app.kubernetes.io/part-of"), byKey(chart, append(helmLabels, "app.kubernetes.io/part-of")...)); diff != "" {
+			Fail("test/cluster/overlay (-) and the chart with test/cluster/values.yaml (+) differ:\n" + diff)
+		}
+	})
+
 	It("applies every object rendered with the default values to the API server (dry run)", func() {
 		applyDryRun(helmTemplate(""))
 	})
