@@ -73,8 +73,8 @@ const (
 	// sessionAPIPort is the manager's Session API port.
 	sessionAPIPort = 8443
 	// sessionAPIServiceIP is the Session API Service's ClusterIP, which the
-	// overlay pins: runtime pods reach the API there and verify its
-	// certificate for that address.
+	// values (and the overlay) pin: runtime pods reach the API there and
+	// verify its certificate for that address.
 	sessionAPIServiceIP = "10.96.100.100"
 	// metricsPort is the manager's metrics port.
 	metricsPort = 8080
