@@ -45,6 +45,7 @@ AGENTLANE_E2E_KUBECONFIG="${cluster_dir}/kubeconfig" \
 	AGENTLANE_E2E_ARTIFACTS="${artifacts}" \
 	KUBECTL="${cluster_dir}/kubectl" \
 	KUSTOMIZE="${KUSTOMIZE:?KUSTOMIZE must name the kustomize binary (make test-e2e sets it)}" \
+	HELM="${HELM:?HELM must name the helm binary (make test-e2e sets it)}" \
 	go test ./test/cluster/... -count=1 -timeout 45m -v ${E2E_FLAGS:-} -args -ginkgo.v || status=$?
 suite_secs=$((SECONDS - start))
 

@@ -19,9 +19,13 @@ limitations under the License.
 // controller-manager, PodDisruptionBudgets, Jobs and the Eviction API.
 // `make test-e2e` brings the cluster up (hack/cluster.sh), loads the images
 // of `make images`, runs this suite and tears the cluster down. The suite
-// installs agentlane the way a user does (kustomize of config/default, in the
-// overlay beside this file) and then drives it only from outside: kubectl,
-// the Kubernetes API and the Session API.
+// installs agentlane the way a user does (charts/agentlane rendered with the
+// values beside this file, two manager replicas of which one leads, and
+// applied with kubectl) and
+// then drives it only from outside: kubectl, the Kubernetes API and the
+// Session API. It also renders config/default (in the overlay beside this
+// file, the same changes as the values) and applies it as a server-side dry
+// run, so the kustomize install is checked against real admission too.
 //
 // Without AGENTLANE_E2E_KUBECONFIG the suite is skipped, so `go test ./...`
 // passes on a machine with no cluster.
@@ -37,6 +41,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +51,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,13 +73,18 @@ const (
 	// sessionAPIPort is the manager's Session API port.
 	sessionAPIPort = 8443
 	// sessionAPIServiceIP is the Session API Service's ClusterIP, which the
-	// overlay pins: runtime pods reach the API there and verify its
-	// certificate for that address.
+	// values (and the overlay) pin: runtime pods reach the API there and
+	// verify its certificate for that address.
 	sessionAPIServiceIP = "10.96.100.100"
 	// metricsPort is the manager's metrics port.
 	metricsPort = 8080
 	// workerReplicas is the worker Deployment's size in config/worker.
 	workerReplicas = 3
+	// managerReplicas is the manager Deployment's size in values.yaml: one
+	// leader and one standby.
+	managerReplicas = 2
+	// leaderLease is the manager's leader-election Lease in systemNamespace.
+	leaderLease = "manager.agentlane.io"
 )
 
 var (
@@ -82,9 +94,9 @@ var (
 	cfg        *rest.Config
 	k8sClient  client.Client
 	clientset  *kubernetes.Clientset
-	// kubectlBin and kustomizeBin are the tools the suite runs, as a user
-	// would.
-	kubectlBin, kustomizeBin string
+	// kubectlBin, kustomizeBin and helmBin are the tools the suite runs, as
+	// a user would.
+	kubectlBin, kustomizeBin, helmBin string
 	// artifacts is where the suite writes what it saw (pod listings, logs).
 	artifacts string
 	// tenantToken authenticates as the tenant service account "agent", bound
@@ -116,18 +128,24 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	kubectlBin = envOr("KUBECTL", "kubectl")
 	kustomizeBin = envOr("KUSTOMIZE", "kustomize")
+	helmBin = envOr("HELM", "helm")
 	artifacts = envOr("AGENTLANE_E2E_ARTIFACTS", GinkgoT().TempDir())
 	Expect(os.MkdirAll(artifacts, 0o755)).To(Succeed())
 
-	By("installing agentlane with kustomize (config/default in test/cluster/overlay) and kubectl apply --server-side")
+	By("installing agentlane from charts/agentlane (helm template, the values in test/cluster/values.yaml) with kubectl apply --server-side")
 	began := time.Now()
-	manifests, err := run(kustomizeBin, "build", "overlay")
-	Expect(err).NotTo(HaveOccurred())
-	_, err = runStdin(manifests, kubectlBin, "apply", "--server-side", "-f", "-")
-	Expect(err).NotTo(HaveOccurred())
-	waitForDeployment("agentlane-controller-manager", 1)
+	installChart()
+	waitForManagers()
 	waitForDeployment("agentlane-worker", workerReplicas)
 	GinkgoWriter.Printf("agentlane installed and available in %s\n", time.Since(began).Round(time.Millisecond))
+
+	By("applying config/default (test/cluster/overlay) over it as a server-side dry run")
+	manifests, err := run(kustomizeBin, "build", "overlay")
+	Expect(err).NotTo(HaveOccurred())
+	// The chart's objects are helm's: the dry run takes their fields over,
+	// as a user moving from the chart to kustomize would.
+	_, err = runStdin(manifests, kubectlBin, "apply", "--server-side", "--force-conflicts", "--dry-run=server", "-f", "-")
+	Expect(err).NotTo(HaveOccurred())
 
 	By("creating the tenant service account 'agent', bound to agentlane-session-user")
 	_, err = testenv.ServiceAccountToken(ctx, k8sClient, ns, "agent",
@@ -141,6 +159,37 @@ var _ = ReportAfterEach(func(r SpecReport) {
 		dumpState(strings.ReplaceAll(r.LeafNodeText, " ", "_"))
 	}
 })
+
+// installChart renders charts/agentlane, its CRDs included, with the
+// suite's values, and applies it with server-side apply into
+// systemNamespace, which it creates as helm --create-namespace would. Not
+// helm install: the local cluster's API server is built without a version
+// (it reports v0.0.0-master), which the chart's kubeVersion refuses, so the
+// suite renders for the version the cluster is built from (KUBE_VERSION).
+func installChart() {
+	GinkgoHelper()
+	// No repositories, plugins or cache of the user's: helm reads only the
+	// chart.
+	home := GinkgoT().TempDir()
+	manifests, err := runEnv([]string{"HELM_CONFIG_HOME=" + home, "HELM_CACHE_HOME=" + home, "HELM_DATA_HOME=" + home},
+		helmBin, "template", "agentlane", "../../charts/agentlane", "--namespace", systemNamespace,
+		"--include-crds", "--kube-version", makefileVar("KUBE_VERSION"), "--values", "values.yaml")
+	Expect(err).NotTo(HaveOccurred())
+	namespace, err := run(kubectlBin, "create", "namespace", systemNamespace, "--dry-run=client", "-o", "yaml")
+	Expect(err).NotTo(HaveOccurred())
+	_, err = runStdin(namespace+"\n---\n"+manifests, kubectlBin, "apply", "--server-side", "-f", "-")
+	Expect(err).NotTo(HaveOccurred())
+}
+
+// makefileVar returns the value the Makefile gives name with ?=.
+func makefileVar(name string) string {
+	GinkgoHelper()
+	makefile, err := os.ReadFile("../../Makefile")
+	Expect(err).NotTo(HaveOccurred())
+	m := regexp.MustCompile(`(?m)^` + name + ` \?= (\S+)$`).FindSubmatch(makefile)
+	Expect(m).NotTo(BeNil(), "the Makefile sets no %s", name)
+	return string(m[1])
+}
 
 // waitForDeployment waits until the Deployment in systemNamespace has
 // replicas available, updated pods.
@@ -171,22 +220,52 @@ func podsOf(component string) []corev1.Pod {
 	return live
 }
 
-// managerPod is the running manager pod.
+// waitForManagers waits until the manager Deployment runs its replicas,
+// updated, and exactly one of them is ready: the leader (a standby's
+// readiness probe fails).
+func waitForManagers() {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		d := &appsv1.Deployment{}
+		g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: "agentlane-controller-manager"}, d)).To(Succeed())
+		g.Expect(d.Status.ObservedGeneration).To(Equal(d.Generation))
+		g.Expect(d.Status.Replicas).To(Equal(int32(managerReplicas)))
+		g.Expect(d.Status.UpdatedReplicas).To(Equal(int32(managerReplicas)))
+		g.Expect(d.Status.ReadyReplicas).To(Equal(int32(1)))
+	}).WithTimeout(3*time.Minute).WithPolling(time.Second).Should(Succeed(), "the manager Deployment")
+}
+
+// leaseHolder is the pod named by the leader-election Lease's holder
+// identity (controller-runtime's is "<pod name>_<uuid>"), empty when no
+// replica holds it.
+func leaseHolder(g Gomega) string {
+	lease := &coordinationv1.Lease{}
+	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: leaderLease}, lease)).To(Succeed())
+	holder := ptr.Deref(lease.Spec.HolderIdentity, "")
+	pod, _, _ := strings.Cut(holder, "_")
+	return pod
+}
+
+// managerPod is the leading manager pod: the one the Lease names, once it is
+// ready. The suite's "manager" is always the leader.
 func managerPod() corev1.Pod {
 	GinkgoHelper()
 	var pod corev1.Pod
 	Eventually(func(g Gomega) {
+		holder := leaseHolder(g)
 		pods := podsOf("manager")
-		g.Expect(pods).To(HaveLen(1))
-		g.Expect(pods[0].Status.PodIP).NotTo(BeEmpty())
-		pod = pods[0]
+		i := slices.IndexFunc(pods, func(p corev1.Pod) bool { return p.Name == holder })
+		g.Expect(i).NotTo(Equal(-1), "the Lease holder %q among the manager pods", holder)
+		g.Expect(ready(&pods[i])).To(BeTrue(), "the leader %s is ready", holder)
+		g.Expect(pods[i].Status.PodIP).NotTo(BeEmpty())
+		pod = pods[i]
 	}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	return pod
 }
 
-// sessionAPIURL is the Session API as this process reaches it: the manager
-// pod's address, which the host routes to (the Service's ClusterIP is only
-// served inside the nodes).
+// sessionAPIURL is the Session API as this process reaches it: the leading
+// manager pod's address, which the host routes to (the Service's ClusterIP
+// is only served inside the nodes).
 func sessionAPIURL() string {
 	GinkgoHelper()
 	return fmt.Sprintf("https://%s:%d", managerPod().Status.PodIP, sessionAPIPort)
@@ -221,8 +300,17 @@ func run(name string, args ...string) (string, error) {
 }
 
 func runStdin(stdin, name string, args ...string) (string, error) {
+	return runIn(stdin, nil, name, args...)
+}
+
+// runEnv runs a command with more environment variables.
+func runEnv(env []string, name string, args ...string) (string, error) {
+	return runIn("", env, name, args...)
+}
+
+func runIn(stdin string, env []string, name string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+kubeconfig), env...)
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)
 	}
@@ -268,7 +356,8 @@ func dumpState(name string) {
 	save("nodes.txt", "get", "nodes", "-o", "wide")
 	save("events.txt", "get", "events", "-A", "--sort-by=.lastTimestamp")
 	save("agentlane.yaml", "get", "lanequeues,agentsessions,externaltasks,jobs,pdb", "-n", ns, "-o", "yaml")
-	save("manager.log", "logs", "-n", systemNamespace, "deploy/agentlane-controller-manager", "--tail=2000")
+	save("manager.log", "logs", "-n", systemNamespace, "-l", "app.kubernetes.io/component=manager", "--tail=2000", "--prefix")
+	save("lease.yaml", "get", "lease", "-n", systemNamespace, leaderLease, "-o", "yaml")
 	save("workers.log", "logs", "-n", systemNamespace, "-l", "app.kubernetes.io/component=worker", "--tail=500", "--prefix")
 	GinkgoWriter.Printf("cluster state saved in %s\n", dir)
 }

@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -134,6 +135,20 @@ func applyDryRun(objs []*unstructured.Unstructured, namespaces ...string) {
 		}
 	}
 	Expect(errors.Join(errs...)).NotTo(HaveOccurred())
+}
+
+// sortContainers orders the containers of the Deployments among objs by
+// name.
+func sortContainers(objs []*unstructured.Unstructured) {
+	GinkgoHelper()
+	for _, o := range kindOf(objs, "Deployment") {
+		containers, _, err := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		Expect(err).NotTo(HaveOccurred())
+		slices.SortFunc(containers, func(a, b any) int {
+			return strings.Compare(a.(map[string]any)["name"].(string), b.(map[string]any)["name"].(string))
+		})
+		Expect(unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers")).To(Succeed())
+	}
 }
 
 // objectKey names an object by kind, namespace and name.
@@ -247,6 +262,41 @@ var _ = Describe("charts/agentlane", func() {
 			if o.GetKind() != "CustomResourceDefinition" {
 				Expect(o.GetLabels()).To(HaveKeyWithValue("app.kubernetes.io/part-of", "agentlane"), objectKey(o))
 			}
+		}
+	})
+
+	It("renders test/cluster/overlay's objects with test/cluster/values.yaml, but for the second manager replica", func() {
+		// The real-cluster suite installs the chart with these values and
+		// dry-runs the overlay: both must be the same agentlane.
+		kustomize, err := kustomizeBinary()
+		Expect(err).NotTo(HaveOccurred())
+		out, err := run(exec.CommandContext(ctx, kustomize, "build", filepath.Join(repoRoot(), "test", "cluster", "overlay")))
+		Expect(err).NotTo(HaveOccurred())
+		overlay, err := manifest.Decode("kustomize build test/cluster/overlay", out)
+		Expect(err).NotTo(HaveOccurred())
+		var want []*unstructured.Unstructured
+		for _, o := range overlay {
+			if o.GetKind() != "Namespace" {
+				want = append(want, o)
+			}
+		}
+		values, err := os.ReadFile(filepath.Join(repoRoot(), "test", "cluster", "values.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		chart := helmTemplate(string(values))
+		for _, o := range kindOf(chart, "Deployment") {
+			if o.GetName() == managerDeployment {
+				Expect(as[appsv1.Deployment](o).Spec.Replicas).To(HaveValue(Equal(int32(2))))
+				// Decoded YAML numbers are float64s.
+				Expect(unstructured.SetNestedField(o.Object, float64(1), "spec", "replicas")).To(Succeed())
+			}
+		}
+		Expect(keys(chart)).To(Equal(keys(want)))
+		// kustomize's patch of the runner's image moves the runner to the
+		// front of the worker's containers; the order means nothing here.
+		sortContainers(want)
+		sortContainers(chart)
+		if diff := cmp.Diff(byKey(want, "app.kubernetes.io/part-of"), byKey(chart, append(helmLabels, "app.kubernetes.io/part-of")...)); diff != "" {
+			Fail("test/cluster/overlay (-) and the chart with test/cluster/values.yaml (+) differ:\n" + diff)
 		}
 	})
 
