@@ -143,7 +143,8 @@ type lazyClaim struct {
 // claimAfter sends the claim of the run after delay unless stop comes
 // first, for a run not claimed yet (nil otherwise). onLost is called when
 // the claim is rejected: the run must stop.
-func (a *attempts) claimAfter(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f workerproto.Fence, delay time.Duration, state claimState, onLost func()) *lazyClaim {
+func (a *attempts) claimAfter(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f workerproto.Fence, delay time.Duration, rep runReport, onLost func()) *lazyClaim {
+	state := rep.claim
 	if state != unclaimed {
 		return nil
 	}
@@ -166,7 +167,7 @@ func (a *attempts) claimAfter(ctx context.Context, task *agentlanev1alpha1.Exter
 		c.sending = true
 		c.mu.Unlock()
 		defer close(c.done)
-		c.err = a.claim(context.WithoutCancel(ctx), task, f)
+		c.err = a.claimStarted(context.WithoutCancel(ctx), task, f, rep.startedAt)
 		if errors.Is(c.err, errAttemptLost) {
 			onLost()
 		}
@@ -218,14 +219,20 @@ func (c *lazyClaim) stop(state claimState) claimState {
 // claim moves the task's Dispatched attempt to Running. It returns an error
 // wrapping errAttemptLost when the attempt is no longer f's to claim.
 func (a *attempts) claim(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f workerproto.Fence, extra ...workerproto.PatchOp) error {
-	now := a.now()
-	extra = append(extra, a.claimedOps(task, f, now)...)
-	body, err := workerproto.ClaimPatch(f, now, extra...)
+	return a.claimStarted(ctx, task, f, a.now(), extra...)
+}
+
+// claimStarted is claim for a run that started at startedAt: a lazy claim,
+// sent once the run has lasted RunningAfter, records when the command
+// really started, not when the claim was sent.
+func (a *attempts) claimStarted(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f workerproto.Fence, startedAt metav1.Time, extra ...workerproto.PatchOp) error {
+	extra = append(extra, a.claimedOps(task, f, startedAt)...)
+	body, err := workerproto.ClaimPatch(f, startedAt, extra...)
 	if err != nil {
 		return err
 	}
 	err = a.patchStatus(ctx, task, writeClaim, body)
-	if errors.Is(err, errEarlierTryUncertain) && a.claimLanded(ctx, task, f, now) {
+	if errors.Is(err, errEarlierTryUncertain) && a.claimLanded(ctx, task, f, startedAt) {
 		a.log.Info("A claim whose answer was lost had been applied; running the attempt", "externalTask", klog.KObj(task), "attempt", f.Attempt)
 		return nil
 	}

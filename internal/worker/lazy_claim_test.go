@@ -104,6 +104,20 @@ var _ = Describe("A worker's writes", func() {
 			agentlanev1alpha1.ExternalTaskDispatched, agentlanev1alpha1.ExternalTaskRunning, agentlanev1alpha1.ExternalTaskSucceeded}))
 	})
 
+	It("records when a run really started, not when its late Running write was sent", func() {
+		startWorker(Options{Name: "w-started", Namespace: ns, RunningAfter: 2 * time.Second})
+		t := bashTask(ns, "three-seconds", "sleep 3; echo done").dispatch("w-started")
+
+		Eventually(phaseOf(t)).Should(Equal(agentlanev1alpha1.ExternalTaskRunning))
+		cur := resultOf(t)
+		Expect(cur.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskSucceeded))
+		// Times have one-second resolution: a run of 3 s started at s ends
+		// at or after s+3 whatever the rounding, while a start taken from
+		// the Running write (s+2) would leave 2 s at most.
+		Expect(cur.Status.FinishedAt.Sub(cur.Status.StartedAt.Time)).To(BeNumerically(">=", 3*time.Second),
+			"started %s, finished %s", cur.Status.StartedAt, cur.Status.FinishedAt)
+	})
+
 	It("stops a run it has not claimed yet and drops its result when the manager takes the attempt away", func() {
 		marker := filepath.Join(GinkgoT().TempDir(), "finished")
 		startWorker(Options{Name: "w-unclaimed", Namespace: ns})

@@ -450,7 +450,7 @@ func (w *Worker) start(task *agentlanev1alpha1.ExternalTask) {
 		tasksStarted.Inc()
 		tasksRunning.Inc()
 		defer tasksRunning.Dec()
-		lazy := w.attempts.claimAfter(ctx, task, f, w.opts.RunningAfter, rep.claim, func() { cancel(errAttemptLost) })
+		lazy := w.attempts.claimAfter(ctx, task, f, w.opts.RunningAfter, rep, func() { cancel(errAttemptLost) })
 		out, runErr := w.attempts.run(ctx, task)
 		r.executed.Store(true)
 		rep.claim = lazy.stop(rep.claim)
