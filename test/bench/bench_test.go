@@ -152,7 +152,7 @@ func (e *env) waitFor(what string, timeout time.Duration, cond func() bool) {
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			e.t.Fatalf("timed out after %s waiting for %s; manager log: %s", timeout, what, e.manager.log)
+			e.t.Fatalf("timed out after %s waiting for %s; manager log: %s", timeout, what, e.manager.Log)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

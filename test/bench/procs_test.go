@@ -21,11 +21,9 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,49 +32,26 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/agentlane/agentlane/internal/testenv"
 )
 
 // process is a manager or worker process the benchmark started.
-type process struct {
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-}
+type process struct{ *testenv.Process }
 
 // startProcess starts bin with args as the user of kubeconfig; its output
 // goes to a log file in dir.
 func startProcess(t *testing.T, dir, name, bin, kubeconfig string, args ...string) *process {
 	t.Helper()
-	logPath := filepath.Join(dir, name+".log")
-	f, err := os.Create(logPath)
+	p, err := testenv.StartProcess(filepath.Join(dir, name+".log"), bin, kubeconfig, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &process{cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		f.Close()
-		close(p.done)
-	}()
-	return p
+	return &process{p}
 }
 
 // stop sends SIGTERM and kills the process if it has not exited after 20s.
-func (p *process) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
+func (p *process) stop() { p.Stop(20 * time.Second) }
 
 // usage is what /proc says about a process at one moment.
 type usage struct {
@@ -88,7 +63,7 @@ type usage struct {
 // sample reads the process's CPU time and resident memory from /proc.
 func (p *process) sample() (usage, error) {
 	u := usage{at: time.Now()}
-	pid := p.cmd.Process.Pid
+	pid := p.Cmd.Process.Pid
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return u, err
@@ -121,10 +96,8 @@ func cores(a, b usage) float64 {
 func goBuild(t *testing.T, dir, pkg string) string {
 	t.Helper()
 	out := filepath.Join(dir, filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Dir = filepath.Join("..", "..")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	if err := testenv.GoBuild(filepath.Join("..", ".."), pkg, out); err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

@@ -135,7 +135,7 @@ var _ = Describe("Chaos", func() {
 			s.procs[w.name].terminate()
 		}
 		for _, w := range victims {
-			Eventually(s.procs[w.name].done, time.Minute).Should(BeClosed())
+			Eventually(s.procs[w.name].Done, time.Minute).Should(BeClosed())
 		}
 		report(s.audit(s.drain(), false))
 	})
@@ -151,7 +151,7 @@ var _ = Describe("Chaos", func() {
 			s.procs[w.name].terminate()
 		}
 		for _, w := range victims {
-			Eventually(s.procs[w.name].done, time.Minute).Should(BeClosed())
+			Eventually(s.procs[w.name].Done, time.Minute).Should(BeClosed())
 		}
 		report(s.audit(s.drain(), false))
 	})

@@ -19,22 +19,20 @@ package chaos
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/agentlane/agentlane/internal/testenv"
 )
 
 // process is a manager or worker process started by the suite.
 type process struct {
+	*testenv.Process
 	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
 }
 
 // startProcess starts bin with args, authenticated by kubeconfig; its
@@ -43,18 +41,9 @@ type process struct {
 func startProcess(name, bin, kubeconfig string, args ...string) *process {
 	GinkgoHelper()
 	logPath := filepath.Join(workDir, fmt.Sprintf("%s-%d.log", name, time.Now().UnixNano()))
-	logFile, err := os.Create(logPath)
+	tp, err := testenv.StartProcess(logPath, bin, kubeconfig, args...)
 	Expect(err).NotTo(HaveOccurred())
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	Expect(cmd.Start()).To(Succeed())
-	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
+	p := &process{Process: tp, name: name}
 	DeferCleanup(func() {
 		p.stop()
 		if CurrentSpecReport().Failed() {
@@ -65,52 +54,23 @@ func startProcess(name, bin, kubeconfig string, args ...string) *process {
 }
 
 // exited tells whether the process has exited.
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
+func (p *process) exited() bool { return p.Exited() }
 
 // kill ends the process at once, as a crashed pod or a lost node would.
-func (p *process) kill() {
-	_ = p.cmd.Process.Kill()
-	<-p.done
-}
+func (p *process) kill() { p.Kill() }
 
 // terminate sends SIGTERM and returns without waiting.
-func (p *process) terminate() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-}
+func (p *process) terminate() { p.Terminate() }
 
 // stop sends SIGTERM and waits, killing the process after 20s.
-func (p *process) stop() {
-	if p.exited() {
-		return
-	}
-	p.terminate()
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		p.kill()
-	}
-}
+func (p *process) stop() { p.Stop(20 * time.Second) }
 
 // logTail returns the end of the process log.
-func (p *process) logTail() string {
-	b, _ := os.ReadFile(p.log)
-	const max = 6000
-	if len(b) > max {
-		b = b[len(b)-max:]
-	}
-	return string(b)
-}
+func (p *process) logTail() string { return p.LogTail(6000) }
 
 // logContains tells whether the process has logged text.
 func (p *process) logContains(text string) bool {
-	b, _ := os.ReadFile(p.log)
+	b, _ := os.ReadFile(p.Log)
 	return strings.Contains(string(b), text)
 }
 

@@ -35,7 +35,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -177,10 +176,7 @@ func restartableAPIServer(certDir string) testenv.Option {
 func goBuild(pkg, name string) string {
 	GinkgoHelper()
 	out := filepath.Join(workDir, name)
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Dir = filepath.Join("..", "..")
-	b, err := cmd.CombinedOutput()
-	Expect(err).NotTo(HaveOccurred(), "go build %s:\n%s", pkg, b)
+	Expect(testenv.GoBuild(filepath.Join("..", ".."), pkg, out)).To(Succeed())
 	return out
 }
 

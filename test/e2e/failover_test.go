@@ -261,7 +261,7 @@ var _ = Describe("Two managers with leader election", Ordered, func() {
 			leader.signal(syscall.SIGTERM)
 			Eventually(leader.exited, 30*time.Second).Should(BeTrue(), "the leader did not exit on SIGTERM")
 		})
-		Expect(leader.err).NotTo(HaveOccurred(), "the leader exited with an error on SIGTERM")
+		Expect(leader.Err).NotTo(HaveOccurred(), "the leader exited with an error on SIGTERM")
 		leaderOf(replicas...)
 
 		AddReportEntry("failover gap after SIGKILL", killGap.String())

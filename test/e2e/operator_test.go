@@ -517,8 +517,8 @@ var _ = Describe("ExternalTasks on worker processes", func() {
 		By("running the Job's pod: the worker binary in one-shot mode")
 		pod := startProcess("in-a-job-1-pod", workerBin, workerKubeconfig,
 			"--task=in-a-job", "--namespace="+ns, "--name=in-a-job-1-x7k2p", "--node-name=node-j", "--job-name=in-a-job-1")
-		Eventually(pod.done).Should(BeClosed())
-		Expect(pod.err).NotTo(HaveOccurred(), pod.logTail())
+		Eventually(pod.Done).Should(BeClosed())
+		Expect(pod.Err).NotTo(HaveOccurred(), pod.logTail())
 		Eventually(phaseOf(task)).Should(Equal(agentlanev1alpha1.ExternalTaskSucceeded))
 		Expect(task.Status.Worker).To(Equal("in-a-job-1-x7k2p"))
 		Expect(task.Status.NodeName).To(Equal("node-j"))

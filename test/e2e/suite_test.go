@@ -31,7 +31,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -129,10 +128,7 @@ var _ = AfterSuite(func() {
 // into workDir.
 func goBuild(pkg, name string) string {
 	out := filepath.Join(workDir, name)
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Dir = filepath.Join("..", "..")
-	b, err := cmd.CombinedOutput()
-	Expect(err).NotTo(HaveOccurred(), "go build %s:\n%s", pkg, b)
+	Expect(testenv.GoBuild(filepath.Join("..", ".."), pkg, out)).To(Succeed())
 	return out
 }
 
@@ -161,11 +157,8 @@ func userKubeconfig(user, roleFile string) string {
 
 // process is a manager or worker process started by the suite.
 type process struct {
+	*testenv.Process
 	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-	err  error
 }
 
 // startProcess starts bin with args, authenticated by kubeconfig; its
@@ -173,19 +166,9 @@ type process struct {
 func startProcess(name, bin, kubeconfig string, args ...string) *process {
 	GinkgoHelper()
 	logPath := filepath.Join(workDir, fmt.Sprintf("%s-%d.log", name, time.Now().UnixNano()))
-	logFile, err := os.Create(logPath)
+	p, err := testenv.StartProcess(logPath, bin, kubeconfig, args...)
 	Expect(err).NotTo(HaveOccurred())
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	Expect(cmd.Start()).To(Succeed())
-	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
-	return p
+	return &process{Process: p, name: name}
 }
 
 // startManager starts the manager process.
@@ -199,51 +182,22 @@ func startManager() *process {
 }
 
 // exited tells whether the process has exited.
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
+func (p *process) exited() bool { return p.Exited() }
 
 // signal sends sig to the process.
 func (p *process) signal(sig syscall.Signal) {
 	GinkgoHelper()
-	Expect(p.cmd.Process.Signal(sig)).To(Succeed())
+	Expect(p.Cmd.Process.Signal(sig)).To(Succeed())
 }
 
 // kill ends the process at once, as a crashed pod or a lost node would.
-func (p *process) kill() {
-	_ = p.cmd.Process.Signal(syscall.SIGCONT) // a stopped process must be able to die
-	_ = p.cmd.Process.Kill()
-	<-p.done
-}
+func (p *process) kill() { p.Kill() }
 
 // stop sends SIGTERM and waits, killing the process after 20s.
-func (p *process) stop() {
-	if p.exited() {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGCONT)
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		p.kill()
-	}
-}
+func (p *process) stop() { p.Stop(20 * time.Second) }
 
 // logTail returns the end of the process log.
-func (p *process) logTail() string {
-	b, _ := os.ReadFile(p.log)
-	const max = 8000
-	if len(b) > max {
-		b = b[len(b)-max:]
-	}
-	return string(b)
-}
+func (p *process) logTail() string { return p.LogTail(8000) }
 
 // Worker defaults: quick heartbeats (a Lease lapses after 1s) keep the
 // specs that lose a worker fast.

@@ -138,10 +138,8 @@ func TestPythonClient(t *testing.T) {
 func goBuild(t *testing.T, root, dir string) string {
 	t.Helper()
 	out := filepath.Join(dir, "manager")
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/manager")
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/manager: %v\n%s", err, b)
+	if err := testenv.GoBuild(root, "./cmd/manager", out); err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
