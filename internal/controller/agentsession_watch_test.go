@@ -81,19 +81,13 @@ func activeSessions(prefix, queue string, n int) []*agentlanev1alpha1.AgentSessi
 // half: the reconciles of other specs' objects (their deletion) are over.
 func quiet(controller string) {
 	GinkgoHelper()
-	// Two quiet polls in a row (3s without a reconcile): a single one let
-	// a late reconcile of an earlier spec's objects land in the count.
-	last, quietPolls := reconcileCount(controller), 0
-	Eventually(func() int {
+	last := reconcileCount(controller)
+	Eventually(func() bool {
 		now := reconcileCount(controller)
-		if now == last {
-			quietPolls++
-		} else {
-			quietPolls = 0
-		}
+		same := now == last
 		last = now
-		return quietPolls
-	}).WithPolling(1500 * time.Millisecond).WithTimeout(30 * time.Second).Should(BeNumerically(">=", 2))
+		return same
+	}).WithPolling(1500 * time.Millisecond).WithTimeout(30 * time.Second).Should(BeTrue())
 }
 
 var _ = Describe("What wakes an AgentSession", func() {
