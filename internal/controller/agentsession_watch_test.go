@@ -26,29 +26,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 )
 
-// reconcileCount is how many reconciles the named controller of the suite's
-// manager has run so far, whatever their result.
-func reconcileCount(controller string) float64 {
-	GinkgoHelper()
-	families, err := ctrlmetrics.Registry.Gather()
-	Expect(err).NotTo(HaveOccurred())
-	total := 0.0
-	for _, f := range families {
-		if f.GetName() != "controller_runtime_reconcile_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == controller {
-					total += m.GetCounter().GetValue()
-				}
-			}
-		}
+// sessionReconciles is how many reconciles the AgentSession controller has
+// started for the given sessions, and for nothing else.
+func sessionReconciles(sessions ...*agentlanev1alpha1.AgentSession) int {
+	total := 0
+	for _, s := range sessions {
+		total += reconciles.count("agentsession", client.ObjectKeyFromObject(s))
 	}
 	return total
 }
@@ -77,13 +64,13 @@ func activeSessions(prefix, queue string, n int) []*agentlanev1alpha1.AgentSessi
 	return out
 }
 
-// quiet waits until the controller has run no reconcile for a second and a
-// half: the reconciles of other specs' objects (their deletion) are over.
-func quiet(controller string) {
+// settled waits until the sessions have had no reconcile for a second and a
+// half: what their creation and their work set off is over.
+func settled(sessions ...*agentlanev1alpha1.AgentSession) {
 	GinkgoHelper()
-	last := reconcileCount(controller)
+	last := -1 // Eventually polls once at once: that poll only takes the count
 	Eventually(func() bool {
-		now := reconcileCount(controller)
+		now := sessionReconciles(sessions...)
 		same := now == last
 		last = now
 		return same
@@ -96,10 +83,10 @@ var _ = Describe("What wakes an AgentSession", func() {
 		Expect(k8sClient.Create(ctx, lq)).To(Succeed())
 		DeferCleanup(func() { _ = k8sClient.Delete(ctx, lq) })
 		const sessions, writes = 8, 15
-		activeSessions("storm", lq.Name, sessions)
-		quiet("agentsession")
+		ss := activeSessions("storm", lq.Name, sessions)
+		settled(ss...)
 
-		before := reconcileCount("agentsession")
+		before := sessionReconciles(ss...)
 		for i := range writes {
 			Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 				got := &agentlanev1alpha1.LaneQueue{}
@@ -112,8 +99,8 @@ var _ = Describe("What wakes an AgentSession", func() {
 		}
 		// Before these predicates each write reconciled every session of
 		// the queue: sessions*writes reconciles.
-		Consistently(func() float64 { return reconcileCount("agentsession") - before }, "2s").
-			Should(BeNumerically("<", writes), "the queue's status writes reconciled its sessions")
+		Consistently(func() int { return sessionReconciles(ss...) - before }, "2s").
+			Should(BeZero(), "the queue's status writes reconciled its sessions")
 	})
 
 	It("leaves a session with queued work alone while nothing about it changes", func() {
@@ -131,13 +118,13 @@ var _ = Describe("What wakes an AgentSession", func() {
 			g.Expect(st.Pending).To(Equal(int32(2)))
 			g.Expect(st.Active).To(Equal(int32(1)))
 		}).Should(Succeed())
-		quiet("agentsession")
+		settled(s)
 
 		// A session with work in flight used to be reconciled every second
-		// (4 times here); the margin is for other specs' objects.
-		before := reconcileCount("agentsession")
-		Consistently(func() float64 { return reconcileCount("agentsession") - before }, "4s", "200ms").
-			Should(BeNumerically("<", 3), "an idle session was reconciled periodically")
+		// (4 times here).
+		before := sessionReconciles(s)
+		Consistently(func() int { return sessionReconciles(s) - before }, "4s", "200ms").
+			Should(BeZero(), "an idle session was reconciled periodically")
 
 		// Its counts still follow its commands.
 		b.release <- struct{}{}
@@ -146,5 +133,6 @@ var _ = Describe("What wakes an AgentSession", func() {
 			g.Expect(st.Pending).To(Equal(int32(1)))
 			g.Expect(st.Completed).To(Equal(int64(1)))
 		}).Should(Succeed())
+		Expect(sessionReconciles(s)).To(BeNumerically(">", before), "the count missed the reconcile that wrote the new counts")
 	})
 })

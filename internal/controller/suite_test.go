@@ -18,6 +18,7 @@ package controller
 
 import (
 	"context"
+	"github.com/go-logr/logr"
 	"testing"
 	"time"
 
@@ -43,6 +44,8 @@ var (
 	testEnv    *envtest.Environment
 	k8sClient  client.Client
 	schedulers *scheduling.Schedulers
+	// reconciles counts the manager's reconciles per controller and object.
+	reconciles = &reconcileLog{}
 	// managerCache is the manager's cache, as the reconcilers read it.
 	managerCache client.Reader
 )
@@ -53,7 +56,8 @@ func TestControllers(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	base := zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true))
+	logf.SetLogger(logr.New(countingSink{LogSink: base.GetSink(), log: reconciles}))
 	SetDefaultEventuallyTimeout(20 * time.Second)
 	SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
 
