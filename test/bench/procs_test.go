@@ -27,11 +27,8 @@ import (
 	"testing"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/yaml"
 
 	"github.com/agentlane/agentlane/internal/testenv"
 )
@@ -106,35 +103,8 @@ func goBuild(t *testing.T, dir, pkg string) string {
 // writes a kubeconfig of it into dir.
 func userKubeconfig(t *testing.T, ctx context.Context, env *envtest.Environment, c client.Client, dir, user, roleFile string) string {
 	t.Helper()
-	data, err := os.ReadFile(roleFile)
+	path, err := testenv.User(ctx, env, c, dir, user, roleFile, "")
 	if err != nil {
-		t.Fatal(err)
-	}
-	role := &rbacv1.ClusterRole{}
-	if err := yaml.Unmarshal(data, role); err != nil {
-		t.Fatal(err)
-	}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: user},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
-	}
-	if err := c.Create(ctx, role); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Create(ctx, binding); err != nil {
-		t.Fatal(err)
-	}
-	u, err := env.ControlPlane.AddUser(envtest.User{Name: user}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := u.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, user+".kubeconfig")
-	if err := os.WriteFile(path, kc, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -184,21 +184,8 @@ func goBuild(pkg, name string) string {
 // roleFile and returns the path of a kubeconfig that authenticates as it.
 func userKubeconfig(user, roleFile string) string {
 	GinkgoHelper()
-	role := &rbacv1.ClusterRole{}
-	readYAML(roleFile, role)
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: user},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
-	}
-	Expect(k8sClient.Create(suiteCtx, role)).To(Succeed())
-	Expect(k8sClient.Create(suiteCtx, binding)).To(Succeed())
-	u, err := testEnv.ControlPlane.AddUser(envtest.User{Name: user}, nil)
+	path, err := testenv.User(suiteCtx, testEnv, k8sClient, workDir, user, roleFile, "")
 	Expect(err).NotTo(HaveOccurred())
-	kubeconfig, err := u.KubeConfig()
-	Expect(err).NotTo(HaveOccurred())
-	path := filepath.Join(workDir, user+".kubeconfig")
-	Expect(os.WriteFile(path, kubeconfig, 0o600)).To(Succeed())
 	return path
 }
 

@@ -38,15 +38,12 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/yaml"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/testenv"
@@ -135,23 +132,9 @@ func goBuild(pkg, name string) string {
 // userKubeconfig creates a user bound cluster-wide to the ClusterRole in
 // roleFile and returns the path of a kubeconfig that authenticates as it.
 func userKubeconfig(user, roleFile string) string {
-	data, err := os.ReadFile(roleFile)
-	Expect(err).NotTo(HaveOccurred(), "read %s (run `make manifests`)", roleFile)
-	role := &rbacv1.ClusterRole{}
-	Expect(yaml.Unmarshal(data, role)).To(Succeed())
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: user},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
-	}
-	Expect(k8sClient.Create(suiteCtx, role)).To(Succeed())
-	Expect(k8sClient.Create(suiteCtx, binding)).To(Succeed())
-	u, err := testEnv.ControlPlane.AddUser(envtest.User{Name: user}, nil)
+	GinkgoHelper()
+	path, err := testenv.User(suiteCtx, testEnv, k8sClient, workDir, user, roleFile, "")
 	Expect(err).NotTo(HaveOccurred())
-	kubeconfig, err := u.KubeConfig()
-	Expect(err).NotTo(HaveOccurred())
-	path := filepath.Join(workDir, user+".kubeconfig")
-	Expect(os.WriteFile(path, kubeconfig, 0o600)).To(Succeed())
 	return path
 }
 

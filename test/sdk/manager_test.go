@@ -17,11 +17,9 @@ limitations under the License.
 package sdk
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -30,15 +28,14 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/yaml"
+
+	"github.com/agentlane/agentlane/internal/testenv"
 )
 
 const (
@@ -131,38 +128,8 @@ func startManager(ctx context.Context, t *testing.T, env *envtest.Environment, k
 // returns the path of a kubeconfig that authenticates as it.
 func managerKubeconfig(ctx context.Context, t *testing.T, env *envtest.Environment, k8s client.Client, roleFile, work string) string {
 	t.Helper()
-	data, err := os.ReadFile(roleFile)
-	if err != nil {
-		t.Fatalf("read %s (run `make manifests`): %v", roleFile, err)
-	}
-	subject := []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: managerUser}}
-	for _, doc := range bytes.Split(data, []byte("\n---\n")) {
-		var meta metav1.TypeMeta
-		must(t, yaml.Unmarshal(doc, &meta))
-		switch meta.Kind {
-		case "ClusterRole":
-			role := &rbacv1.ClusterRole{}
-			must(t, yaml.Unmarshal(doc, role))
-			must(t, k8s.Create(ctx, role))
-			must(t, k8s.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: managerUser},
-				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-				Subjects: subject}))
-		case "Role":
-			role := &rbacv1.Role{}
-			must(t, yaml.Unmarshal(doc, role))
-			role.Namespace = managerNamespace // kustomize's namespace transformer does this on install
-			must(t, k8s.Create(ctx, role))
-			must(t, k8s.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: managerNamespace, Name: managerUser},
-				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-				Subjects: subject}))
-		}
-	}
-	u, err := env.ControlPlane.AddUser(envtest.User{Name: managerUser}, nil)
+	path, err := testenv.User(ctx, env, k8s, work, managerUser, roleFile, managerNamespace)
 	must(t, err)
-	kubeconfig, err := u.KubeConfig()
-	must(t, err)
-	path := filepath.Join(work, "manager.kubeconfig")
-	must(t, os.WriteFile(path, kubeconfig, 0o600))
 	return path
 }
 
@@ -171,24 +138,13 @@ func managerKubeconfig(ctx context.Context, t *testing.T, env *envtest.Environme
 // audience, valid for an hour, as a runtime pod's projected token is.
 func audienceToken(ctx context.Context, t *testing.T, k8s client.Client, namespace, name string, role *rbacv1.RoleRef) string {
 	t.Helper()
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
-	must(t, k8s.Create(ctx, sa))
+	var ref rbacv1.RoleRef
 	if role != nil {
-		ref := *role
-		ref.APIGroup = rbacv1.GroupName
-		must(t, k8s.Create(ctx, &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fmt.Sprintf("%s-%s", name, ref.Name)},
-			RoleRef:    ref,
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: name}},
-		}))
+		ref = *role
 	}
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-		Audiences: []string{audience}, ExpirationSeconds: ptr.To[int64](3600)}}
-	must(t, k8s.SubResource("token").Create(ctx, sa, tr))
-	if tr.Status.Token == "" {
-		t.Fatalf("no token for %s/%s", namespace, name)
-	}
-	return tr.Status.Token
+	token, err := testenv.ServiceAccountToken(ctx, k8s, namespace, name, ref, audience)
+	must(t, err)
+	return token
 }
 
 func freeAddress(t *testing.T) string {
