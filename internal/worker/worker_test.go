@@ -226,6 +226,38 @@ var _ = Describe("Worker", func() {
 			Expect(cur.Status.Result.Success).To(BeFalse())
 			Expect(cur.Status.Result.Error).To(ContainSubstring("restarted while it ran the attempt"))
 		})
+
+		It("runs only attempts dispatched to its own process, never one dispatched to an earlier process of the worker", func() {
+			dir := GinkgoT().TempDir()
+			first := startWorker(Options{Name: "w-again", Namespace: ns})
+			firstInc := incarnationOf(first)
+			first.stop()
+			Eventually(func() bool {
+				return apierrors.IsNotFound(k8sClient.Get(suiteCtx, leaseKey(first.opts), &coordinationv1.Lease{}))
+			}, 10*time.Second).Should(BeTrue(), "the first process stopped")
+			second := startWorker(Options{Name: "w-again", Namespace: ns})
+			inc := incarnationOf(second)
+			Expect(inc).NotTo(Equal(firstInc), "each process of a worker advertises an incarnation of its own")
+
+			byPredecessor := dispatchTo(bashTask(ns, "for-the-predecessor", "touch "+dir+"/predecessor").create(), "w-again", firstInc, 1)
+			mine := dispatchTo(bashTask(ns, "for-me", "true").create(), "w-again", inc, 1)
+			unnamed := bashTask(ns, "unnamed", "true").dispatch("w-again")
+
+			Eventually(phaseOf(mine)).Should(Equal(agentlanev1alpha1.ExternalTaskSucceeded))
+			Eventually(phaseOf(unnamed)).Should(Equal(agentlanev1alpha1.ExternalTaskSucceeded),
+				"an attempt dispatched before workers advertised incarnations runs as before")
+			Consistently(func(g Gomega) {
+				cur := get(g, byPredecessor)
+				g.Expect(cur.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskDispatched))
+				g.Expect(cur.Status.StartedAt).To(BeNil())
+				g.Expect(filepath.Join(dir, "predecessor")).NotTo(BeAnExistingFile())
+			}).Should(Succeed())
+
+			By("the manager's next attempt, dispatched to this process, runs")
+			dispatchTo(byPredecessor, "w-again", inc, 2)
+			Eventually(phaseOf(byPredecessor)).Should(Equal(agentlanev1alpha1.ExternalTaskSucceeded))
+			Expect(filepath.Join(dir, "predecessor")).To(BeAnExistingFile())
+		})
 	})
 
 	Context("fencing", func() {
