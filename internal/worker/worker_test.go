@@ -53,6 +53,9 @@ var _ = Describe("Worker", func() {
 			Expect(lease.Labels).To(Equal(map[string]string{
 				"agentlane.io/worker": "true", "agentlane.io/node": "node-b", "gpu": "a100",
 			}))
+			Expect(lease.Annotations).To(HaveKeyWithValue("agentlane.io/incarnation", MatchRegexp(`^[0-9A-Z]{26}$`)),
+				"the process advertises its incarnation, a ULID")
+			delete(lease.Annotations, "agentlane.io/incarnation")
 			Expect(lease.Annotations).To(Equal(map[string]string{
 				"agentlane.io/capacity": "3", "agentlane.io/queues": "q1,q2", "agentlane.io/lanes": "",
 				"agentlane.io/command-types": "bash,exec,read",
