@@ -326,6 +326,17 @@ type ExternalTaskStatus struct {
 	// +optional
 	NodeName string `json:"nodeName,omitempty"`
 
+	// workerIncarnation is the process of the worker the current attempt was
+	// dispatched to: the incarnation its heartbeat Lease advertised when the
+	// manager dispatched it. Only that process runs the attempt; when the
+	// worker's Lease shows another incarnation (the worker restarted under
+	// the same name), the attempt is lost with it. Empty for an attempt
+	// dispatched to a worker that advertises no incarnation.
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9A-Za-z]*$`
+	// +optional
+	WorkerIncarnation string `json:"workerIncarnation,omitempty"`
+
 	// jobName is the batch Job created for the current attempt, when the
 	// lane's external target is Job.
 	// +kubebuilder:validation:MaxLength=253

@@ -203,7 +203,8 @@ func (r *ExternalTaskReconciler) sessionTasks(ctx context.Context, o client.Obje
 // (workerSightings), and wakes the tasks waiting for a worker: all of them
 // when a worker Lease appears or what it advertises changes, as many as the
 // worker has free slots when it only renews (a full worker's heartbeat
-// cannot help them), and the tasks a worker held when its Lease goes away.
+// cannot help them), and the tasks a worker held when its Lease goes away
+// or names a new process of the worker.
 func (r *ExternalTaskReconciler) leaseHandler() handler.EventHandler {
 	waiting := func(ns string, n int, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		for i, req := range r.awaiting.in(ns) {
@@ -227,6 +228,7 @@ func (r *ExternalTaskReconciler) leaseHandler() handler.EventHandler {
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			seen(e.ObjectNew)
+			r.restartedWorkerTasks(e.ObjectOld, e.ObjectNew, q)
 			waiting(e.ObjectNew.GetNamespace(), r.renewalWakes(e.ObjectOld, e.ObjectNew), q)
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {

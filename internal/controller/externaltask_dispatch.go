@@ -17,6 +17,7 @@ limitations under the License.
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,9 +30,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/lanequeue"
@@ -89,8 +92,13 @@ func (r *ExternalTaskReconciler) checkHeld(ctx context.Context, task *agentlanev
 	case err != nil:
 		return nil, 0, err
 	}
-	if _, ok := parseWorkerLease(lease); !ok {
+	w, ok := parseWorkerLease(lease)
+	if !ok {
 		return ended(agentlanev1alpha1.AttemptWorkerLost, "worker %s has no heartbeat Lease", st.Worker)
+	}
+	if restarted(st, w) {
+		return ended(agentlanev1alpha1.AttemptWorkerLost, "worker %s restarted: the attempt was dispatched to its process %s, its Lease now names %s",
+			st.Worker, st.WorkerIncarnation, cmp.Or(w.incarnation, "none"))
 	}
 	fresh, lost, expires := r.sightings.state(lease, now)
 	switch {
@@ -105,6 +113,15 @@ func (r *ExternalTaskReconciler) checkHeld(ctx context.Context, task *agentlanev
 	}
 	// Look again just after the Lease would lapse unless seen renewed.
 	return nil, min(expires.Sub(now)+100*time.Millisecond, maxHeldCheck), nil
+}
+
+// restarted tells whether the worker holding the task's attempt restarted
+// since the dispatch: the attempt names the worker process it was
+// dispatched to, and the worker's Lease now names another. An attempt that
+// names none (dispatched before workers advertised incarnations) cannot
+// tell.
+func restarted(st *agentlanev1alpha1.ExternalTaskStatus, w workerInfo) bool {
+	return st.WorkerIncarnation != "" && st.WorkerIncarnation != w.incarnation
 }
 
 // dispatch gives the granted attempt of the task to a worker, or creates its
@@ -150,7 +167,7 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, s *tas
 			return ctrl.Result{}, fmt.Errorf("create the Job: %w", err)
 		}
 		st.Phase = agentlanev1alpha1.ExternalTaskDispatched
-		st.JobName, st.Worker, st.NodeName = job.Name, "", ""
+		st.JobName, st.Worker, st.WorkerIncarnation, st.NodeName = job.Name, "", "", ""
 		st.DispatchedAt = &now
 		setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
 			agentlanev1alpha1.ExternalTaskJobPendingReason, fmt.Sprintf("Job %s runs attempt %d", job.Name, n))
@@ -173,7 +190,7 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, s *tas
 			logf.FromContext(ctx).V(1).Info("Attempt no longer pending", "attempt", n, "reason", err.Error())
 		}
 		st.Phase = agentlanev1alpha1.ExternalTaskQueued
-		st.Worker, st.NodeName = "", ""
+		st.Worker, st.WorkerIncarnation, st.NodeName = "", "", ""
 		setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
 			agentlanev1alpha1.ExternalTaskAwaitingWorkerReason,
 			fmt.Sprintf("attempt %d has a slot in lane %s; no live worker serving it has a free slot", n, lane))
@@ -181,7 +198,7 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, s *tas
 	}
 	r.awaiting.remove(key)
 	st.Phase = agentlanev1alpha1.ExternalTaskDispatched
-	st.Worker, st.NodeName = w.name, w.node
+	st.Worker, st.WorkerIncarnation, st.NodeName = w.name, w.incarnation, w.node
 	st.DispatchedAt = &now
 	setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
 		agentlanev1alpha1.ExternalTaskAwaitingWorkerReason,
@@ -284,6 +301,25 @@ func (r *ExternalTaskReconciler) renewalWakes(oldObj, newObj client.Object) int 
 		return 0
 	}
 	return r.workers.free(workerKey{newLease.Namespace, now.name}, now.capacity)
+}
+
+// restartedWorkerTasks queues the tasks assigned to a worker whose Lease
+// update names a new process of it (a restart under the same name), so that
+// their attempts, dispatched to the old process, are closed at once.
+func (r *ExternalTaskReconciler) restartedWorkerTasks(oldObj, newObj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	oldLease, ok1 := oldObj.(*coordinationv1.Lease)
+	newLease, ok2 := newObj.(*coordinationv1.Lease)
+	if !ok1 || !ok2 {
+		return
+	}
+	was, ok1 := parseWorkerLease(oldLease)
+	now, ok2 := parseWorkerLease(newLease)
+	if !ok2 || (ok1 && was.incarnation == now.incarnation) {
+		return
+	}
+	for _, t := range r.workers.tasksOf(workerKey{newLease.Namespace, now.name}) {
+		q.Add(reconcile.Request{NamespacedName: t})
+	}
 }
 
 // wakeAwaiting wakes one task of namespace ns that waits for a worker: a

@@ -33,7 +33,7 @@ import (
 // handlers.
 func offerToHandlers(st *agentlanev1alpha1.ExternalTaskStatus, generation int64, n int32, now metav1.Time) {
 	st.Phase = agentlanev1alpha1.ExternalTaskDispatched
-	st.Worker, st.NodeName, st.JobName = "", "", ""
+	st.Worker, st.WorkerIncarnation, st.NodeName, st.JobName = "", "", "", ""
 	st.DispatchedAt = &now
 	setCondition(st, generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
 		agentlanev1alpha1.ExternalTaskAwaitingHandlerReason,

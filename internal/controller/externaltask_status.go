@@ -329,7 +329,7 @@ func (r *ExternalTaskReconciler) recordEnded(st *agentlanev1alpha1.ExternalTaskS
 
 // clearAttempt removes what belonged to the previous attempt.
 func clearAttempt(st *agentlanev1alpha1.ExternalTaskStatus) {
-	st.Worker, st.NodeName, st.JobName = "", "", ""
+	st.Worker, st.WorkerIncarnation, st.NodeName, st.JobName = "", "", "", ""
 	st.StartedAt, st.FinishedAt, st.DispatchedAt, st.Result = nil, nil, nil, nil
 }
 

@@ -42,6 +42,9 @@ type workerInfo struct {
 	lanes        []string // empty: every lane
 	commandTypes []string // empty: not advertised, so any
 	draining     bool
+	// incarnation is the worker process renewing the Lease; empty for a
+	// worker that advertises none.
+	incarnation string
 	// expires is when the worker stops being live unless seen renewing:
 	// the Lease's renewTime plus its duration as parsed, replaced by the
 	// manager's own judgement (workerSightings) for a candidate worker.
@@ -64,6 +67,7 @@ func parseWorkerLease(l *coordinationv1.Lease) (workerInfo, bool) {
 		lanes:        wl.Lanes,
 		commandTypes: wl.CommandTypes,
 		draining:     wl.Draining,
+		incarnation:  wl.Incarnation,
 		expires:      wl.Expires,
 	}, true
 }

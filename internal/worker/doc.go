@@ -30,4 +30,9 @@ limitations under the License.
 // server rejects it when the manager has taken the attempt away; the worker
 // then drops that write and never retries it. A worker therefore never needs
 // to know whether it still holds an attempt: the API server decides.
+//
+// Each Worker is one incarnation of its worker name (incarnation.go): it
+// advertises a fresh ULID on its Lease, and runs only the attempts the
+// manager dispatched to that incarnation, never those of an earlier process
+// of the same name, which may have run them already.
 package worker

@@ -158,15 +158,39 @@ func (b *taskBuilder) dispatch(worker string) *agentlanev1alpha1.ExternalTask {
 // dispatch writes the manager's dispatch of attempt to worker in lane.
 func dispatch(t *agentlanev1alpha1.ExternalTask, worker, lane string, attempt int32) *agentlanev1alpha1.ExternalTask {
 	GinkgoHelper()
+	return updateStatus(t, func(st *agentlanev1alpha1.ExternalTaskStatus) { dispatchStatus(st, worker, lane, attempt) })
+}
+
+// dispatchStatus sets what the manager's dispatch of attempt to worker in
+// lane writes.
+func dispatchStatus(st *agentlanev1alpha1.ExternalTaskStatus, worker, lane string, attempt int32) {
+	now := metav1.Now()
+	st.Phase = agentlanev1alpha1.ExternalTaskDispatched
+	st.Lane = agentlanev1alpha1.LaneName(lane)
+	st.Attempt = attempt
+	st.Worker = worker
+	st.NodeName = "node-a"
+	st.QueuedAt, st.DispatchedAt = &now, &now
+}
+
+// dispatchTo writes the manager's dispatch of attempt to the process
+// incarnation of worker, in lane tools.
+func dispatchTo(t *agentlanev1alpha1.ExternalTask, worker, incarnation string, attempt int32) *agentlanev1alpha1.ExternalTask {
+	GinkgoHelper()
 	return updateStatus(t, func(st *agentlanev1alpha1.ExternalTaskStatus) {
-		now := metav1.Now()
-		st.Phase = agentlanev1alpha1.ExternalTaskDispatched
-		st.Lane = agentlanev1alpha1.LaneName(lane)
-		st.Attempt = attempt
-		st.Worker = worker
-		st.NodeName = "node-a"
-		st.QueuedAt, st.DispatchedAt = &now, &now
+		dispatchStatus(st, worker, testLane, attempt)
+		st.WorkerIncarnation = incarnation
 	})
+}
+
+// incarnationOf returns the incarnation the worker's Lease advertises.
+func incarnationOf(rw *runningWorker) string {
+	GinkgoHelper()
+	lease := &coordinationv1.Lease{}
+	Expect(k8sClient.Get(suiteCtx, leaseKey(rw.opts), lease)).To(Succeed())
+	inc := lease.Annotations[workerproto.IncarnationAnnotation]
+	Expect(inc).To(HaveLen(26), "a ULID")
+	return inc
 }
 
 // updateStatus changes the task's status as the manager would, retrying on

@@ -43,13 +43,15 @@ type leaseIdentity struct {
 	lanes        []string
 	commandTypes []string
 	heartbeat    time.Duration
+	// incarnation names this process of the worker.
+	incarnation string
 }
 
 // apply makes lease advertise id as renewed at now (workerproto.Encode).
 func (id leaseIdentity) apply(lease *coordinationv1.Lease, draining bool, now metav1.MicroTime) {
 	workerproto.Encode(lease, id.namespace, workerproto.Advertisement{
 		Name: id.name, NodeName: id.nodeName, Labels: id.labels, Capacity: id.capacity,
-		Queues: id.queues, Lanes: id.lanes, CommandTypes: id.commandTypes,
+		Queues: id.queues, Lanes: id.lanes, CommandTypes: id.commandTypes, Incarnation: id.incarnation,
 	}, id.heartbeat, draining, now)
 }
 

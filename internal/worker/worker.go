@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/oklog/ulid/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -154,12 +155,16 @@ func Scheme() *runtime.Scheme {
 // tasks whose status.worker is its name, so its memory and watch traffic grow
 // with its own tasks, not with the cluster's.
 type Worker struct {
-	opts     Options
-	log      logr.Logger
-	cache    cache.Cache
-	lease    *heartbeat
-	attempts *attempts
-	queue    workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	opts Options
+	// incarnation names this process of the worker: a new ULID each time a
+	// Worker is made, advertised on its Lease. The manager dispatches each
+	// attempt to one incarnation, and the worker runs only its own.
+	incarnation string
+	log         logr.Logger
+	cache       cache.Cache
+	lease       *heartbeat
+	attempts    *attempts
+	queue       workqueue.TypedRateLimitingInterface[types.NamespacedName]
 
 	// runEnded is signalled (without blocking) whenever a run ends.
 	runEnded chan struct{}
@@ -217,8 +222,10 @@ func New(cfg *rest.Config, opts Options) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create task cache: %w", err)
 	}
-	log := opts.Log.WithValues("worker", opts.Name)
+	incarnation := ulid.Make().String()
+	log := opts.Log.WithValues("worker", opts.Name, "incarnation", incarnation)
 	id := leaseIdentity{
+		incarnation:  incarnation,
 		namespace:    opts.Namespace,
 		name:         opts.Name,
 		nodeName:     opts.NodeName,
@@ -230,16 +237,17 @@ func New(cfg *rest.Config, opts Options) (*Worker, error) {
 		heartbeat:    opts.HeartbeatInterval,
 	}
 	return &Worker{
-		opts:     opts,
-		log:      log,
-		cache:    tasks,
-		lease:    newHeartbeat(c, opts.Clock, id, log),
-		attempts: &attempts{client: c, registry: opts.Registry, clock: opts.Clock, log: log},
-		queue:    workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName]()),
-		runEnded: make(chan struct{}, 1),
-		runs:     map[types.NamespacedName]*run{},
-		handled:  map[types.NamespacedName]int32{},
-		waiting:  sets.New[types.NamespacedName](),
+		opts:        opts,
+		incarnation: incarnation,
+		log:         log,
+		cache:       tasks,
+		lease:       newHeartbeat(c, opts.Clock, id, log),
+		attempts:    &attempts{client: c, registry: opts.Registry, clock: opts.Clock, log: log},
+		queue:       workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName]()),
+		runEnded:    make(chan struct{}, 1),
+		runs:        map[types.NamespacedName]*run{},
+		handled:     map[types.NamespacedName]int32{},
+		waiting:     sets.New[types.NamespacedName](),
 	}, nil
 }
 
@@ -379,6 +387,13 @@ func (w *Worker) sync(ctx context.Context, key types.NamespacedName) error {
 	switch st.Phase {
 	case agentlanev1alpha1.ExternalTaskDispatched:
 		switch {
+		case !w.dispatchedToMe(task):
+			// Dispatched to an earlier process of this worker, which may
+			// have run it: the manager records it lost with that process
+			// and dispatches a new attempt. Running it again here would
+			// be a run that status never shows.
+			log.V(1).Info("Leaving an attempt dispatched to an earlier process of this worker",
+				"dispatchedTo", st.WorkerIncarnation)
 		case !w.serves(task):
 			log.V(1).Info("Ignoring a task of a queue or lane this worker does not serve",
 				"queue", taskQueue(task), "lane", st.Lane)
@@ -436,7 +451,7 @@ func (w *Worker) start(task *agentlanev1alpha1.ExternalTask) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	r := &run{attempt: task.Status.Attempt, cancel: cancel}
 	w.runs[key] = r
-	f := workerproto.WorkerFence(w.opts.Name, task.Status.Attempt)
+	f := w.fence(task)
 	log := w.log.WithValues("externalTask", klog.KObj(task), "attempt", task.Status.Attempt)
 	w.wg.Add(1)
 	go func() {
@@ -497,7 +512,7 @@ func (w *Worker) retryLater(key types.NamespacedName, attempt int32) {
 // goHandBack returns a Dispatched attempt the draining worker will not start.
 // w.mu is held.
 func (w *Worker) goHandBack(task *agentlanev1alpha1.ExternalTask) {
-	f := workerproto.WorkerFence(w.opts.Name, task.Status.Attempt)
+	f := w.fence(task)
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
@@ -518,7 +533,7 @@ func (w *Worker) goHandBack(task *agentlanev1alpha1.ExternalTask) {
 // under the same name, would otherwise hide the loss from the manager
 // forever. w.mu is held.
 func (w *Worker) goReportOrphan(task *agentlanev1alpha1.ExternalTask) {
-	f := workerproto.WorkerFence(w.opts.Name, task.Status.Attempt)
+	f := w.fence(task)
 	result := agentlanev1alpha1.TaskResult{
 		Error: fmt.Sprintf("worker %s restarted while it ran the attempt; its output is lost", w.opts.Name),
 	}
@@ -535,62 +550,4 @@ func (w *Worker) goReportOrphan(task *agentlanev1alpha1.ExternalTask) {
 		tasksFinished.WithLabelValues(outcomeFailed).Inc()
 		log.Info("Reported an attempt an earlier process of this worker left behind as failed")
 	}()
-}
-
-// drain stops taking work and empties the worker: the Lease is marked
-// draining, Dispatched tasks are handed back, running ones get the grace
-// period and are then stopped and handed back.
-func (w *Worker) drain(ctx context.Context) {
-	w.log.Info("Draining", "gracePeriod", w.opts.GracePeriod)
-	w.mu.Lock()
-	w.draining = true
-	w.mu.Unlock()
-	if err := w.lease.drain(ctx); err != nil {
-		w.log.Error(err, "Could not mark the Lease draining")
-	}
-	// Look at every task again: Dispatched ones are now handed back.
-	w.requeueAll(ctx)
-
-	grace := w.opts.Clock.NewTimer(w.opts.GracePeriod)
-	defer grace.Stop()
-	if w.waitForRuns(grace.C()) {
-		return
-	}
-	w.mu.Lock()
-	w.log.Info("Grace period over; stopping and handing back running tasks", "running", len(w.runs))
-	for _, r := range w.runs {
-		r.cancel(errShuttingDown)
-	}
-	w.mu.Unlock()
-	w.waitForRuns(nil)
-}
-
-// requeueAll queues every task the worker holds for another sync.
-func (w *Worker) requeueAll(ctx context.Context) {
-	var list agentlanev1alpha1.ExternalTaskList
-	if err := w.cache.List(ctx, &list, client.InNamespace(w.opts.Namespace)); err != nil {
-		w.log.Error(err, "Could not list the worker's tasks")
-		return
-	}
-	for i := range list.Items {
-		w.queue.Add(client.ObjectKeyFromObject(&list.Items[i]))
-	}
-}
-
-// waitForRuns waits until no run is left, or until timeout fires; it tells
-// whether the runs are over.
-func (w *Worker) waitForRuns(timeout <-chan time.Time) bool {
-	for {
-		w.mu.Lock()
-		n := len(w.runs)
-		w.mu.Unlock()
-		if n == 0 {
-			return true
-		}
-		select {
-		case <-w.runEnded:
-		case <-timeout:
-			return false
-		}
-	}
 }

@@ -53,6 +53,9 @@ var _ = Describe("Worker", func() {
 			Expect(lease.Labels).To(Equal(map[string]string{
 				"agentlane.io/worker": "true", "agentlane.io/node": "node-b", "gpu": "a100",
 			}))
+			Expect(lease.Annotations).To(HaveKeyWithValue("agentlane.io/incarnation", MatchRegexp(`^[0-9A-Z]{26}$`)),
+				"the process advertises its incarnation, a ULID")
+			delete(lease.Annotations, "agentlane.io/incarnation")
 			Expect(lease.Annotations).To(Equal(map[string]string{
 				"agentlane.io/capacity": "3", "agentlane.io/queues": "q1,q2", "agentlane.io/lanes": "",
 				"agentlane.io/command-types": "bash,exec,read",
@@ -225,6 +228,38 @@ var _ = Describe("Worker", func() {
 			Expect(cur.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskRunning))
 			Expect(cur.Status.Result.Success).To(BeFalse())
 			Expect(cur.Status.Result.Error).To(ContainSubstring("restarted while it ran the attempt"))
+		})
+
+		It("runs only attempts dispatched to its own process, never one dispatched to an earlier process of the worker", func() {
+			dir := GinkgoT().TempDir()
+			first := startWorker(Options{Name: "w-again", Namespace: ns})
+			firstInc := incarnationOf(first)
+			first.stop()
+			Eventually(func() bool {
+				return apierrors.IsNotFound(k8sClient.Get(suiteCtx, leaseKey(first.opts), &coordinationv1.Lease{}))
+			}, 10*time.Second).Should(BeTrue(), "the first process stopped")
+			second := startWorker(Options{Name: "w-again", Namespace: ns})
+			inc := incarnationOf(second)
+			Expect(inc).NotTo(Equal(firstInc), "each process of a worker advertises an incarnation of its own")
+
+			byPredecessor := dispatchTo(bashTask(ns, "for-the-predecessor", "touch "+dir+"/predecessor").create(), "w-again", firstInc, 1)
+			mine := dispatchTo(bashTask(ns, "for-me", "true").create(), "w-again", inc, 1)
+			unnamed := bashTask(ns, "unnamed", "true").dispatch("w-again")
+
+			Eventually(phaseOf(mine)).Should(Equal(agentlanev1alpha1.ExternalTaskSucceeded))
+			Eventually(phaseOf(unnamed)).Should(Equal(agentlanev1alpha1.ExternalTaskSucceeded),
+				"an attempt dispatched before workers advertised incarnations runs as before")
+			Consistently(func(g Gomega) {
+				cur := get(g, byPredecessor)
+				g.Expect(cur.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskDispatched))
+				g.Expect(cur.Status.StartedAt).To(BeNil())
+				g.Expect(filepath.Join(dir, "predecessor")).NotTo(BeAnExistingFile())
+			}).Should(Succeed())
+
+			By("the manager's next attempt, dispatched to this process, runs")
+			dispatchTo(byPredecessor, "w-again", inc, 2)
+			Eventually(phaseOf(byPredecessor)).Should(Equal(agentlanev1alpha1.ExternalTaskSucceeded))
+			Expect(filepath.Join(dir, "predecessor")).To(BeAnExistingFile())
 		})
 	})
 

@@ -49,7 +49,29 @@ const (
 	CommandTypesAnnotation = "agentlane.io/command-types"
 	// DrainingAnnotation is "true" once the worker stops taking work.
 	DrainingAnnotation = "agentlane.io/draining"
+	// IncarnationAnnotation names the worker process that renews the Lease:
+	// a new id (a ULID) each time a worker process starts, so that the
+	// manager tells a restarted worker from the process it replaced.
+	IncarnationAnnotation = "agentlane.io/incarnation"
 )
+
+// MaxIncarnationLength is the longest incarnation a Lease may advertise.
+const MaxIncarnationLength = 64
+
+// ValidIncarnation tells whether s can name a worker process: at most
+// MaxIncarnationLength letters and digits. Empty is valid: a worker that
+// advertises no incarnation.
+func ValidIncarnation(s string) bool {
+	if len(s) > MaxIncarnationLength {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'A' || c > 'Z') && (c < 'a' || c > 'z') {
+			return false
+		}
+	}
+	return true
+}
 
 // SplitList reads a comma-separated list, such as a Lease's queues
 // annotation or the --queues flag, dropping blanks around and between items.
@@ -92,6 +114,9 @@ type Advertisement struct {
 	Queues, Lanes []string
 	// CommandTypes are the command types the worker runs; empty means any.
 	CommandTypes []string
+	// Incarnation identifies the worker process (IncarnationAnnotation);
+	// empty for a worker that advertises none.
+	Incarnation string
 }
 
 // meta returns the labels and annotations of the Lease. draining adds the
@@ -112,17 +137,22 @@ func (a Advertisement) meta(draining bool) (labels, annotations map[string]strin
 	if draining {
 		annotations[DrainingAnnotation] = "true"
 	}
+	if a.Incarnation != "" {
+		annotations[IncarnationAnnotation] = a.Incarnation
+	}
 	return labels, annotations
 }
 
 // Encode makes lease, in namespace, advertise a as renewed at now by a worker
 // that renews every heartbeat. It replaces the labels and annotations: a Lease
 // left by an earlier run of the same worker may advertise something else.
-// The acquire time is kept while the holder stays the same.
+// The acquire time is kept while the holder and its incarnation stay the
+// same.
 func Encode(lease *coordinationv1.Lease, namespace string, a Advertisement, heartbeat time.Duration, draining bool, now metav1.MicroTime) {
+	sameProcess := ptr.Deref(lease.Spec.HolderIdentity, "") == a.Name && lease.Annotations[IncarnationAnnotation] == a.Incarnation
 	lease.Namespace, lease.Name = namespace, LeaseName(a.Name)
 	lease.Labels, lease.Annotations = a.meta(draining)
-	if ptr.Deref(lease.Spec.HolderIdentity, "") != a.Name || lease.Spec.AcquireTime == nil {
+	if !sameProcess || lease.Spec.AcquireTime == nil {
 		lease.Spec.AcquireTime = &now
 	}
 	lease.Spec.HolderIdentity = ptr.To(a.Name)
@@ -141,9 +171,11 @@ type WorkerLease struct {
 }
 
 // Parse reads a worker Lease; ok is false for a Lease that is not a worker's
-// heartbeat. An unreadable capacity reads as 0.
+// heartbeat, or whose incarnation is not ValidIncarnation (such a worker
+// can be given no task). An unreadable capacity reads as 0.
 func Parse(l *coordinationv1.Lease) (w WorkerLease, ok bool) {
-	if l.Labels[WorkerLabel] != "true" || ptr.Deref(l.Spec.HolderIdentity, "") == "" {
+	if l.Labels[WorkerLabel] != "true" || ptr.Deref(l.Spec.HolderIdentity, "") == "" ||
+		!ValidIncarnation(l.Annotations[IncarnationAnnotation]) {
 		return WorkerLease{}, false
 	}
 	w = WorkerLease{
@@ -154,6 +186,7 @@ func Parse(l *coordinationv1.Lease) (w WorkerLease, ok bool) {
 			Queues:       SplitList(l.Annotations[QueuesAnnotation]),
 			Lanes:        SplitList(l.Annotations[LanesAnnotation]),
 			CommandTypes: SplitList(l.Annotations[CommandTypesAnnotation]),
+			Incarnation:  l.Annotations[IncarnationAnnotation],
 		},
 		Draining: l.Annotations[DrainingAnnotation] == "true",
 	}

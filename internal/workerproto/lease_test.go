@@ -17,6 +17,7 @@ limitations under the License.
 package workerproto
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -46,6 +47,7 @@ func TestLeaseRoundTrip(t *testing.T) {
 	ad := Advertisement{
 		Name: "w1", NodeName: "node-a", Labels: map[string]string{"gpu": "a100"}, Capacity: 3,
 		Queues: []string{"q1", "q2"}, Lanes: []string{"tools"}, CommandTypes: []string{"bash", "exec"},
+		Incarnation: "01KAQ3V4W5X6Y7Z8ABCDEFGHJK",
 	}
 	for _, draining := range []bool{false, true} {
 		lease := &coordinationv1.Lease{}
@@ -65,5 +67,41 @@ func TestLeaseRoundTrip(t *testing.T) {
 	}
 	if _, ok := Parse(&coordinationv1.Lease{}); ok {
 		t.Error("a Lease without the worker label was parsed as a worker Lease")
+	}
+}
+
+// A new process of the same worker (a new incarnation) acquires the Lease
+// anew; the same process renewing it keeps its acquire time.
+func TestLeaseIncarnation(t *testing.T) {
+	t0 := metav1.NewMicroTime(time.Date(2026, 5, 21, 14, 30, 0, 0, time.UTC))
+	t1 := metav1.NewMicroTime(t0.Add(time.Second))
+	t2 := metav1.NewMicroTime(t0.Add(2 * time.Second))
+	first := Advertisement{Name: "w1", NodeName: "node-a", Capacity: 1, Incarnation: "AAAA"}
+	lease := &coordinationv1.Lease{}
+	Encode(lease, "agents", first, time.Second, false, t0)
+	Encode(lease, "agents", first, time.Second, false, t1)
+	if !lease.Spec.AcquireTime.Equal(&t0) {
+		t.Errorf("a renewal by the same process moved the acquire time to %s", lease.Spec.AcquireTime)
+	}
+	second := first
+	second.Incarnation = "BBBB"
+	Encode(lease, "agents", second, time.Second, false, t2)
+	if !lease.Spec.AcquireTime.Equal(&t2) {
+		t.Errorf("a new process of the worker kept the acquire time %s, want %s", lease.Spec.AcquireTime, t2)
+	}
+	if got, ok := Parse(lease); !ok || got.Incarnation != "BBBB" {
+		t.Errorf("Parse = %+v, %t; want incarnation BBBB", got, ok)
+	}
+
+	for _, bad := range []string{"has space", "semi;colon", "é", strings.Repeat("A", MaxIncarnationLength+1)} {
+		l := lease.DeepCopy()
+		l.Annotations[IncarnationAnnotation] = bad
+		if _, ok := Parse(l); ok {
+			t.Errorf("a Lease advertising incarnation %q was parsed as a worker Lease", bad)
+		}
+	}
+	delete(lease.Annotations, IncarnationAnnotation)
+	if got, ok := Parse(lease); !ok || got.Incarnation != "" {
+		t.Errorf("a Lease without an incarnation (an older worker): Parse = %+v, %t", got, ok)
 	}
 }

@@ -28,14 +28,15 @@ import (
 // JSON Pointer paths of the ExternalTask status fields the worker fences on
 // or writes.
 const (
-	PathWorker     = "/status/worker"
-	PathJobName    = "/status/jobName"
-	PathNodeName   = "/status/nodeName"
-	PathAttempt    = "/status/attempt"
-	PathPhase      = "/status/phase"
-	PathStartedAt  = "/status/startedAt"
-	PathFinishedAt = "/status/finishedAt"
-	PathResult     = "/status/result"
+	PathWorker            = "/status/worker"
+	PathWorkerIncarnation = "/status/workerIncarnation"
+	PathJobName           = "/status/jobName"
+	PathNodeName          = "/status/nodeName"
+	PathAttempt           = "/status/attempt"
+	PathPhase             = "/status/phase"
+	PathStartedAt         = "/status/startedAt"
+	PathFinishedAt        = "/status/finishedAt"
+	PathResult            = "/status/result"
 )
 
 // PatchOp is one JSON Patch (RFC 6902) operation. Value is omitted only when
@@ -63,11 +64,23 @@ type Fence struct {
 	Holder string
 	// Attempt is the attempt number status.attempt must have.
 	Attempt int32
+	// Incarnation, when set, is the worker process
+	// status.workerIncarnation must name.
+	Incarnation string
 }
 
 // WorkerFence fences on the worker named in status.worker.
 func WorkerFence(worker string, attempt int32) Fence {
 	return Fence{HolderPath: PathWorker, Holder: worker, Attempt: attempt}
+}
+
+// WithIncarnation fences also on the worker process the attempt was
+// dispatched to, when it names one (an attempt dispatched before workers
+// advertised incarnations names none, and a test of a missing member would
+// fail).
+func (f Fence) WithIncarnation(incarnation string) Fence {
+	f.Incarnation = incarnation
+	return f
 }
 
 // JobFence fences on the Job named in status.jobName.
@@ -78,11 +91,15 @@ func JobFence(job string, attempt int32) Fence {
 // Tests returns the test operations that make a patch apply only while the
 // attempt is still held by f's holder and is in phase.
 func (f Fence) Tests(phase agentlanev1alpha1.ExternalTaskPhase) []PatchOp {
-	return []PatchOp{
+	ops := []PatchOp{
 		TestOp(f.HolderPath, f.Holder),
 		TestOp(PathAttempt, f.Attempt),
 		TestOp(PathPhase, phase),
 	}
+	if f.Incarnation != "" {
+		ops = append(ops, TestOp(PathWorkerIncarnation, f.Incarnation))
+	}
+	return ops
 }
 
 // ClaimPatch moves a Dispatched attempt to Running and records when it

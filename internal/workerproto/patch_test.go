@@ -112,6 +112,21 @@ func TestPatches(t *testing.T) {
 				{"op":"add","path":"/status/result","value":{"success":false,"error":"boom"}},
 				{"op":"add","path":"/status/finishedAt","value":"2026-05-21T14:30:00Z"}]`,
 		},
+		"one-write report fenced on the worker process the attempt was dispatched to": {
+			build: func() ([]byte, error) {
+				f := WorkerFence("w1", 1).WithIncarnation("01J0INCARNATION")
+				return StartAndCompletePatch(f, agentlanev1alpha1.TaskResult{Success: true}, at, at)
+			},
+			want: `[
+				{"op":"test","path":"/status/worker","value":"w1"},
+				{"op":"test","path":"/status/attempt","value":1},
+				{"op":"test","path":"/status/phase","value":"Dispatched"},
+				{"op":"test","path":"/status/workerIncarnation","value":"01J0INCARNATION"},
+				{"op":"replace","path":"/status/phase","value":"Succeeded"},
+				{"op":"add","path":"/status/startedAt","value":"2026-05-21T14:30:00Z"},
+				{"op":"add","path":"/status/result","value":{"success":true}},
+				{"op":"add","path":"/status/finishedAt","value":"2026-05-21T14:30:00Z"}]`,
+		},
 		"hand back of a running attempt": {
 			build: func() ([]byte, error) {
 				return HandBackPatch(WorkerFence("w1", 4), agentlanev1alpha1.ExternalTaskRunning)

@@ -220,6 +220,25 @@ var _ = Describe("config/policy worker rules, installed", Ordered, func() {
 			}
 		})
 
+		It("cannot rewrite the worker process its attempt was dispatched to", func() {
+			t := dispatched("worker-a", 1)
+			setStatus(t, func(st *agentlanev1alpha1.ExternalTaskStatus) { st.WorkerIncarnation = "PROCESSA" })
+			a := workerPod("worker-a")
+			for _, patch := range []string{
+				`{"status":{"workerIncarnation":"PROCESSB"}}`,
+				`{"status":{"workerIncarnation":null}}`,
+			} {
+				expectRefused(patchStatus(a, t, types.MergePatchType, patch), "a worker may not change status.worker, status.workerIncarnation")
+			}
+			By("while its fenced report of that attempt is admitted")
+			f := workerproto.WorkerFence("worker-a", 1).WithIncarnation("PROCESSA")
+			report := must(workerproto.StartAndCompletePatch(f, agentlanev1alpha1.TaskResult{Success: true}, metav1.Now(), metav1.Now()))
+			Expect(patchStatus(a, t, types.JSONPatchType, string(report))).To(Succeed())
+			Expect(admin.Get(ctx, client.ObjectKeyFromObject(t), t)).To(Succeed())
+			Expect(t.Status.WorkerIncarnation).To(Equal("PROCESSA"))
+			Expect(t.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskSucceeded))
+		})
+
 		It("cannot move a phase back, nor change a finished one", func() {
 			t := dispatched("worker-a", 1)
 			a := workerPod("worker-a")
