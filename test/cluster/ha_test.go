@@ -245,9 +245,10 @@ func expectFailoverOnDelete() {
 }
 
 // expectFailoverOnKill is expectFailoverOnDelete with the leader's process
-// killed by SIGKILL from the host, as a crash: the Lease is not released and
-// the standby waits out the lease duration; the killed container restarts
-// as a standby.
+// killed by SIGKILL from the host, as a crash: the Lease is not released;
+// the standby takes it once the kubelet reports the leader's container
+// restarted (well before the lease duration is out), and the killed
+// container restarts as a standby.
 func expectFailoverOnKill() {
 	startFailoverTasks("ha-kill", failoverTasks)
 	readyAfter, dispatchAfter := failover("ha-kill", func(leader corev1.Pod) {
