@@ -215,9 +215,15 @@ func (q *Queue) terminalLocked(t *Ticket, st state, r Result, err error, now int
 		ln.runnable.Delete(ls)
 		delete(ln.sessions, sess.key)
 	}
-	if u := q.deciding; u != nil && u.t == t {
+	switch u := q.unconfirmed[t.id]; {
+	case u != nil && u == q.deciding:
 		u.final = st // counted once confirmed
-	} else {
+	case u != nil:
+		// It ends otherwise before its timeout's record was confirmed:
+		// that record stands.
+		q.countTimeoutLocked(u)
+		q.countTerminalLocked(t, st)
+	default:
 		q.countTerminalLocked(t, st)
 	}
 	if t.done != nil {

@@ -257,6 +257,7 @@ func (q *Queue) Settle(id string, r Result) error {
 	switch {
 	case u != nil && q.settleUnconfirmedLocked(u, r, err, now):
 		// The timeout had ended the command; it ends as r says.
+	case t == nil:
 	case t.state == stRunning:
 		t.run.abandonLocked(context.Canceled)
 		q.endAttemptLocked(t, kind, r, err, now)

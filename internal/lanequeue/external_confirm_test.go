@@ -186,3 +186,28 @@ func TestExternalUnconfirmedDeadLetterCountedOnCancel(t *testing.T) {
 		t.Errorf("counts (-want,+got):\n%s", diff)
 	}
 }
+
+// TestExternalUnconfirmedTimeoutCountedWhenItsLaneGoes: a command waiting
+// for the retry its unconfirmed timeout caused ends Failed when its lane is
+// removed; the timeout and the retry are counted then (the lane's metrics
+// outlive it), and a late Settle finds the command gone.
+func TestExternalUnconfirmedTimeoutCountedWhenItsLaneGoes(t *testing.T) {
+	h, p, tk := confirmHarness(t, 2)
+	h.step(10 * time.Second)
+	cfg := h.q.Config()
+	cfg.Lanes = []LaneConfig{{Name: "other", Mode: External}}
+	cfg.DefaultLane = "other"
+	if err := h.q.Reconfigure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := tk.Outcome(); o.State != StateFailed {
+		t.Fatalf("outcome = %+v, want Failed (lane removed)", o)
+	}
+	if err := h.q.Settle("x", Result{Success: true}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Settle = %v, want ErrNotFound", err)
+	}
+	got := [3]float64{p.values["execute/attempts_timed_out"], p.values["execute/retries"], p.values["execute/commands_failed"]}
+	if got != [3]float64{1, 1, 1} {
+		t.Errorf("the removed lane's attempts timed out, retries, commands failed = %v, want [1 1 1]", got)
+	}
+}
