@@ -100,7 +100,7 @@ test-chaos: manifests ## Run only the chaos suite (test/chaos, part of `make tes
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/chaos/ -count=1 -timeout=30m -v $(GOTEST_FLAGS)
 
 .PHONY: test-e2e
-test-e2e: images kustomize helm ## Run the end-to-end suite on a real three-node cluster on this machine (Linux, root; see docs/cluster.md).
+test-e2e: images kustomize helm ## Run the end-to-end suite on a real three-node cluster on this machine (Linux, root; see docs/cluster.md); E2E_FOCUS="fails over" runs only the specs it matches.
 	KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" hack/test-e2e.sh
 
 .PHONY: bench

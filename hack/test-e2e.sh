@@ -6,6 +6,7 @@
 #   E2E_KEEP_CLUSTER=1   leave the cluster up afterwards (make cluster-down ends it)
 #   E2E_REUSE_CLUSTER=1  run against the cluster that is already up
 #   E2E_FLAGS=...        extra flags for go test, e.g. -ginkgo.focus=drain
+#   E2E_FOCUS=regexp     run only the specs it matches (spaces allowed), e.g. "fails over"
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -41,12 +42,16 @@ fi
 
 start=${SECONDS}
 status=0
+focus=()
+if [[ -n "${E2E_FOCUS:-}" ]]; then
+	focus=("-ginkgo.focus=${E2E_FOCUS}")
+fi
 AGENTLANE_E2E_KUBECONFIG="${cluster_dir}/kubeconfig" \
 	AGENTLANE_E2E_ARTIFACTS="${artifacts}" \
 	KUBECTL="${cluster_dir}/kubectl" \
 	KUSTOMIZE="${KUSTOMIZE:?KUSTOMIZE must name the kustomize binary (make test-e2e sets it)}" \
 	HELM="${HELM:?HELM must name the helm binary (make test-e2e sets it)}" \
-	go test ./test/cluster/... -count=1 -timeout 45m -v ${E2E_FLAGS:-} -args -ginkgo.v || status=$?
+	go test ./test/cluster/... -count=1 -timeout 45m -v ${E2E_FLAGS:-} "${focus[@]}" -args -ginkgo.v || status=$?
 suite_secs=$((SECONDS - start))
 
 down_secs=0

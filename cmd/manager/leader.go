@@ -34,10 +34,12 @@ import (
 )
 
 // Leader election timing. A standby takes over once it has seen the
-// leader's Lease unrenewed for the lease duration, checking every retry
-// period, so dispatch resumes within about leaseDuration + retryPeriod of a
-// leader's SIGKILL, plus the new leader's start (its caches are already
-// warm, see apply). A leader that stops on SIGTERM releases the Lease, and a
+// leader's Lease unrenewed for the lease duration. It looks at the Lease at
+// jittered intervals of 1 to 2.2 retry periods, so it sees the last renewal
+// and the expiry each up to 2.2 retry periods late: dispatch resumes
+// between leaseDuration - retryPeriod and leaseDuration + 4.4 retryPeriods
+// after a leader's SIGKILL (3.5-6.2 s), plus the new leader's start (its
+// caches are already warm, see apply). A leader that stops on SIGTERM releases the Lease, and a
 // standby takes it at its next retry. A leader that cannot renew for the
 // renew deadline (the API server is unreachable) stops leading and exits.
 const (

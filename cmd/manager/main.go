@@ -138,7 +138,7 @@ func main() {
 		log.Error(err, "invalid leader election timing")
 		os.Exit(2)
 	}
-	mgr, err := ctrl.NewManager(cfg, o.leaderElection.apply(ctrl.Options{
+	mgrOptions, takeover, err := o.leaderElection.withTakeover(cfg, o.leaderElection.apply(ctrl.Options{
 		Cache:                   controller.CacheOptions(),
 		Scheme:                  scheme,
 		Metrics:                 o.metricsOptions(),
@@ -148,8 +148,19 @@ func main() {
 		LeaderElectionNamespace: o.leaderElectionNS,
 	}))
 	if err != nil {
+		log.Error(err, "unable to set up the leader election")
+		os.Exit(1)
+	}
+	mgr, err := ctrl.NewManager(cfg, mgrOptions)
+	if err != nil {
 		log.Error(err, "unable to create the manager")
 		os.Exit(1)
+	}
+	if takeover != nil {
+		if err := takeover.addTo(mgr); err != nil {
+			log.Error(err, "unable to set up the leader takeover")
+			os.Exit(1)
+		}
 	}
 	ctx := ctrl.SetupSignalHandler()
 	// The state the controllers and the Session API share, each part built

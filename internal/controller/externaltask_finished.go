@@ -40,18 +40,26 @@ import (
 // A success the scheduler no longer expects (the attempt's timeout fired
 // before the manager saw the worker's write, and the command waits for a
 // retry or its next attempt) still ends the command Succeeded, so the lane
-// counts the outcome status records; any other final phase cancels it.
+// counts the outcome status records; any other final phase cancels it. So
+// does a success that won over the record of a timeout that ended the
+// command (its last attempt): the scheduler counts a timeout only once its
+// record is written (confirmRecordedTimeout).
 func (r *ExternalTaskReconciler) settleFinished(ctx context.Context, b binding, task *agentlanev1alpha1.ExternalTask) {
 	defer b.tasks.Forget(task.Name)
 	tt, ok := b.tasks.Get(task.Name)
 	if !ok {
 		return
 	}
+	st := &task.Status
+	succeeded := st.Phase == agentlanev1alpha1.ExternalTaskSucceeded && st.Result != nil
 	if _, final := tt.Ticket.Outcome(); final {
+		if succeeded {
+			// ErrNotFound unless the timeout's count is still held.
+			_ = b.queue.Settle(task.Name, schedulerResult(st.Result))
+		}
 		return
 	}
-	st := &task.Status
-	if st.Phase == agentlanev1alpha1.ExternalTaskSucceeded && st.Result != nil {
+	if succeeded {
 		err := b.queue.CompleteAttempt(task.Name, int(st.Attempt), schedulerResult(st.Result))
 		if errors.Is(err, lanequeue.ErrStaleAttempt) || errors.Is(err, lanequeue.ErrNotPending) {
 			err = b.queue.Settle(task.Name, schedulerResult(st.Result))
@@ -62,6 +70,17 @@ func (r *ExternalTaskReconciler) settleFinished(ctx context.Context, b binding, 
 	}
 	if err := b.queue.Cancel(task.Name); err != nil && !errors.Is(err, lanequeue.ErrNotFound) {
 		logf.FromContext(ctx).Error(err, "Cancel the scheduler's command of a finished task")
+	}
+}
+
+// confirmRecordedTimeout tells the scheduler that the task's status, as
+// written, records the end of its last attempt, not as a success: the
+// record won over any late result of that attempt, so a timeout of it
+// counts (lanequeue.Options.ConfirmExternalTimeouts).
+func confirmRecordedTimeout(b binding, s *taskScope) {
+	st := &s.task.Status
+	if n := len(st.Attempts); n > 0 && !s.deferred && st.Attempts[n-1].Outcome != agentlanev1alpha1.AttemptSucceeded {
+		b.queue.ConfirmTimeout(s.task.Name, int(st.Attempts[n-1].Attempt))
 	}
 }
 

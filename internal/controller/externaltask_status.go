@@ -72,6 +72,7 @@ func priorAttempts(st *agentlanev1alpha1.ExternalTaskStatus) int {
 // is recorded, a finished command gets its final phase.
 func (r *ExternalTaskReconciler) converge(ctx context.Context, b binding, s *taskScope) (ctrl.Result, error) {
 	task := s.task
+	s.afterWrite(func() { confirmRecordedTimeout(b, s) })
 	// Feeding a result or a loss to the scheduler changes its state; look
 	// again afterwards. Two reports are the most one pass can make.
 	for range 3 {

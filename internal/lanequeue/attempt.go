@@ -179,7 +179,10 @@ func (q *Queue) endAttemptLocked(t *Ticket, kind endKind, r Result, err error, n
 	ln.runLat.observe(d)
 	q.runLat.observe(d)
 	ln.m.runSeconds.Observe(float64(d) / 1e9)
-	ln.m.attemptsFinished[kind.outcome()].Inc()
+	held := q.holdTimeoutLocked(t, a, kind)
+	if held == nil {
+		ln.m.attemptsFinished[kind.outcome()].Inc()
+	}
 	q.refreshLocked(ls, now, false)
 
 	switch kind {
@@ -190,7 +193,9 @@ func (q *Queue) endAttemptLocked(t *Ticket, kind endKind, r Result, err error, n
 		q.terminalLocked(t, stCancelled, r, err, now)
 		q.cmdEventLocked(EventCancelled, t, now, err).setTerminal()
 	default:
+		q.deciding = held
 		q.failLocked(t, kind == endTimeout, r, err, now)
+		q.deciding = nil
 	}
 }
 
@@ -210,23 +215,16 @@ func (q *Queue) terminalLocked(t *Ticket, st state, r Result, err error, now int
 		ln.runnable.Delete(ls)
 		delete(ln.sessions, sess.key)
 	}
-	switch st {
-	case stSucceeded:
-		ln.counts.completed++
-		sess.counts.completed++
-		ln.m.commandsFinished[CommandSucceeded].Inc()
-	case stFailed, stTimedOut:
-		ln.counts.failed++
-		sess.counts.failed++
-		ln.m.commandsFinished[CommandFailed].Inc()
-	case stDeadLettered:
-		ln.counts.deadLettered++
-		sess.counts.deadLettered++
-		ln.m.commandsFinished[CommandDeadLettered].Inc()
-	case stCancelled:
-		ln.counts.cancelled++
-		sess.counts.cancelled++
-		ln.m.commandsFinished[CommandCancelled].Inc()
+	switch u := q.unconfirmed[t.id]; {
+	case u != nil && u == q.deciding:
+		u.final = st // counted once confirmed
+	case u != nil:
+		// It ends otherwise before its timeout's record was confirmed:
+		// that record stands.
+		q.countTimeoutLocked(u)
+		q.countTerminalLocked(t, st)
+	default:
+		q.countTerminalLocked(t, st)
 	}
 	if t.done != nil {
 		close(t.done)
@@ -377,5 +375,28 @@ func (a *attemptCtx) attempt() Attempt {
 		Mode:        a.mode,
 		StartedAt:   a.started,
 		Deadline:    a.deadline,
+	}
+}
+
+// countTerminalLocked counts command t's end in st.
+func (q *Queue) countTerminalLocked(t *Ticket, st state) {
+	ln, sess := t.ls.lane, t.ls.sess
+	switch st {
+	case stSucceeded:
+		ln.counts.completed++
+		sess.counts.completed++
+		ln.m.commandsFinished[CommandSucceeded].Inc()
+	case stFailed, stTimedOut:
+		ln.counts.failed++
+		sess.counts.failed++
+		ln.m.commandsFinished[CommandFailed].Inc()
+	case stDeadLettered:
+		ln.counts.deadLettered++
+		sess.counts.deadLettered++
+		ln.m.commandsFinished[CommandDeadLettered].Inc()
+	case stCancelled:
+		ln.counts.cancelled++
+		sess.counts.cancelled++
+		ln.m.commandsFinished[CommandCancelled].Inc()
 	}
 }

@@ -29,6 +29,10 @@ func (q *Queue) Cancel(id string) error {
 	now := q.now()
 	t := q.tickets[id]
 	if t == nil {
+		if u := q.unconfirmed[id]; u != nil {
+			// Its task is gone: the record of its timeout stands.
+			q.countTimeoutLocked(u)
+		}
 		q.mu.Unlock()
 		return fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
@@ -96,6 +100,9 @@ func compareUint(a, b uint64) int {
 }
 
 func (q *Queue) cancelLocked(t *Ticket, err error, now int64) {
+	if u := q.unconfirmed[t.id]; u != nil {
+		q.countTimeoutLocked(u)
+	}
 	if t.state == stRunning {
 		q.endAttemptLocked(t, endCancel, Result{}, err, now)
 		return

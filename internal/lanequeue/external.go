@@ -238,12 +238,15 @@ func (q *Queue) startTimedOutLocked(a *attemptCtx, now int64) {
 // ExternalTask's status recorded while the queue's timeout of that attempt
 // fired: the durable record decides, and the command is counted once, as
 // what it records (not Cancelled). A running attempt's context is
-// cancelled. It fails with ErrNotFound when the command has already ended.
+// cancelled. A timeout still waiting for ConfirmTimeout is not counted:
+// the attempt counts as r says, and a command the timeout ended (a dead
+// letter) ends again as r says. It fails with ErrNotFound when the command
+// has already ended otherwise.
 func (q *Queue) Settle(id string, r Result) error {
 	q.mu.Lock()
 	now := q.now()
-	t := q.tickets[id]
-	if t == nil {
+	t, u := q.tickets[id], q.unconfirmed[id]
+	if t == nil && u == nil {
 		q.mu.Unlock()
 		return fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
@@ -251,10 +254,14 @@ func (q *Queue) Settle(id string, r Result) error {
 	if !r.Success {
 		st, kind, err = stFailed, endFailure, Permanent(&resultError{msg: r.Error, code: r.ExitCode})
 	}
-	if t.state == stRunning {
+	switch {
+	case u != nil && q.settleUnconfirmedLocked(u, r, err, now):
+		// The timeout had ended the command; it ends as r says.
+	case t == nil:
+	case t.state == stRunning:
 		t.run.abandonLocked(context.Canceled)
 		q.endAttemptLocked(t, kind, r, err, now)
-	} else if q.dropLiveLocked(t, now) {
+	case q.dropLiveLocked(t, now):
 		q.terminalLocked(t, st, r, err, now)
 		if st == stSucceeded {
 			q.cmdEventLocked(EventCompleted, t, now, nil).setTerminal()

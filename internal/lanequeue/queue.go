@@ -42,6 +42,12 @@ type Options struct {
 	OnExternalTask func(ExternalTask)
 	// Handler runs Internal and Hybrid commands that carry no Handler.
 	Handler Handler
+	// ConfirmExternalTimeouts counts the timeout of an External attempt
+	// (the timed-out attempt, and the retry or the end it causes) only once
+	// ConfirmTimeout says its runner's record of it stood; Settle counts
+	// the runner's result instead when that won. For an operator whose
+	// record of an attempt is written once, by whoever comes first.
+	ConfirmExternalTimeouts bool
 
 	// Test seams. manualTimers disables the timer goroutine: the test calls
 	// advance after moving the fake clock. spawn, when set, receives
@@ -94,6 +100,11 @@ type Queue struct {
 	sessions map[string]*session
 	// external holds the running External attempts by command ID.
 	external map[string]*Ticket
+	// unconfirmed holds, by command ID, the External timeouts whose count
+	// waits for ConfirmTimeout; nil without ConfirmExternalTimeouts.
+	// deciding is the one whose consequences are being decided.
+	unconfirmed map[string]*unconfirmedTimeout
+	deciding    *unconfirmedTimeout
 	// due orders the commands the timer must act on: running commands by
 	// timeout, retrying commands by retry time, and runnable session heads
 	// with a deadline by their next priority boost.
@@ -157,6 +168,9 @@ func New(cfg Config, opts Options) (*Queue, error) {
 		external:   make(map[string]*Ticket),
 		due:        newIndexedHeap(dueLess, dueSlot),
 		stop:       make(chan struct{}),
+	}
+	if opts.ConfirmExternalTimeouts {
+		q.unconfirmed = make(map[string]*unconfirmedTimeout)
 	}
 	q.mu.Lock()
 	q.applyConfigLocked(cfg.clone(), q.now())

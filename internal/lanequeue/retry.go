@@ -200,9 +200,13 @@ func IsPermanent(err error) bool {
 // letters disabled, Failed or TimedOut.
 func (q *Queue) failLocked(t *Ticket, timedOut bool, r Result, err error, now int64) {
 	ln := t.ls.lane
+	// held is the count of this timeout when it waits for ConfirmTimeout.
+	held := q.deciding
 	evType := EventFailed
 	if timedOut {
-		ln.counts.timeouts++
+		if held == nil {
+			ln.counts.timeouts++
+		}
 		evType = EventTimeout
 	}
 	policy := q.cfg.Retry
@@ -225,8 +229,12 @@ func (q *Queue) failLocked(t *Ticket, timedOut bool, r Result, err error, now in
 		t.due = now + int64(delay)
 		q.due.PushOrUpdate(t)
 		q.addPendingLocked(t.ls, 1, now)
-		ln.counts.retried++
-		ln.m.retries.Inc()
+		if held != nil {
+			held.retried = true
+		} else {
+			ln.counts.retried++
+			ln.m.retries.Inc()
+		}
 		if e := q.cmdEventLocked(EventRetry, t, now, err); e != nil {
 			e.Delay = delay
 		}
@@ -240,7 +248,7 @@ func (q *Queue) failLocked(t *Ticket, timedOut bool, r Result, err error, now in
 	}
 	if final == stDeadLettered {
 		q.cmdEventLocked(evType, t, now, err)
-		q.dlq.add(DeadLetter{
+		dl := DeadLetter{
 			ID:          t.id,
 			CommandType: t.typ,
 			Lane:        ln.name,
@@ -251,7 +259,12 @@ func (q *Queue) failLocked(t *Ticket, timedOut bool, r Result, err error, now in
 			Attempts:    int(t.attempts),
 			FailedAt:    unixTime(now),
 			Labels:      t.labels,
-		})
+		}
+		if held != nil {
+			held.dead = &dl
+		} else {
+			q.dlq.add(dl)
+		}
 		q.terminalLocked(t, final, r, err, now)
 		q.cmdEventLocked(EventDeadLettered, t, now, err).setTerminal()
 		return

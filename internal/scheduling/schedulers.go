@@ -326,6 +326,9 @@ func (s *Schedulers) start(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Config
 	// ExternalTask (its command ID is the task's name): wake the task's
 	// reconcile to dispatch it.
 	opts.OnExternalTask = func(x lanequeue.ExternalTask) { s.taskEvents.Add(TaskRequest(ns, x.ID)) }
+	// An attempt's timeout counts once the task's status records it: a
+	// worker's result may reach the API server first.
+	opts.ConfirmExternalTimeouts = true
 	q, err := lanequeue.New(cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("start the scheduler: %w", err)

@@ -151,6 +151,8 @@ func failover(session string, stop func(leader corev1.Pod)) (readyAfter, dispatc
 	dw := watchDispatches(session)
 	began := time.Now()
 	stop(leader)
+	GinkgoWriter.Printf("stopped the leader %s at %s\n", leader.Name, began.UTC().Format(time.RFC3339Nano))
+	DeferCleanup(saveManagerLogs, session, standby.Name)
 
 	By("waiting for the Lease to leave " + leader.Name)
 	Eventually(func(g Gomega) {
@@ -178,6 +180,16 @@ func failover(session string, stop func(leader corev1.Pod)) (readyAfter, dispatc
 		return first
 	}).WithTimeout(time.Minute).WithPolling(100*time.Millisecond).ShouldNot(BeZero(), "no queued task was dispatched")
 	return readyAfter, first.Sub(began)
+}
+
+// saveManagerLogs writes the new leader's log, with the kubelet's
+// timestamps, to the artifacts: where a failover's time went.
+func saveManagerLogs(session, pod string) {
+	out, err := run(kubectlBin, "logs", "-n", systemNamespace, pod, "--timestamps")
+	if err != nil {
+		out += "\n" + err.Error()
+	}
+	_ = os.WriteFile(filepath.Join(artifacts, "failover-"+session+"-"+pod+".log"), []byte(out), 0o644)
 }
 
 // startFailoverTasks creates a plain session and n tasks on the bulk lane,
@@ -233,9 +245,10 @@ func expectFailoverOnDelete() {
 }
 
 // expectFailoverOnKill is expectFailoverOnDelete with the leader's process
-// killed by SIGKILL from the host, as a crash: the Lease is not released and
-// the standby waits out the lease duration; the killed container restarts
-// as a standby.
+// killed by SIGKILL from the host, as a crash: the Lease is not released;
+// the standby takes it once the kubelet reports the leader's container
+// restarted (well before the lease duration is out), and the killed
+// container restarts as a standby.
 func expectFailoverOnKill() {
 	startFailoverTasks("ha-kill", failoverTasks)
 	readyAfter, dispatchAfter := failover("ha-kill", func(leader corev1.Pod) {
