@@ -156,6 +156,7 @@ type idleRun struct {
 	idleCores             float64
 	sessionRecsWhileIdle  float64
 	externalRecsWhileIdle float64
+	queueRecsWhileIdle    float64
 }
 
 // queuedAndIdle creates sessions sessions on a queue whose lane runs one
@@ -191,6 +192,7 @@ func (e *env) queuedAndIdle(sessions, tasks int) idleRun {
 	run.rssAfter = idleEnd.usage.rssBytes
 	run.sessionRecsWhileIdle = reconciles(idleStart, idleEnd, "agentsession")
 	run.externalRecsWhileIdle = reconciles(idleStart, idleEnd, "externaltask")
+	run.queueRecsWhileIdle = reconciles(idleStart, idleEnd, "lanequeue")
 	run.heapAfter = e.heapProfile("after")
 	e.cpuProfile("idle", *flagCPUProfile)
 	return run
@@ -250,8 +252,8 @@ func (r report) printIdle(w io.Writer) {
 		float64(i.rssAfter)/(1<<20), float64(i.rssBefore)/(1<<20), perTask/1024)
 	fmt.Fprintf(w, "  manager Go heap %.0f MiB (%.0f before the tasks; %.1f KiB per queued task)\n",
 		float64(i.heapAfter)/(1<<20), float64(i.heapBefore)/(1<<20), float64(i.heapAfter-i.heapBefore)/float64(i.tasks)/1024)
-	fmt.Fprintf(w, "  idle over %s: %.3f cores, %.0f AgentSession and %.0f ExternalTask reconciles\n",
-		*flagIdle, i.idleCores, i.sessionRecsWhileIdle, i.externalRecsWhileIdle)
+	fmt.Fprintf(w, "  idle over %s: %.3f cores, %.0f AgentSession, %.0f ExternalTask and %.0f LaneQueue reconciles\n",
+		*flagIdle, i.idleCores, i.sessionRecsWhileIdle, i.externalRecsWhileIdle, i.queueRecsWhileIdle)
 }
 
 // printSummary prints the run's key numbers as one table row, so that
