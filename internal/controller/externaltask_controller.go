@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -57,11 +56,6 @@ const CancelAnnotation = "agentlane.io/cancel"
 
 // Timing of the ExternalTask controller.
 const (
-	// awaitWorkerInterval is how often a task that has a lane slot but no
-	// free worker looks for one again, as a backstop: a new or changed
-	// worker Lease, a renewal of a worker with free slots and a task giving
-	// its worker's slot back wake it first.
-	awaitWorkerInterval = 5 * time.Second
 	// unboundInterval is how often a task whose session or queue is missing
 	// checks again.
 	unboundInterval = 5 * time.Second
@@ -128,27 +122,6 @@ type ExternalTaskReconciler struct {
 	written writtenVersions
 }
 
-// taskKeys is a set of tasks that wait for something to appear in their
-// namespace.
-type taskKeys struct {
-	m sync.Map // types.NamespacedName -> struct{}
-}
-
-func (k *taskKeys) add(key types.NamespacedName)    { k.m.Store(key, struct{}{}) }
-func (k *taskKeys) remove(key types.NamespacedName) { k.m.Delete(key) }
-
-// in returns the requests of the tasks of namespace ns.
-func (k *taskKeys) in(ns string) []reconcile.Request {
-	var reqs []reconcile.Request
-	k.m.Range(func(key, _ any) bool {
-		if t := key.(types.NamespacedName); t.Namespace == ns {
-			reqs = append(reqs, reconcile.Request{NamespacedName: t})
-		}
-		return true
-	})
-	return reqs
-}
-
 var _ reconcile.Reconciler = &ExternalTaskReconciler{}
 
 // SetupWithManager registers the reconciler. It reacts to the tasks, to the
@@ -206,10 +179,7 @@ func (r *ExternalTaskReconciler) sessionTasks(ctx context.Context, o client.Obje
 // cannot help them), and the tasks a worker held when its Lease goes away.
 func (r *ExternalTaskReconciler) leaseHandler() handler.EventHandler {
 	waiting := func(ns string, n int, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		for i, req := range r.awaiting.in(ns) {
-			if n >= 0 && i >= n {
-				return
-			}
+		for _, req := range r.awaiting.first(ns, n) {
 			q.Add(req)
 		}
 	}
@@ -281,7 +251,9 @@ func (r *ExternalTaskReconciler) reconcile(ctx context.Context, req ctrl.Request
 		// A delegated task is carried by the delegation controller.
 		return ctrl.Result{}, nil
 	}
-	r.workers.observe(task)
+	if r.workers.observe(task) {
+		r.wakeAwaiting(task.Namespace) // its worker has a free slot now
+	}
 	if !task.DeletionTimestamp.IsZero() {
 		r.forgetDeleted(req.NamespacedName)
 		return ctrl.Result{}, nil
