@@ -19,6 +19,7 @@ package scheduling
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -285,6 +286,12 @@ func (s *Schedulers) Ensure(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Confi
 	s.mu.Lock()
 	if sc, ok := s.queues[key]; ok {
 		defer s.mu.Unlock()
+		// Each status refresh of the queue passes here: leave an unchanged
+		// scheduler alone, and do not mark the queue dirty for it, or every
+		// refresh would ask for the next one.
+		if reflect.DeepEqual(sc.queue.Config(), cfg) {
+			return false, nil
+		}
 		if err := sc.queue.Reconfigure(cfg); err != nil {
 			return false, fmt.Errorf("reconfigure the scheduler: %w", err)
 		}
