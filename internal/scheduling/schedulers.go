@@ -217,6 +217,10 @@ func (s *Schedulers) SubmitTask(key types.NamespacedName, cmd lanequeue.Command,
 	}
 	cmd.External = true
 	cmd.AwaitStart = true // the ExternalTask controller reports the start
+	// The ExternalTask carries the payload (create puts it there) and
+	// workers read it from there: the scheduler keeps none, as for the
+	// tasks it rebuilds from the manager's cache, which holds none either.
+	cmd.Payload = nil
 	tk, err := q.Submit(cmd)
 	if err != nil {
 		return nil, err

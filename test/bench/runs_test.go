@@ -157,6 +157,8 @@ type idleRun struct {
 	sessionRecsWhileIdle  float64
 	externalRecsWhileIdle float64
 	queueRecsWhileIdle    float64
+	// goMemory is the manager's Go runtime memory after the idle period.
+	goMemory string
 }
 
 // queuedAndIdle creates sessions sessions on a queue whose lane runs one
@@ -194,6 +196,13 @@ func (e *env) queuedAndIdle(sessions, tasks int) idleRun {
 	run.externalRecsWhileIdle = reconciles(idleStart, idleEnd, "externaltask")
 	run.queueRecsWhileIdle = reconciles(idleStart, idleEnd, "lanequeue")
 	run.heapAfter = e.heapProfile("after")
+	if m, err := e.managerMetrics(); err == nil {
+		mib := func(name string) float64 { return m.sum(name, nil) / (1 << 20) }
+		run.goMemory = fmt.Sprintf("heap in use %.0f MiB, idle %.0f MiB (released %.0f), next GC at %.0f MiB, stacks %.0f MiB, other runtime %.0f MiB",
+			mib("go_memstats_heap_inuse_bytes"), mib("go_memstats_heap_idle_bytes"), mib("go_memstats_heap_released_bytes"),
+			mib("go_memstats_next_gc_bytes"), mib("go_memstats_stack_sys_bytes"),
+			mib("go_memstats_sys_bytes")-mib("go_memstats_heap_sys_bytes")-mib("go_memstats_stack_sys_bytes"))
+	}
 	e.cpuProfile("idle", *flagCPUProfile)
 	return run
 }
@@ -252,6 +261,7 @@ func (r report) printIdle(w io.Writer) {
 		float64(i.rssAfter)/(1<<20), float64(i.rssBefore)/(1<<20), perTask/1024)
 	fmt.Fprintf(w, "  manager Go heap %.0f MiB (%.0f before the tasks; %.1f KiB per queued task)\n",
 		float64(i.heapAfter)/(1<<20), float64(i.heapBefore)/(1<<20), float64(i.heapAfter-i.heapBefore)/float64(i.tasks)/1024)
+	fmt.Fprintf(w, "  Go runtime: %s\n", i.goMemory)
 	fmt.Fprintf(w, "  idle over %s: %.3f cores, %.0f AgentSession, %.0f ExternalTask and %.0f LaneQueue reconciles\n",
 		*flagIdle, i.idleCores, i.sessionRecsWhileIdle, i.externalRecsWhileIdle, i.queueRecsWhileIdle)
 }
