@@ -74,6 +74,14 @@ func (k *taskKeys) remove(key types.NamespacedName) {
 	}
 }
 
+// has tells whether the task waits.
+func (k *taskKeys) has(key types.NamespacedName) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	_, ok := k.elems[key]
+	return ok
+}
+
 // in returns the requests of every waiting task of namespace ns, oldest
 // first.
 func (k *taskKeys) in(ns string) []reconcile.Request { return k.first(ns, -1) }
