@@ -18,6 +18,7 @@ package controller
 
 import (
 	"fmt"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -62,5 +63,35 @@ var _ = Describe("Tasks waiting for a worker", func() {
 		}
 		runToSuccess(tasks[0], "one")
 		Eventually(taskPhase(tasks[1])).Should(Equal(agentlanev1alpha1.ExternalTaskDispatched))
+	})
+
+	It("writes nothing for a task waiting behind its lane's cap, and Queued for one waiting for a worker", func() {
+		ns := taskNamespace()
+		taskQueue(ns, func(s *agentlanev1alpha1.LaneQueueSpec) { s.Lanes[0].MaxConcurrency = 1 })
+		first, behind := queueTask(ns, "has-slot"), queueTask(ns, "behind-cap")
+		Expect(k8sClient.Create(ctx, first)).To(Succeed())
+		Eventually(func(g Gomega) {
+			getTask(first)(g)
+			g.Expect(first.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskQueued))
+			g.Expect(cond(first, agentlanev1alpha1.ExternalTaskClaimedCondition)).To(HaveField("Message", ContainSubstring("no live worker")))
+		}).Should(Succeed())
+		Expect(k8sClient.Create(ctx, behind)).To(Succeed())
+		// A task created bare gets its labels and owner in one metadata
+		// write; nothing after it.
+		Eventually(func(g Gomega) map[string]string { return getTask(behind)(g).Labels }).
+			Should(HaveKeyWithValue(agentlanev1alpha1.LaneLabel, "execute"))
+		created := behind.ResourceVersion
+
+		// Longer than the delay after which a task used to be written Queued.
+		Consistently(func(g Gomega) {
+			getTask(behind)(g)
+			g.Expect(behind.ResourceVersion).To(Equal(created), "the task waiting behind the cap was written: %+v", behind.Status)
+		}, 3*time.Second, 200*time.Millisecond).Should(Succeed())
+		Expect(behind.Status.Phase).To(BeEmpty())
+
+		// Its grant wakes it: with a worker, both run in turn.
+		fakeWorker(ns, "w", 1)
+		runToSuccess(first, "w")
+		Eventually(taskPhase(behind)).Should(Equal(agentlanev1alpha1.ExternalTaskDispatched))
 	})
 })
