@@ -360,7 +360,9 @@ func (s *Schedulers) start(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Config
 	return &scheduler{
 		queue: q,
 		inbox: lanequeue.NewInbox(inboxOpts),
-		sub:   q.Subscribe(4096),
+		// A backlog, not a buffer: 4096 buffered events would cost every
+		// LaneQueue about a megabyte up front.
+		sub:   q.SubscribeBacklog(4096),
 		tasks: &TaskSet{},
 		ref: &corev1.ObjectReference{
 			APIVersion: agentlanev1alpha1.GroupVersion.String(),
