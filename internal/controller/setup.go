@@ -138,8 +138,11 @@ func WithSessionAPICA(ca func() []byte) SetupOption {
 
 // CacheOptions limits what the manager's cache holds of objects that are
 // not agentlane's: only worker Leases, session runtime pods and their
-// disruption budgets (not every node's heartbeat) and only
-// the Jobs agentlane creates for Job-target lanes.
+// disruption budgets, Nodes without their status (not every node's
+// heartbeat) and only the Jobs agentlane creates for Job-target lanes. Of
+// ExternalTasks and AgentSessions it keeps what the controllers read, with
+// their repeated strings shared (cache_transforms.go). ConfigMaps and
+// Secrets are read around the cache.
 func CacheOptions() cache.Options {
 	return cache.Options{
 		// The manager never reads managedFields; on a status-heavy object
