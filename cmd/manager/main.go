@@ -59,6 +59,7 @@ type options struct {
 	metricsAddr      string
 	metricsSecure    bool
 	probeAddr        string
+	pprofAddr        string
 	leaderElect      bool
 	leaderElectionNS string
 	leaderElection   leaderElection
@@ -80,6 +81,7 @@ func parseFlags() *options {
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; \"0\" disables it.")
 	flag.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve the metrics over HTTPS to callers whose bearer token (TokenReview) may get the non-resource URL /metrics (SubjectAccessReview), such as through the metrics-reader ClusterRole; false serves them over plain HTTP to anyone.")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the liveness and readiness probes bind to; \"0\" disables them.")
+	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "Address a net/http/pprof endpoint (/debug/pprof/) binds to, for heap and CPU profiles of the manager; \"0\" (the default) disables it. It has no authentication: bind it to loopback (reach it with kubectl port-forward) or leave it off.")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that only one manager replica schedules lanes at a time.")
 	flag.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (defaults to the manager's namespace).")
 	o.leaderElection.bindFlags(flag.CommandLine)
@@ -143,6 +145,7 @@ func main() {
 		Scheme:                  scheme,
 		Metrics:                 o.metricsOptions(),
 		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "manager.agentlane.io",
 		LeaderElectionNamespace: o.leaderElectionNS,

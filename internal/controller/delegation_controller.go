@@ -294,7 +294,8 @@ func (r *DelegationReconciler) deleteOrphans(ctx context.Context, tasks []agentl
 // sessions follow (deleteOrphans).
 func (r *DelegationReconciler) sweep(ctx context.Context, lq *agentlanev1alpha1.LaneQueue) error {
 	sessions := &agentlanev1alpha1.AgentSessionList{}
-	if err := r.List(ctx, sessions, client.InNamespace(lq.Namespace), client.MatchingFields{QueueRefNameField: lq.Name}); err != nil {
+	if err := r.List(ctx, sessions, client.InNamespace(lq.Namespace), client.MatchingFields{QueueRefNameField: lq.Name},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return err
 	}
 	_, err := sweepFinished(ctx, r.Client, lq, sessions.Items)

@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -57,11 +56,6 @@ const CancelAnnotation = "agentlane.io/cancel"
 
 // Timing of the ExternalTask controller.
 const (
-	// awaitWorkerInterval is how often a task that has a lane slot but no
-	// free worker looks for one again, as a backstop: a new or changed
-	// worker Lease, a renewal of a worker with free slots and a task giving
-	// its worker's slot back wake it first.
-	awaitWorkerInterval = 5 * time.Second
 	// unboundInterval is how often a task whose session or queue is missing
 	// checks again.
 	unboundInterval = 5 * time.Second
@@ -128,27 +122,6 @@ type ExternalTaskReconciler struct {
 	written writtenVersions
 }
 
-// taskKeys is a set of tasks that wait for something to appear in their
-// namespace.
-type taskKeys struct {
-	m sync.Map // types.NamespacedName -> struct{}
-}
-
-func (k *taskKeys) add(key types.NamespacedName)    { k.m.Store(key, struct{}{}) }
-func (k *taskKeys) remove(key types.NamespacedName) { k.m.Delete(key) }
-
-// in returns the requests of the tasks of namespace ns.
-func (k *taskKeys) in(ns string) []reconcile.Request {
-	var reqs []reconcile.Request
-	k.m.Range(func(key, _ any) bool {
-		if t := key.(types.NamespacedName); t.Namespace == ns {
-			reqs = append(reqs, reconcile.Request{NamespacedName: t})
-		}
-		return true
-	})
-	return reqs
-}
-
 var _ reconcile.Reconciler = &ExternalTaskReconciler{}
 
 // SetupWithManager registers the reconciler. It reacts to the tasks, to the
@@ -207,10 +180,7 @@ func (r *ExternalTaskReconciler) sessionTasks(ctx context.Context, o client.Obje
 // or names a new process of the worker.
 func (r *ExternalTaskReconciler) leaseHandler() handler.EventHandler {
 	waiting := func(ns string, n int, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		for i, req := range r.awaiting.in(ns) {
-			if n >= 0 && i >= n {
-				return
-			}
+		for _, req := range r.awaiting.first(ns, n) {
 			q.Add(req)
 		}
 	}
@@ -283,7 +253,9 @@ func (r *ExternalTaskReconciler) reconcile(ctx context.Context, req ctrl.Request
 		// A delegated task is carried by the delegation controller.
 		return ctrl.Result{}, nil
 	}
-	r.workers.observe(task)
+	if r.workers.observe(task) {
+		r.wakeAwaiting(task.Namespace) // its worker has a free slot now
+	}
 	if !task.DeletionTimestamp.IsZero() {
 		r.forgetDeleted(req.NamespacedName)
 		return ctrl.Result{}, nil
@@ -352,13 +324,20 @@ func (r *ExternalTaskReconciler) reconcileTask(ctx context.Context, s *taskScope
 	return res, err
 }
 
-// deferQueuedWrite keeps a new task's first status write for its dispatch
-// when that comes soon: a task that has waited less than queuedWriteDelay
-// for a slot or a worker is not written Queued yet, and is looked at again
-// when the delay is up (its grant or a worker wakes it earlier). Most tasks
-// are then written once by the manager, dispatched.
+// deferQueuedWrite keeps a new task's first status write for its dispatch.
+// A task that waits for a slot in its lane is not written Queued at all:
+// its LaneQueue's and its session's pending counts already say it waits,
+// and its grant wakes it. A task that has a slot and waits for a worker is
+// written Queued once it has waited queuedWriteDelay (a worker wakes it
+// earlier): that it finds no worker is worth telling. Most tasks are then
+// written once by the manager, dispatched.
 func (r *ExternalTaskReconciler) deferQueuedWrite(s *taskScope, res ctrl.Result) ctrl.Result {
 	if s.orig.Status.Phase != "" || s.task.Status.Phase != agentlanev1alpha1.ExternalTaskQueued {
+		return res
+	}
+	if s.task.Status.Attempt == 0 && !r.awaiting.has(client.ObjectKeyFromObject(s.task)) {
+		s.task.Status = *s.orig.Status.DeepCopy()
+		s.deferred = true
 		return res
 	}
 	wait := min(s.task.CreationTimestamp.Add(queuedWriteDelay).Sub(r.Clock.Now()), queuedWriteDelay)

@@ -194,7 +194,10 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, s *tas
 		setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
 			agentlanev1alpha1.ExternalTaskAwaitingWorkerReason,
 			fmt.Sprintf("attempt %d has a slot in lane %s; no live worker serving it has a free slot", n, lane))
-		return ctrl.Result{RequeueAfter: awaitWorkerInterval}, nil
+		// No periodic look: a new or changed worker Lease, a renewal of a
+		// worker with free slots and a task giving its worker's slot back
+		// wake the tasks that waited longest (awaiting is oldest first).
+		return ctrl.Result{}, nil
 	}
 	r.awaiting.remove(key)
 	st.Phase = agentlanev1alpha1.ExternalTaskDispatched
@@ -325,7 +328,7 @@ func (r *ExternalTaskReconciler) restartedWorkerTasks(oldObj, newObj client.Obje
 // wakeAwaiting wakes one task of namespace ns that waits for a worker: a
 // task just gave its worker's slot back.
 func (r *ExternalTaskReconciler) wakeAwaiting(ns string) {
-	if reqs := r.awaiting.in(ns); len(reqs) > 0 {
+	if reqs := r.awaiting.first(ns, 1); len(reqs) > 0 {
 		r.Schedulers.TaskEvents().Add(reqs[0])
 	}
 }

@@ -34,6 +34,11 @@ const (
 	// NodeNameField indexes AgentSessions by status.nodeName, the node of
 	// their runtime pod.
 	NodeNameField = "status.nodeName"
+	// FinishedQueueField indexes the ExternalTasks that reached a final
+	// phase by the LaneQueue they belong to (their queue label), so that
+	// the retention sweep reads the finished tasks only, not every queued
+	// one.
+	FinishedQueueField = "status.phase.finished.queue"
 )
 
 // SetupIndexes registers the field indexes the controllers use, once per
@@ -58,6 +63,16 @@ func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	})
 	if err != nil {
 		return fmt.Errorf("index ExternalTask %s: %w", SessionRefNameField, err)
+	}
+	err = indexer.IndexField(ctx, &agentlanev1alpha1.ExternalTask{}, FinishedQueueField, func(o client.Object) []string {
+		t := o.(*agentlanev1alpha1.ExternalTask)
+		if q := t.Labels[agentlanev1alpha1.QueueLabel]; q != "" && t.Status.Phase.IsTerminal() {
+			return []string{q}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("index ExternalTask %s: %w", FinishedQueueField, err)
 	}
 	err = indexer.IndexField(ctx, &agentlanev1alpha1.AgentSession{}, NodeNameField, func(o client.Object) []string {
 		s := o.(*agentlanev1alpha1.AgentSession)

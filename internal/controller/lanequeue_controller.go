@@ -157,8 +157,10 @@ func (r *LaneQueueReconciler) reconcile(ctx context.Context, lq *agentlanev1alph
 
 	q, _ := r.Schedulers.Get(key)
 	sessions := &agentlanev1alpha1.AgentSessionList{}
+	// Read only (counted, and their retention read): not copied out of
+	// the cache.
 	if err := r.List(ctx, sessions, client.InNamespace(lq.Namespace),
-		client.MatchingFields{QueueRefNameField: lq.Name}); err != nil {
+		client.MatchingFields{QueueRefNameField: lq.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("list the queue's sessions: %w", err)
 	}
 	setQueueStatus(&lq.Status, lq.Generation, cfg, q.Stats(), len(sessions.Items))

@@ -67,10 +67,14 @@ func retentionOf(lq *agentlanev1alpha1.LaneQueue) retention {
 // (see beyondRetention), given the sessions that use lq. It returns how many
 // it deleted.
 func sweepFinished(ctx context.Context, c client.Client, lq *agentlanev1alpha1.LaneQueue, sessions []agentlanev1alpha1.AgentSession) (int, error) {
+	// Only the finished tasks, through their index, and without copying
+	// them out of the cache: a queue may hold thousands of queued tasks,
+	// and this runs at each of its status refreshes. Nothing here modifies
+	// what it read.
 	list := &agentlanev1alpha1.ExternalTaskList{}
 	if err := c.List(ctx, list, client.InNamespace(lq.Namespace),
-		client.MatchingLabels{agentlanev1alpha1.QueueLabel: lq.Name}); err != nil {
-		return 0, fmt.Errorf("list the queue's tasks: %w", err)
+		client.MatchingFields{FinishedQueueField: lq.Name}, client.UnsafeDisableDeepCopy); err != nil {
+		return 0, fmt.Errorf("list the queue's finished tasks: %w", err)
 	}
 	keep := make(map[string]int, len(sessions))
 	for i := range sessions {

@@ -138,8 +138,11 @@ func WithSessionAPICA(ca func() []byte) SetupOption {
 
 // CacheOptions limits what the manager's cache holds of objects that are
 // not agentlane's: only worker Leases, session runtime pods and their
-// disruption budgets (not every node's heartbeat) and only
-// the Jobs agentlane creates for Job-target lanes.
+// disruption budgets, Nodes without their status (not every node's
+// heartbeat) and only the Jobs agentlane creates for Job-target lanes. Of
+// ExternalTasks and AgentSessions it keeps what the controllers read, with
+// their repeated strings shared (cache_transforms.go). ConfigMaps and
+// Secrets are read around the cache.
 func CacheOptions() cache.Options {
 	return cache.Options{
 		// The manager never reads managedFields; on a status-heavy object
@@ -151,39 +154,14 @@ func CacheOptions() cache.Options {
 		NewInformer: steadywatch.NewInformer,
 		ByObject: map[client.Object]cache.ByObject{
 			&agentlanev1alpha1.ExternalTask{}: {Transform: leanTask},
+			&agentlanev1alpha1.AgentSession{}: {Transform: leanSession},
+			&corev1.Node{}:                    {Transform: leanNode},
 			&coordinationv1.Lease{}:           {Label: labels.SelectorFromSet(labels.Set{workerproto.WorkerLabel: "true"})},
 			&batchv1.Job{}:                    {Label: labels.SelectorFromValidatedSet(nil).Add(mustRequirement(TaskLabel, selection.Exists))},
 			&corev1.Pod{}:                     {Label: labels.SelectorFromValidatedSet(nil).Add(mustRequirement(RuntimeLabel, selection.Exists))},
 			&policyv1.PodDisruptionBudget{}:   {Label: labels.SelectorFromValidatedSet(nil).Add(mustRequirement(RuntimeLabel, selection.Exists))},
 		},
 	}
-}
-
-// lastAppliedAnnotation is where kubectl apply keeps a copy of the whole
-// object, payload included.
-const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
-
-// leanTask is how the manager caches an ExternalTask: without
-// managedFields, kubectl's last-applied copy and spec.payload, which it
-// never reads (workers read the payload from the API server themselves; a
-// controller that needs it reads the task with the APIReader). A queued
-// task then costs the manager its metadata and status only. Status writes
-// are merge patches of the status, so the missing spec is never written
-// back.
-func leanTask(obj any) (any, error) {
-	task, ok := obj.(*agentlanev1alpha1.ExternalTask)
-	if !ok {
-		return obj, nil
-	}
-	task.ManagedFields = nil
-	if _, ok := task.Annotations[lastAppliedAnnotation]; ok {
-		delete(task.Annotations, lastAppliedAnnotation)
-		if len(task.Annotations) == 0 {
-			task.Annotations = nil
-		}
-	}
-	task.Spec.Payload = nil
-	return task, nil
 }
 
 func mustRequirement(key string, op selection.Operator, vals ...string) labels.Requirement {

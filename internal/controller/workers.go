@@ -128,8 +128,10 @@ func (l *workerLedger) releaseLocked(task types.NamespacedName) {
 }
 
 // observe brings the ledger in line with a task's status: a task that a
-// pool worker holds counts against it, any other does not.
-func (l *workerLedger) observe(task *agentlanev1alpha1.ExternalTask) {
+// pool worker holds counts against it, any other does not. It tells
+// whether the task gave a worker's slot back (it ended or was handed back),
+// so that a task waiting for a worker can be woken.
+func (l *workerLedger) observe(task *agentlanev1alpha1.ExternalTask) (freed bool) {
 	key := types.NamespacedName{Namespace: task.Namespace, Name: task.Name}
 	st := task.Status
 	l.mu.Lock()
@@ -137,7 +139,7 @@ func (l *workerLedger) observe(task *agentlanev1alpha1.ExternalTask) {
 	if st.Worker != "" && st.JobName == "" &&
 		(st.Phase == agentlanev1alpha1.ExternalTaskDispatched || st.Phase == agentlanev1alpha1.ExternalTaskRunning) {
 		l.assignLocked(key, workerKey{task.Namespace, st.Worker})
-		return
+		return false
 	}
 	if w, ok := l.byTask[key]; ok && st.Phase == agentlanev1alpha1.ExternalTaskQueued && st.Worker == "" {
 		if l.handedBack == nil {
@@ -145,7 +147,9 @@ func (l *workerLedger) observe(task *agentlanev1alpha1.ExternalTask) {
 		}
 		l.handedBack[key] = w
 	}
+	_, held := l.byTask[key]
 	l.releaseLocked(key)
+	return held
 }
 
 // release forgets the task's assignment and tells whether it had one.

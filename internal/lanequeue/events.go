@@ -85,6 +85,40 @@ type Subscription struct {
 	ch      chan Event
 	dropped atomic.Uint64
 	closed  bool // guarded by q.emitMu
+	// backlog, when set (SubscribeBacklog), holds the events in place of
+	// ch's buffer.
+	backlog *backlog
+}
+
+// deliver hands ev to the subscription without blocking, or counts it
+// dropped.
+func (s *Subscription) deliver(ev Event) {
+	if s.backlog != nil {
+		if !s.backlog.push(ev) {
+			s.dropped.Add(1)
+		}
+		return
+	}
+	select {
+	case s.ch <- ev:
+	default:
+		s.dropped.Add(1)
+	}
+}
+
+// end closes the subscription's channel, once: at once for a buffered
+// one (what the buffer holds can still be read), once what waits is
+// delivered for a backlog when the queue closed (drain).
+func (s *Subscription) end(drain bool) {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	if s.backlog != nil {
+		s.backlog.end(drain)
+		return
+	}
+	close(s.ch)
 }
 
 // Subscribe starts delivering events that happen from now on, into a buffer
@@ -126,10 +160,7 @@ func (s *Subscription) Close() {
 	}
 	q.subs = subs
 	q.mu.Unlock()
-	if !s.closed {
-		s.closed = true
-		close(s.ch)
-	}
+	s.end(false)
 }
 
 // newEventLocked appends an event and returns it for the caller to fill in,
@@ -190,11 +221,7 @@ func (q *Queue) flush() {
 
 		for i := range evs {
 			for _, s := range subs {
-				select {
-				case s.ch <- evs[i]:
-				default:
-					s.dropped.Add(1)
-				}
+				s.deliver(evs[i])
 			}
 		}
 		for _, task := range hooks {

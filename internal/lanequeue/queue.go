@@ -482,10 +482,7 @@ func (q *Queue) Close() {
 	q.subs = nil
 	q.mu.Unlock()
 	for _, s := range subs {
-		if !s.closed {
-			s.closed = true
-			close(s.ch)
-		}
+		s.end(true)
 	}
 	q.emitMu.Unlock()
 }

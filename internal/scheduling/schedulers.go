@@ -19,6 +19,7 @@ package scheduling
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -216,6 +217,10 @@ func (s *Schedulers) SubmitTask(key types.NamespacedName, cmd lanequeue.Command,
 	}
 	cmd.External = true
 	cmd.AwaitStart = true // the ExternalTask controller reports the start
+	// The ExternalTask carries the payload (create puts it there) and
+	// workers read it from there: the scheduler keeps none, as for the
+	// tasks it rebuilds from the manager's cache, which holds none either.
+	cmd.Payload = nil
 	tk, err := q.Submit(cmd)
 	if err != nil {
 		return nil, err
@@ -285,6 +290,12 @@ func (s *Schedulers) Ensure(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Confi
 	s.mu.Lock()
 	if sc, ok := s.queues[key]; ok {
 		defer s.mu.Unlock()
+		// Each status refresh of the queue passes here: leave an unchanged
+		// scheduler alone, and do not mark the queue dirty for it, or every
+		// refresh would ask for the next one.
+		if reflect.DeepEqual(sc.queue.Config(), cfg) {
+			return false, nil
+		}
 		if err := sc.queue.Reconfigure(cfg); err != nil {
 			return false, fmt.Errorf("reconfigure the scheduler: %w", err)
 		}
@@ -352,7 +363,9 @@ func (s *Schedulers) start(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Config
 	return &scheduler{
 		queue: q,
 		inbox: lanequeue.NewInbox(inboxOpts),
-		sub:   q.Subscribe(4096),
+		// A backlog, not a buffer: 4096 buffered events would cost every
+		// LaneQueue about a megabyte up front.
+		sub:   q.SubscribeBacklog(4096),
 		tasks: &TaskSet{},
 		ref: &corev1.ObjectReference{
 			APIVersion: agentlanev1alpha1.GroupVersion.String(),

@@ -48,7 +48,9 @@ type call struct {
 
 	mu    sync.Mutex
 	grant *grant
-	// changed is closed, and replaced, when the grant changes.
+	// changed is closed, and cleared, when the grant changes; made by the
+	// first waiter that needs it. An External command has no grant to
+	// wait for: its waiters wait for its end only, and it has none.
 	changed chan struct{}
 	// endedAt is when the sweeper first saw the command final.
 	endedAt time.Time
@@ -97,8 +99,10 @@ func (c *call) clearGrant(g *grant) {
 }
 
 func (c *call) notifyLocked() {
-	close(c.changed)
-	c.changed = make(chan struct{})
+	if c.changed != nil {
+		close(c.changed)
+		c.changed = nil
+	}
 }
 
 // report hands the runtime's result to the waiting attempt.
@@ -156,7 +160,10 @@ func (c *call) view() sessionapi.Command {
 func (c *call) wait(ctx context.Context, done func(*sessionapi.Command) bool) (sessionapi.Command, bool) {
 	for {
 		c.mu.Lock()
-		changed := c.changed
+		if c.changed == nil && c.task == "" {
+			c.changed = make(chan struct{})
+		}
+		changed := c.changed // nil, never ready, for an External command
 		c.mu.Unlock()
 		v := c.view()
 		if done(&v) {

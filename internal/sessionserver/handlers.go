@@ -95,7 +95,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 	}
 
 	c := &call{session: sc.key, typ: req.Type, runID: req.RunID, mode: string(mode),
-		labels: identityOf(cmd.Labels), changed: make(chan struct{})}
+		labels: identityOf(cmd.Labels)}
 	if mode == lanequeue.External {
 		if p := bytes.TrimSpace(req.Payload); len(p) > 0 && p[0] != '{' {
 			return apiError(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "the payload of an External command must be a JSON object")

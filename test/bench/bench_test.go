@@ -57,6 +57,9 @@ var (
 	flagCapacity       = flag.Int("capacity", 16, "tasks each worker runs at once")
 	flagClients        = flag.Int("clients", 32, "concurrent clients of the raw create and submit loops")
 	flagIdle           = flag.Duration("idle", 10*time.Second, "how long the manager's idle CPU is measured")
+	flagOnlyQueued     = flag.Bool("only-queued", false, "run only the memory and idle part (no raw create, throughput or latency runs)")
+	flagProfileDir     = flag.String("profile-dir", "", "directory for the manager's heap profiles before and after the queued tasks and a CPU profile of the idle manager (go tool pprof reads them)")
+	flagCPUProfile     = flag.Duration("cpu-profile", 30*time.Second, "length of the idle manager's CPU profile, taken after the idle measurement, with -profile-dir")
 )
 
 // env is the benchmark's cluster and processes.
@@ -72,6 +75,7 @@ type env struct {
 	manager    *process
 	metricsURL string
 	sessionAPI string
+	pprofURL   string // empty without -profile-dir
 }
 
 func TestBenchE2E(t *testing.T) {
@@ -80,6 +84,11 @@ func TestBenchE2E(t *testing.T) {
 	}
 	e := setup(t)
 	var rep report
+	if *flagOnlyQueued {
+		rep.idle = e.queuedAndIdle(*flagQueuedSessions, *flagQueued)
+		rep.print(os.Stdout)
+		return
+	}
 	rep.raw = e.rawCreateRate(*flagTasks)
 	rep.runs = append(rep.runs, e.throughput("1 session", 1, *flagTasks))
 	hundred := e.throughput("100 sessions", 100, *flagTasks)
@@ -111,8 +120,13 @@ func setup(t *testing.T) *env {
 
 	metricsAddr, apiAddr := freeAddress(t), freeAddress(t)
 	e.metricsURL, e.sessionAPI = "http://"+metricsAddr+"/metrics", "http://"+apiAddr
+	pprofAddr := "0"
+	if *flagProfileDir != "" {
+		pprofAddr = freeAddress(t)
+		e.pprofURL = "http://" + pprofAddr + "/debug/pprof/"
+	}
 	e.manager = startProcess(t, e.dir, "manager", managerBin, managerKC,
-		"--metrics-bind-address="+metricsAddr, "--metrics-secure=false", "--health-probe-bind-address=0",
+		"--pprof-bind-address="+pprofAddr, "--metrics-bind-address="+metricsAddr, "--metrics-secure=false", "--health-probe-bind-address=0",
 		"--session-api-bind-address="+apiAddr, "--session-api-insecure-http",
 		"--session-api-rate=-1", "--session-api-failed-auth-rate=-1",
 		fmt.Sprintf("--session-api-max-pending-per-session=%d", max(1000, *flagQueued)))

@@ -152,9 +152,13 @@ type idleRun struct {
 	sessions, tasks       int
 	accept, settle        time.Duration
 	rssBefore, rssAfter   int64
+	heapBefore, heapAfter int64 // Go heap in use (after a GC with -profile-dir)
 	idleCores             float64
 	sessionRecsWhileIdle  float64
 	externalRecsWhileIdle float64
+	queueRecsWhileIdle    float64
+	// goMemory is the manager's Go runtime memory after the idle period.
+	goMemory string
 }
 
 // queuedAndIdle creates sessions sessions on a queue whose lane runs one
@@ -166,6 +170,7 @@ func (e *env) queuedAndIdle(sessions, tasks int) idleRun {
 	c := e.queueWithSessions(ns, sessions, 1)
 	time.Sleep(3 * time.Second)
 	run := idleRun{sessions: sessions, tasks: tasks}
+	run.heapBefore = e.heapProfile("before")
 	before := e.snapshot()
 	run.rssBefore = before.usage.rssBytes
 	start := time.Now()
@@ -189,6 +194,16 @@ func (e *env) queuedAndIdle(sessions, tasks int) idleRun {
 	run.rssAfter = idleEnd.usage.rssBytes
 	run.sessionRecsWhileIdle = reconciles(idleStart, idleEnd, "agentsession")
 	run.externalRecsWhileIdle = reconciles(idleStart, idleEnd, "externaltask")
+	run.queueRecsWhileIdle = reconciles(idleStart, idleEnd, "lanequeue")
+	run.heapAfter = e.heapProfile("after")
+	if m, err := e.managerMetrics(); err == nil {
+		mib := func(name string) float64 { return m.sum(name, nil) / (1 << 20) }
+		run.goMemory = fmt.Sprintf("heap in use %.0f MiB, idle %.0f MiB (released %.0f), next GC at %.0f MiB, stacks %.0f MiB, other runtime %.0f MiB",
+			mib("go_memstats_heap_inuse_bytes"), mib("go_memstats_heap_idle_bytes"), mib("go_memstats_heap_released_bytes"),
+			mib("go_memstats_next_gc_bytes"), mib("go_memstats_stack_sys_bytes"),
+			mib("go_memstats_sys_bytes")-mib("go_memstats_heap_sys_bytes")-mib("go_memstats_stack_sys_bytes"))
+	}
+	e.cpuProfile("idle", *flagCPUProfile)
 	return run
 }
 
@@ -202,14 +217,22 @@ type report struct {
 
 func (r report) print(w io.Writer) {
 	fmt.Fprintf(w, "\n== agentlane bench-e2e (%s) ==\n", time.Now().UTC().Format(time.RFC3339))
+	if len(r.runs) > 0 {
+		r.printThroughput(w)
+	}
+	r.printIdle(w)
+	r.printSummary(w)
+}
+
+func (r report) printThroughput(w io.Writer) {
 	fmt.Fprintf(w, "raw LaneQueue creates, %d clients: %.0f/s\n\n", *flagClients, r.raw)
-	fmt.Fprintf(w, "%-14s %8s %8s %7s %10s %10s %10s %9s %7s %8s\n",
-		"run", "tasks", "tasks/s", "ratio", "writes/xt", "asnRec/xt", "xtRec/xt", "lqSt/s", "cores", "RSS MiB")
+	fmt.Fprintf(w, "%-14s %8s %8s %7s %10s %10s %10s %10s %9s %7s %8s\n",
+		"run", "tasks", "tasks/s", "ratio", "writes/xt", "ttlDel/xt", "asnRec/xt", "xtRec/xt", "lqSt/s", "cores", "RSS MiB")
 	for _, run := range r.runs {
 		n := float64(run.tasks)
-		fmt.Fprintf(w, "%-14s %8d %8.1f %7.3f %10.2f %10.2f %10.2f %9.2f %7.2f %8.0f\n",
+		fmt.Fprintf(w, "%-14s %8d %8.1f %7.3f %10.2f %10.2f %10.2f %10.2f %9.2f %7.2f %8.0f\n",
 			run.name, run.tasks, run.rate, run.rate/r.raw,
-			writesOf(run.writes, "externaltasks")/n, run.sessionRecs/n, run.taskRecs/n,
+			protocolWrites(run.writes)/n, writesOf(run.writes, "externaltasks DELETE")/n, run.sessionRecs/n, run.taskRecs/n,
 			run.queueStatusRate, run.cores, float64(run.rssBytes)/(1<<20))
 	}
 	for _, run := range r.runs {
@@ -221,12 +244,47 @@ func (r report) print(w io.Writer) {
 	l := r.latency
 	fmt.Fprintf(w, "\ncreate-to-start at half load (%.0f/s, %d tasks, 100 sessions): p50 %s  p99 %s; %.2f ExternalTask writes per task (creates and status, no deletes)\n",
 		l.rate, l.tasks, l.p50.Round(100*time.Microsecond), l.p99.Round(100*time.Microsecond), l.writes)
+}
+
+// protocolWrites is the ExternalTask writes of the task protocol: every
+// ExternalTask write but the TTL deletes, which are cleanup.
+func protocolWrites(counts map[string]float64) float64 {
+	return writesOf(counts, "externaltasks") - writesOf(counts, "externaltasks DELETE")
+}
+
+func (r report) printIdle(w io.Writer) {
 	i := r.idle
 	perTask := float64(i.rssAfter-i.rssBefore) / float64(i.tasks)
 	fmt.Fprintf(w, "\n%d sessions + %d queued tasks: accepted in %s (%.0f/s), settled in %s\n",
 		i.sessions, i.tasks, i.accept.Round(time.Millisecond), float64(i.tasks)/i.accept.Seconds(), i.settle.Round(time.Millisecond))
 	fmt.Fprintf(w, "  manager RSS %.0f MiB (%.0f before the tasks; %.1f KiB per queued task)\n",
 		float64(i.rssAfter)/(1<<20), float64(i.rssBefore)/(1<<20), perTask/1024)
-	fmt.Fprintf(w, "  idle over %s: %.3f cores, %.0f AgentSession and %.0f ExternalTask reconciles\n",
-		*flagIdle, i.idleCores, i.sessionRecsWhileIdle, i.externalRecsWhileIdle)
+	fmt.Fprintf(w, "  manager Go heap %.0f MiB (%.0f before the tasks; %.1f KiB per queued task)\n",
+		float64(i.heapAfter)/(1<<20), float64(i.heapBefore)/(1<<20), float64(i.heapAfter-i.heapBefore)/float64(i.tasks)/1024)
+	fmt.Fprintf(w, "  Go runtime: %s\n", i.goMemory)
+	fmt.Fprintf(w, "  idle over %s: %.3f cores, %.0f AgentSession, %.0f ExternalTask and %.0f LaneQueue reconciles\n",
+		*flagIdle, i.idleCores, i.sessionRecsWhileIdle, i.externalRecsWhileIdle, i.queueRecsWhileIdle)
+}
+
+// printSummary prints the run's key numbers as one table row, so that
+// several runs can be laid side by side.
+func (r report) printSummary(w io.Writer) {
+	fmt.Fprintf(w, "\nsummary:\n")
+	row := func(k, v string) { fmt.Fprintf(w, "  %-34s %s\n", k, v) }
+	if len(r.runs) > 0 {
+		row("raw creates/s", fmt.Sprintf("%.0f", r.raw))
+		for _, run := range r.runs {
+			n := float64(run.tasks)
+			row("tasks/s (ratio), "+run.name, fmt.Sprintf("%.1f (%.3f)", run.rate, run.rate/r.raw))
+			row("writes/xt + TTL deletes, "+run.name, fmt.Sprintf("%.2f + %.2f", protocolWrites(run.writes)/n, writesOf(run.writes, "externaltasks DELETE")/n))
+			row("asnRec/xt, "+run.name, fmt.Sprintf("%.2f", run.sessionRecs/n))
+		}
+		row("create-to-start p50 / p99", fmt.Sprintf("%s / %s", r.latency.p50.Round(100*time.Microsecond), r.latency.p99.Round(100*time.Microsecond)))
+	}
+	i := r.idle
+	row("queued: accepted in", fmt.Sprintf("%s (%.0f/s)", i.accept.Round(time.Second), float64(i.tasks)/i.accept.Seconds()))
+	row("queued: RSS MiB after (before)", fmt.Sprintf("%.0f (%.0f)", float64(i.rssAfter)/(1<<20), float64(i.rssBefore)/(1<<20)))
+	row("queued: heap MiB after (before)", fmt.Sprintf("%.0f (%.0f)", float64(i.heapAfter)/(1<<20), float64(i.heapBefore)/(1<<20)))
+	row("queued: RSS / heap KiB per task", fmt.Sprintf("%.1f / %.1f", float64(i.rssAfter-i.rssBefore)/float64(i.tasks)/1024, float64(i.heapAfter-i.heapBefore)/float64(i.tasks)/1024))
+	row("queued: idle cores", fmt.Sprintf("%.3f", i.idleCores))
 }
