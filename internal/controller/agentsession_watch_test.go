@@ -30,14 +30,23 @@ import (
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 )
 
-// sessionReconciles is how many reconciles the AgentSession controller has
-// started for the given sessions, and for nothing else.
-func sessionReconciles(sessions ...*agentlanev1alpha1.AgentSession) int {
+// objectReconciles is how many reconciles the named controller has started
+// for the given objects, and for nothing else.
+func objectReconciles(controller string, objects ...client.Object) int {
 	total := 0
-	for _, s := range sessions {
-		total += reconciles.count("agentsession", client.ObjectKeyFromObject(s))
+	for _, o := range objects {
+		total += reconciles.count(controller, client.ObjectKeyFromObject(o))
 	}
 	return total
+}
+
+// sessionReconciles is objectReconciles of the AgentSession controller.
+func sessionReconciles(sessions ...*agentlanev1alpha1.AgentSession) int {
+	objects := make([]client.Object, 0, len(sessions))
+	for _, s := range sessions {
+		objects = append(objects, s)
+	}
+	return objectReconciles("agentsession", objects...)
 }
 
 // activeSessions creates n sessions on queue and waits until each is Active.
@@ -64,13 +73,14 @@ func activeSessions(prefix, queue string, n int) []*agentlanev1alpha1.AgentSessi
 	return out
 }
 
-// settled waits until the sessions have had no reconcile for a second and a
-// half: what their creation and their work set off is over.
-func settled(sessions ...*agentlanev1alpha1.AgentSession) {
+// settled waits until the controller has had no reconcile of the objects
+// for a second and a half: what their creation and their work set off is
+// over.
+func settled(controller string, objects ...client.Object) {
 	GinkgoHelper()
 	last := -1 // Eventually polls once at once: that poll only takes the count
 	Eventually(func() bool {
-		now := sessionReconciles(sessions...)
+		now := objectReconciles(controller, objects...)
 		same := now == last
 		last = now
 		return same
@@ -84,7 +94,11 @@ var _ = Describe("What wakes an AgentSession", func() {
 		DeferCleanup(func() { _ = k8sClient.Delete(ctx, lq) })
 		const sessions, writes = 8, 15
 		ss := activeSessions("storm", lq.Name, sessions)
-		settled(ss...)
+		var objects []client.Object
+		for _, s := range ss {
+			objects = append(objects, s)
+		}
+		settled("agentsession", objects...)
 
 		before := sessionReconciles(ss...)
 		for i := range writes {
@@ -118,7 +132,7 @@ var _ = Describe("What wakes an AgentSession", func() {
 			g.Expect(st.Pending).To(Equal(int32(2)))
 			g.Expect(st.Active).To(Equal(int32(1)))
 		}).Should(Succeed())
-		settled(s)
+		settled("agentsession", s)
 
 		// A session with work in flight used to be reconciled every second
 		// (4 times here).

@@ -44,13 +44,17 @@ var _ = Describe("Tasks waiting for a worker", func() {
 			Eventually(taskPhase(t)).Should(Equal(agentlanev1alpha1.ExternalTaskQueued))
 			tasks = append(tasks, t)
 		}
-		quiet("externaltask")
+		var objects []client.Object
+		for _, t := range tasks {
+			objects = append(objects, t)
+		}
+		settled("externaltask", objects...)
 
 		// Each waiting task used to look for a worker every 5s (8 reconciles
-		// in 6s); the margin is for other specs' objects.
-		before := reconcileCount("externaltask")
-		Consistently(func() float64 { return reconcileCount("externaltask") - before }, "6s", "300ms").
-			Should(BeNumerically("<", 4), "tasks waiting for a worker were reconciled periodically")
+		// in 6s).
+		before := objectReconciles("externaltask", objects...)
+		Consistently(func() int { return objectReconciles("externaltask", objects...) - before }, "6s", "300ms").
+			Should(BeZero(), "tasks waiting for a worker were reconciled periodically")
 
 		// The worker's slot frees: the oldest waiting task gets it, the
 		// others keep waiting.
