@@ -325,17 +325,18 @@ func (r *ExternalTaskReconciler) reconcileTask(ctx context.Context, s *taskScope
 }
 
 // deferQueuedWrite keeps a new task's first status write for its dispatch.
-// A task that waits for a slot in its lane is not written Queued at all:
-// its LaneQueue's and its session's pending counts already say it waits,
-// and its grant wakes it. A task that has a slot and waits for a worker is
-// written Queued once it has waited queuedWriteDelay (a worker wakes it
-// earlier): that it finds no worker is worth telling. Most tasks are then
+// A task that waits for a slot in its lane, or for one of the busy workers
+// that serve it, is not written Queued at all: its LaneQueue's and its
+// session's pending counts already say it waits, and a grant or a freed
+// worker slot wakes it. A task that has a slot and finds no live worker
+// serving it is written Queued once it has waited queuedWriteDelay (a
+// worker wakes it earlier): that is worth telling. Most tasks are then
 // written once by the manager, dispatched.
 func (r *ExternalTaskReconciler) deferQueuedWrite(s *taskScope, res ctrl.Result) ctrl.Result {
 	if s.orig.Status.Phase != "" || s.task.Status.Phase != agentlanev1alpha1.ExternalTaskQueued {
 		return res
 	}
-	if s.task.Status.Attempt == 0 && !r.awaiting.has(client.ObjectKeyFromObject(s.task)) {
+	if s.workersBusy || s.task.Status.Attempt == 0 && !r.awaiting.has(client.ObjectKeyFromObject(s.task)) {
 		s.task.Status = *s.orig.Status.DeepCopy()
 		s.deferred = true
 		return res

@@ -182,7 +182,7 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, s *tas
 		return ctrl.Result{}, nil
 	}
 
-	w, ok := r.pickWorker(ctx, task, b, lane, target)
+	w, ok, busy := r.pickWorker(ctx, task, b, lane, target)
 	if !ok {
 		r.awaiting.add(key)
 		// Handed back, or never started: its timeout waits for a worker.
@@ -191,9 +191,14 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, s *tas
 		}
 		st.Phase = agentlanev1alpha1.ExternalTaskQueued
 		st.Worker, st.WorkerIncarnation, st.NodeName = "", "", ""
+		why := "no live worker serves it"
+		if busy {
+			s.workersBusy = true
+			why = "every live worker serving it is busy"
+		}
 		setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
 			agentlanev1alpha1.ExternalTaskAwaitingWorkerReason,
-			fmt.Sprintf("attempt %d has a slot in lane %s; no live worker serving it has a free slot", n, lane))
+			fmt.Sprintf("attempt %d has a slot in lane %s; %s", n, lane, why))
 		// No periodic look: a new or changed worker Lease, a renewal of a
 		// worker with free slots and a task giving its worker's slot back
 		// wake the tasks that waited longest (awaiting is oldest first).
@@ -241,21 +246,23 @@ func laneTarget(lq *agentlanev1alpha1.LaneQueue, lane string) *agentlanev1alpha1
 }
 
 // pickWorker chooses a live worker with a free slot that serves the task's
-// queue, lane and command type and matches the lane's workerSelector.
-func (r *ExternalTaskReconciler) pickWorker(ctx context.Context, task *agentlanev1alpha1.ExternalTask, b binding, lane string, target *agentlanev1alpha1.ExternalTarget) (workerInfo, bool) {
+// queue, lane and command type and matches the lane's workerSelector. busy
+// tells, when there is none, that live workers serve the task but have no
+// free slot.
+func (r *ExternalTaskReconciler) pickWorker(ctx context.Context, task *agentlanev1alpha1.ExternalTask, b binding, lane string, target *agentlanev1alpha1.ExternalTarget) (_ workerInfo, ok, busy bool) {
 	var selector labels.Selector
 	if target != nil && target.WorkerSelector != nil {
 		s, err := metav1.LabelSelectorAsSelector(target.WorkerSelector)
 		if err != nil {
 			logf.FromContext(ctx).Error(err, "Invalid workerSelector; no worker matches", "lane", lane)
-			return workerInfo{}, false
+			return workerInfo{}, false, false
 		}
 		selector = s
 	}
 	leases := &coordinationv1.LeaseList{}
 	if err := r.List(ctx, leases, client.InNamespace(task.Namespace), client.MatchingLabels{workerproto.WorkerLabel: "true"}); err != nil {
 		logf.FromContext(ctx).Error(err, "List worker Leases")
-		return workerInfo{}, false
+		return workerInfo{}, false, false
 	}
 	now := r.Clock.Now()
 	var candidates []workerInfo
@@ -270,7 +277,8 @@ func (r *ExternalTaskReconciler) pickWorker(ctx context.Context, task *agentlane
 			candidates = append(candidates, w)
 		}
 	}
-	return r.workers.pick(client.ObjectKeyFromObject(task), candidates)
+	w, ok := r.workers.pick(client.ObjectKeyFromObject(task), candidates)
+	return w, ok, !ok && len(candidates) > 0
 }
 
 // laneJob builds the Job of attempt n of the task from its lane's template,
@@ -330,5 +338,13 @@ func (r *ExternalTaskReconciler) restartedWorkerTasks(oldObj, newObj client.Obje
 func (r *ExternalTaskReconciler) wakeAwaiting(ns string) {
 	if reqs := r.awaiting.first(ns, 1); len(reqs) > 0 {
 		r.Schedulers.TaskEvents().Add(reqs[0])
+	}
+}
+
+// wakeAllAwaiting wakes every task of namespace ns that waits for a worker:
+// a worker was lost.
+func (r *ExternalTaskReconciler) wakeAllAwaiting(ns string) {
+	for _, req := range r.awaiting.first(ns, -1) {
+		r.Schedulers.TaskEvents().Add(req)
 	}
 }

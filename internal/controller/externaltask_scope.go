@@ -41,6 +41,9 @@ type taskScope struct {
 	// deferred is set when the pass's status is not worth a write yet
 	// (deferQueuedWrite): nothing is written.
 	deferred bool
+	// workersBusy is set when the pass found live workers that serve the
+	// task, every one of them with no free slot.
+	workersBusy bool
 	// written run once the status is written (or needed no write);
 	// failed, when the write fails.
 	written, failed []func()

@@ -99,6 +99,11 @@ func (r *ExternalTaskReconciler) converge(ctx context.Context, b binding, s *tas
 			if err != nil || end == nil {
 				return ctrl.Result{RequeueAfter: requeue}, err
 			}
+			if end.Outcome == agentlanev1alpha1.AttemptWorkerLost {
+				// The tasks that wait for a worker, unwritten while the
+				// workers were busy, find out whether any is left.
+				r.wakeAllAwaiting(task.Namespace)
+			}
 			if err := closeAttempt(b, task, n, *end, st.Result); err != nil {
 				return ctrl.Result{}, err
 			}

@@ -22,9 +22,12 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/workerproto"
 )
 
 var _ = Describe("Tasks waiting for a worker", func() {
@@ -41,7 +44,7 @@ var _ = Describe("Tasks waiting for a worker", func() {
 		for i := 1; i <= waiting; i++ {
 			t := queueTask(ns, fmt.Sprintf("t%02d", i))
 			Expect(k8sClient.Create(ctx, t)).To(Succeed())
-			Eventually(taskPhase(t)).Should(Equal(agentlanev1alpha1.ExternalTaskQueued))
+			Eventually(awaitingWorker(t)).Should(BeTrue())
 			tasks = append(tasks, t)
 		}
 		var objects []client.Object
@@ -63,13 +66,14 @@ var _ = Describe("Tasks waiting for a worker", func() {
 		Expect(tasks[0].Status.Worker).To(Equal("one"))
 		for _, t := range tasks[1:] {
 			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(t), t)).To(Succeed())
-			Expect(t.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskQueued), "task %s", t.Name)
+			Expect(t.Status.Phase).To(BeEmpty(), "task %s waits for the busy worker unwritten", t.Name)
+			Expect(awaitingWorker(t)()).To(BeTrue(), "task %s", t.Name)
 		}
 		runToSuccess(tasks[0], "one")
 		Eventually(taskPhase(tasks[1])).Should(Equal(agentlanev1alpha1.ExternalTaskDispatched))
 	})
 
-	It("writes nothing for a task waiting behind its lane's cap, and Queued for one waiting for a worker", func() {
+	It("writes nothing for a task waiting behind its lane's cap, and Queued for one no live worker serves", func() {
 		ns := taskNamespace()
 		taskQueue(ns, func(s *agentlanev1alpha1.LaneQueueSpec) { s.Lanes[0].MaxConcurrency = 1 })
 		first, behind := queueTask(ns, "has-slot"), queueTask(ns, "behind-cap")
@@ -98,4 +102,44 @@ var _ = Describe("Tasks waiting for a worker", func() {
 		runToSuccess(first, "w")
 		Eventually(taskPhase(behind)).Should(Equal(agentlanev1alpha1.ExternalTaskDispatched))
 	})
+
+	It("writes nothing for a task waiting for busy workers, and Queued once no live worker is left", func() {
+		ns := taskNamespace()
+		taskQueue(ns, nil)
+		fakeWorker(ns, "busy", 1)
+		held := queueTask(ns, "held")
+		Expect(k8sClient.Create(ctx, held)).To(Succeed())
+		Eventually(taskPhase(held)).Should(Equal(agentlanev1alpha1.ExternalTaskDispatched))
+		waiting := queueTask(ns, "waiting")
+		Expect(k8sClient.Create(ctx, waiting)).To(Succeed())
+		Eventually(awaitingWorker(waiting)).Should(BeTrue())
+		Eventually(func(g Gomega) map[string]string { return getTask(waiting)(g).Labels }).
+			Should(HaveKeyWithValue(agentlanev1alpha1.LaneLabel, "execute"))
+		created := waiting.ResourceVersion
+
+		// Longer than the delay after which a task used to be written Queued.
+		Consistently(func(g Gomega) {
+			getTask(waiting)(g)
+			g.Expect(waiting.ResourceVersion).To(Equal(created), "the task waiting for a busy worker was written: %+v", waiting.Status)
+		}, 3*time.Second, 200*time.Millisecond).Should(Succeed())
+
+		// The worker goes: the held attempt is lost, and the waiting task
+		// tells that nothing serves it now.
+		Expect(k8sClient.Delete(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: workerproto.LeaseName("busy")}})).To(Succeed())
+		Eventually(func(g Gomega) {
+			getTask(waiting)(g)
+			g.Expect(waiting.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskQueued))
+			g.Expect(cond(waiting, agentlanev1alpha1.ExternalTaskClaimedCondition)).To(HaveField("Message", ContainSubstring("no live worker serves it")))
+		}).Should(Succeed())
+	})
 })
+
+// awaitingWorker tells whether the manager holds the task among those that
+// wait for a worker's free slot.
+func awaitingWorker(t *agentlanev1alpha1.ExternalTask) func() bool {
+	return func() bool {
+		r := pools.source.Load()
+		return r != nil && r.awaiting.has(client.ObjectKeyFromObject(t))
+	}
+}

@@ -35,6 +35,7 @@ import (
 
 	"github.com/go-logr/logr"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -64,18 +65,20 @@ var (
 
 // env is the benchmark's cluster and processes.
 type env struct {
-	t          *testing.T
-	ctx        context.Context
-	dir        string
-	testEnv    *envtest.Environment
-	cfg        *rest.Config
-	c          client.Client
-	workerBin  string
-	workerKC   string
-	manager    *process
-	metricsURL string
-	sessionAPI string
-	pprofURL   string // empty without -profile-dir
+	t         *testing.T
+	ctx       context.Context
+	dir       string
+	testEnv   *envtest.Environment
+	cfg       *rest.Config
+	c         client.Client
+	workerBin string
+	workerKC  string
+	manager   *process
+	// startManager starts the manager process (again) as e.manager.
+	startManager func()
+	metricsURL   string
+	sessionAPI   string
+	pprofURL     string // empty without -profile-dir
 }
 
 func TestBenchE2E(t *testing.T) {
@@ -94,6 +97,7 @@ func TestBenchE2E(t *testing.T) {
 	hundred := e.throughput("100 sessions", 100, *flagTasks)
 	rep.runs = append(rep.runs, hundred)
 	rep.latency = e.halfLoadLatency(hundred.client, hundred.ns, 100, hundred.rate/2, *flagLatencyTasks)
+	e.freshManager(rep.runs[0].ns, hundred.ns)
 	rep.idle = e.queuedAndIdle(*flagQueuedSessions, *flagQueued)
 	rep.print(os.Stdout)
 }
@@ -125,17 +129,48 @@ func setup(t *testing.T) *env {
 		pprofAddr = freeAddress(t)
 		e.pprofURL = "http://" + pprofAddr + "/debug/pprof/"
 	}
-	e.manager = startProcess(t, e.dir, "manager", managerBin, managerKC,
-		"--pprof-bind-address="+pprofAddr, "--metrics-bind-address="+metricsAddr, "--metrics-secure=false", "--health-probe-bind-address=0",
-		"--session-api-bind-address="+apiAddr, "--session-api-insecure-http",
-		"--session-api-rate=-1", "--session-api-failed-auth-rate=-1",
-		fmt.Sprintf("--session-api-max-pending-per-session=%d", max(1000, *flagQueued)))
-	t.Cleanup(e.manager.stop)
-	e.waitFor("the manager's metrics endpoint", time.Minute, func() bool {
-		_, err := e.managerMetrics()
-		return err == nil
-	})
+	e.startManager = func() {
+		e.manager = startProcess(t, e.dir, "manager", managerBin, managerKC,
+			"--pprof-bind-address="+pprofAddr, "--metrics-bind-address="+metricsAddr, "--metrics-secure=false", "--health-probe-bind-address=0",
+			"--session-api-bind-address="+apiAddr, "--session-api-insecure-http",
+			"--session-api-rate=-1", "--session-api-failed-auth-rate=-1",
+			fmt.Sprintf("--session-api-max-pending-per-session=%d", max(1000, *flagQueued)))
+		e.waitFor("the manager's metrics endpoint", time.Minute, func() bool {
+			_, err := e.managerMetrics()
+			return err == nil
+		})
+	}
+	e.startManager()
+	t.Cleanup(func() { e.manager.stop() })
 	return e
+}
+
+// freshManager deletes the agentlane objects of the given namespaces (an
+// envtest API server runs no namespace controller), waits until they are
+// gone and restarts the manager, so that the next run measures a manager
+// that holds only its own objects, not what earlier runs left behind.
+func (e *env) freshManager(namespaces ...string) {
+	e.t.Helper()
+	kinds := []client.Object{&agentlanev1alpha1.ExternalTask{}, &agentlanev1alpha1.AgentSession{}, &agentlanev1alpha1.LaneQueue{}}
+	for _, ns := range namespaces {
+		for _, kind := range kinds {
+			if err := e.c.DeleteAllOf(e.ctx, kind, client.InNamespace(ns)); err != nil {
+				e.t.Fatalf("delete the %T objects of %s: %v", kind, ns, err)
+			}
+		}
+	}
+	e.waitFor("the earlier runs' objects to go", 5*time.Minute, func() bool {
+		for _, ns := range namespaces {
+			for _, list := range []client.ObjectList{&agentlanev1alpha1.ExternalTaskList{}, &agentlanev1alpha1.AgentSessionList{}} {
+				if err := e.c.List(e.ctx, list, client.InNamespace(ns), client.Limit(1)); err != nil || meta.LenList(list) > 0 {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	e.manager.stop()
+	e.startManager()
 }
 
 // createSessionUserRole creates the ClusterRole session runtimes get
