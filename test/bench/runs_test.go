@@ -87,6 +87,10 @@ type latencyRun struct {
 	rate     float64
 	tasks    int
 	p50, p99 time.Duration
+	// toDispatch is from the submit call to the moment a watch showed the
+	// task dispatched to a worker (p50, p99); fromDispatch, from then to
+	// the start of the command on the worker.
+	toDispatch, fromDispatch [2]time.Duration
 	// writes is the ExternalTask writes per task but deletes: at half
 	// load few tasks wait long enough to be written Queued.
 	writes float64
@@ -132,19 +136,37 @@ func (e *env) halfLoadLatency(c *sessionapi.Client, ns string, sessions int, rat
 	})
 	counts := writeCounts(before.api, e.snapshot().api)
 	writes := writesOf(counts, "externaltasks POST") + writesOf(counts, "externaltasks/status ")
-	var lat []time.Duration
+	var lat, toDispatch, fromDispatch []time.Duration
 	f.mu.Lock()
 	for id, at := range sent {
-		if s, ok := f.started[id]; ok {
-			lat = append(lat, s.Sub(at))
+		s, ok := f.started[id]
+		if !ok {
+			continue
+		}
+		lat = append(lat, s.Sub(at))
+		if d, ok := f.dispatched[id]; ok {
+			toDispatch, fromDispatch = append(toDispatch, d.Sub(at)), append(fromDispatch, s.Sub(d))
 		}
 	}
 	f.mu.Unlock()
-	slices.Sort(lat)
 	if len(lat) == 0 {
 		e.t.Fatal("no latency measured")
 	}
-	return latencyRun{rate: rate, tasks: n, p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], writes: writes / float64(n)}
+	run := latencyRun{rate: rate, tasks: n, writes: writes / float64(n)}
+	run.p50, run.p99 = percentiles(lat)
+	run.toDispatch[0], run.toDispatch[1] = percentiles(toDispatch)
+	run.fromDispatch[0], run.fromDispatch[1] = percentiles(fromDispatch)
+	return run
+}
+
+// percentiles returns the median and the 99th percentile of ds (zero when
+// it is empty).
+func percentiles(ds []time.Duration) (p50, p99 time.Duration) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2], ds[len(ds)*99/100]
 }
 
 // idleRun is the memory and idle CPU of a manager holding queued work.
@@ -244,6 +266,9 @@ func (r report) printThroughput(w io.Writer) {
 	l := r.latency
 	fmt.Fprintf(w, "\ncreate-to-start at half load (%.0f/s, %d tasks, 100 sessions): p50 %s  p99 %s; %.2f ExternalTask writes per task (creates and status, no deletes)\n",
 		l.rate, l.tasks, l.p50.Round(100*time.Microsecond), l.p99.Round(100*time.Microsecond), l.writes)
+	fmt.Fprintf(w, "  submit to dispatch seen: p50 %s  p99 %s; dispatch seen to start on the worker: p50 %s  p99 %s\n",
+		l.toDispatch[0].Round(100*time.Microsecond), l.toDispatch[1].Round(100*time.Microsecond),
+		l.fromDispatch[0].Round(100*time.Microsecond), l.fromDispatch[1].Round(100*time.Microsecond))
 }
 
 // protocolWrites is the ExternalTask writes of the task protocol: every

@@ -160,8 +160,10 @@ type finished struct {
 	mu      sync.Mutex
 	at      map[string]time.Time
 	started map[string]time.Time
-	failed  int
-	stop    func()
+	// dispatched is when the watch first showed each task dispatched.
+	dispatched map[string]time.Time
+	failed     int
+	stop       func()
 }
 
 func (e *env) watchFinished(ns string) *finished {
@@ -170,7 +172,7 @@ func (e *env) watchFinished(ns string) *finished {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	f := &finished{at: map[string]time.Time{}, started: map[string]time.Time{}}
+	f := &finished{at: map[string]time.Time{}, started: map[string]time.Time{}, dispatched: map[string]time.Time{}}
 	done := make(chan struct{})
 	f.stop = sync.OnceFunc(func() { close(done) })
 	go func() {
@@ -198,11 +200,14 @@ func (e *env) watchFinished(ns string) *finished {
 }
 
 func (f *finished) observe(t *agentlanev1alpha1.ExternalTask) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, seen := f.dispatched[t.Name]; !seen && t.Status.Worker != "" {
+		f.dispatched[t.Name] = time.Now()
+	}
 	if !t.Status.Phase.IsTerminal() {
 		return
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	if _, seen := f.at[t.Name]; seen {
 		return
 	}
