@@ -41,61 +41,59 @@ import (
 
 // sessionRefresh coalesces the activity of sessions (command and inbox
 // events from the schedulers) into at most one reconcile per session per
-// interval. A session with no activity is not reconciled at all.
+// interval. A session with no activity is not reconciled at all. Each
+// session waits on its own timer from its first activity, so the
+// reconciles of many busy sessions, and their status writes, spread over
+// the interval instead of reaching the API server together on one tick.
 type sessionRefresh struct {
 	interval time.Duration
 	events   chan event.GenericEvent
+	// stopped is closed when the manager stops: announcements still
+	// waiting give up.
+	stopped chan struct{}
 
-	mu    sync.Mutex
-	dirty map[types.NamespacedName]struct{}
+	mu      sync.Mutex
+	pending map[types.NamespacedName]struct{}
 }
 
 func newSessionRefresh(interval time.Duration) *sessionRefresh {
 	return &sessionRefresh{interval: interval, events: make(chan event.GenericEvent, 1024),
-		dirty: map[types.NamespacedName]struct{}{}}
+		stopped: make(chan struct{}), pending: map[types.NamespacedName]struct{}{}}
 }
 
-// mark asks for the session to be reconciled at the next interval. It is
-// called from the queues' goroutines and returns at once.
+// mark asks for the session to be reconciled one interval after its first
+// activity since its last announcement. It is called from the queues'
+// goroutines and returns at once.
 func (s *sessionRefresh) mark(key types.NamespacedName) {
 	s.mu.Lock()
-	s.dirty[key] = struct{}{}
-	s.mu.Unlock()
-}
-
-// take returns and clears the sessions marked since the last call.
-func (s *sessionRefresh) take() []types.NamespacedName {
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	keys := make([]types.NamespacedName, 0, len(s.dirty))
-	for k := range s.dirty {
-		keys = append(keys, k)
+	if _, waiting := s.pending[key]; waiting {
+		return
 	}
-	clear(s.dirty)
-	return keys
+	s.pending[key] = struct{}{}
+	time.AfterFunc(s.interval, func() { s.announce(key) })
 }
 
-// Start announces the marked sessions once per interval until ctx ends. It
+// announce sends the session's reconcile; activity from now on waits for
+// the next one.
+func (s *sessionRefresh) announce(key types.NamespacedName) {
+	s.mu.Lock()
+	delete(s.pending, key)
+	s.mu.Unlock()
+	o := &agentlanev1alpha1.AgentSession{}
+	o.Namespace, o.Name = key.Namespace, key.Name
+	select {
+	case s.events <- event.GenericEvent{Object: o}:
+	case <-s.stopped:
+	}
+}
+
+// Start waits until ctx ends, then lets waiting announcements go. It
 // implements manager.Runnable.
 func (s *sessionRefresh) Start(ctx context.Context) error {
-	t := time.NewTicker(s.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		for _, k := range s.take() {
-			o := &agentlanev1alpha1.AgentSession{}
-			o.Namespace, o.Name = k.Namespace, k.Name
-			select {
-			case s.events <- event.GenericEvent{Object: o}:
-			case <-ctx.Done():
-				return nil
-			}
-		}
-	}
+	<-ctx.Done()
+	close(s.stopped)
+	return nil
 }
 
 // ownWrites remembers the resourceVersion each of the controller's own
