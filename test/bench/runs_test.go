@@ -94,6 +94,10 @@ type latencyRun struct {
 	// writes is the ExternalTask writes per task but deletes: at half
 	// load few tasks wait long enough to be written Queued.
 	writes float64
+	// api is the API server's own latency for the task's requests.
+	api []requestLatency
+	// allWrites is every API write during the run, by resource and verb.
+	allWrites map[string]float64
 }
 
 // halfLoadLatency submits n tasks to ns (whose queue and sessions exist) at
@@ -134,7 +138,8 @@ func (e *env) halfLoadLatency(c *sessionapi.Client, ns string, sessions int, rat
 		}
 		return done == n
 	})
-	counts := writeCounts(before.api, e.snapshot().api)
+	after := e.snapshot()
+	counts := writeCounts(before.api, after.api)
 	writes := writesOf(counts, "externaltasks POST") + writesOf(counts, "externaltasks/status ")
 	var lat, toDispatch, fromDispatch []time.Duration
 	f.mu.Lock()
@@ -152,7 +157,7 @@ func (e *env) halfLoadLatency(c *sessionapi.Client, ns string, sessions int, rat
 	if len(lat) == 0 {
 		e.t.Fatal("no latency measured")
 	}
-	run := latencyRun{rate: rate, tasks: n, writes: writes / float64(n)}
+	run := latencyRun{rate: rate, tasks: n, writes: writes / float64(n), api: apiLatencies(before.api, after.api), allWrites: counts}
 	run.p50, run.p99 = percentiles(lat)
 	run.toDispatch[0], run.toDispatch[1] = percentiles(toDispatch)
 	run.fromDispatch[0], run.fromDispatch[1] = percentiles(fromDispatch)
@@ -269,6 +274,12 @@ func (r report) printThroughput(w io.Writer) {
 	fmt.Fprintf(w, "  submit to dispatch seen: p50 %s  p99 %s; dispatch seen to start on the worker: p50 %s  p99 %s\n",
 		l.toDispatch[0].Round(100*time.Microsecond), l.toDispatch[1].Round(100*time.Microsecond),
 		l.fromDispatch[0].Round(100*time.Microsecond), l.fromDispatch[1].Round(100*time.Microsecond))
+	printAPILatencies(w, l.api)
+	fmt.Fprintf(w, "  API writes per task during the run (all resources, by verb):")
+	for _, k := range sortedKeys(l.allWrites) {
+		fmt.Fprintf(w, " %s %.2f;", k, l.allWrites[k]/float64(l.tasks))
+	}
+	fmt.Fprintln(w)
 }
 
 // protocolWrites is the ExternalTask writes of the task protocol: every
