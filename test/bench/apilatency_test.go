@@ -23,6 +23,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"testing"
 )
 
 // requestLatency is how long one kind of request took inside the API server
@@ -111,5 +112,34 @@ func printAPILatencies(w io.Writer, ls []requestLatency) {
 		}
 		fmt.Fprintf(w, "    %-32s %6.0f  p99 <= %4.0f ms  %5.1f%% %5.1f%% %5.1f%%\n",
 			l.name, l.count, l.p99*1000, 100*l.over25, 100*l.over50, 100*l.over100)
+	}
+}
+
+// TestHistogramLatency checks the reading of a latency histogram between
+// two scrapes: only the matching series, only what grew in between.
+func TestHistogramLatency(t *testing.T) {
+	scrape := func(post []float64, patch float64) metrics {
+		m := metrics{}
+		for i, le := range []string{"0.005", "0.025", "0.05", "0.1", "+Inf"} {
+			m["apiserver_request_duration_seconds_bucket"] = append(m["apiserver_request_duration_seconds_bucket"],
+				series{labels: map[string]string{"resource": "externaltasks", "verb": "POST", "le": le}, value: post[i]},
+				series{labels: map[string]string{"resource": "externaltasks", "verb": "PATCH", "subresource": "status", "le": le}, value: patch})
+		}
+		return m
+	}
+	before := scrape([]float64{10, 20, 20, 20, 20}, 5)
+	// 200 more POSTs: 150 under 5 ms, 40 under 25 ms, 8 under 50 ms, 2 under 100 ms.
+	after := scrape([]float64{160, 210, 218, 220, 220}, 5)
+	got := apiLatencies(before, after)
+	post := got[0]
+	if post.count != 200 || post.p99 != 0.05 {
+		t.Errorf("POST: count %v p99 %v, want 200 and 0.05", post.count, post.p99)
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+	if !near(post.over25, 0.05) || !near(post.over50, 0.01) || !near(post.over100, 0) {
+		t.Errorf("POST: over 25/50/100 ms %v %v %v, want 0.05 0.01 0", post.over25, post.over50, post.over100)
+	}
+	if got[1].count != 0 {
+		t.Errorf("PATCH: count %v, want 0 (nothing grew)", got[1].count)
 	}
 }
