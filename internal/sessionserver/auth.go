@@ -86,6 +86,10 @@ type KubeAuthorizer struct {
 	mu      sync.Mutex
 	callers map[[32]byte]cachedCaller
 	grants  map[grantKey]cachedGrant
+	// refreshing holds the answers being asked again in the background;
+	// refreshes counts those reviews.
+	refreshing map[grantKey]bool
+	refreshes  sync.WaitGroup
 }
 
 type cachedCaller struct {
@@ -183,41 +187,82 @@ func (a *KubeAuthorizer) Authenticate(ctx context.Context, r *http.Request) (Cal
 	return c.caller, nil
 }
 
-// Authorize implements Authorizer.
+// Authorize implements Authorizer. A request that finds its answer in the
+// last quarter of its TTL uses it and asks again in the background, so that
+// a busy caller's requests do not wait for a review every TTL; no answer is
+// used longer than TTL.
 func (a *KubeAuthorizer) Authorize(ctx context.Context, c Caller, namespace, session, verb string) error {
 	key := grantKey{user: c.Username, namespace: namespace, session: session, verb: verb}
 	now := a.now()
 	a.mu.Lock()
 	g, hit := a.grants[key]
+	refresh := hit && !now.After(g.expires) && g.expires.Sub(now) <= a.ttl()/4 && !a.refreshing[key]
+	if refresh {
+		if a.refreshing == nil {
+			a.refreshing = make(map[grantKey]bool)
+		}
+		a.refreshing[key] = true
+	}
 	a.mu.Unlock()
+	if refresh {
+		a.refreshes.Add(1)
+		go a.refreshGrant(context.WithoutCancel(ctx), c, key)
+	}
 	if !hit || now.After(g.expires) {
-		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: c.Username, UID: c.UID, Groups: c.Groups, Extra: c.Extra,
-			ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace:   namespace,
-				Verb:        verb,
-				Group:       agentlanev1alpha1.GroupVersion.Group,
-				Resource:    APIResource,
-				Subresource: APISubresource,
-				Name:        session,
-			},
-		}}
-		if err := a.Client.Create(ctx, sar); err != nil {
-			return apiError(http.StatusInternalServerError, sessionapi.CodeInternal, "access review failed: "+err.Error())
+		var err error
+		if g, err = a.review(ctx, c, key); err != nil {
+			return err
 		}
-		g = cachedGrant{allowed: sar.Status.Allowed && !sar.Status.Denied, reason: sar.Status.Reason, expires: now.Add(a.ttl())}
-		a.mu.Lock()
-		if a.grants == nil || len(a.grants) >= maxCached {
-			a.grants = make(map[grantKey]cachedGrant)
-		}
-		a.grants[key] = g
-		a.mu.Unlock()
 	}
 	if !g.allowed {
 		return apiError(http.StatusForbidden, sessionapi.CodeForbidden,
 			forbiddenMessage(c.Username, verb, namespace, session))
 	}
 	return nil
+}
+
+// refreshGrant asks again for an answer that is about to expire.
+func (a *KubeAuthorizer) refreshGrant(ctx context.Context, c Caller, key grantKey) {
+	defer a.refreshes.Done()
+	defer func() {
+		a.mu.Lock()
+		delete(a.refreshing, key)
+		a.mu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(ctx, refreshTimeout)
+	defer cancel()
+	_, _ = a.review(ctx, c, key) // on failure the answer expires as usual
+}
+
+// refreshTimeout bounds a background review.
+const refreshTimeout = 10 * time.Second
+
+// review asks the API server whether c may do key's verb on the session and
+// caches the answer for TTL.
+func (a *KubeAuthorizer) review(ctx context.Context, c Caller, key grantKey) (cachedGrant, error) {
+	now := a.now()
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: c.Username, UID: c.UID, Groups: c.Groups, Extra: c.Extra,
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace:   key.namespace,
+			Verb:        key.verb,
+			Group:       agentlanev1alpha1.GroupVersion.Group,
+			Resource:    APIResource,
+			Subresource: APISubresource,
+			Name:        key.session,
+		},
+	}}
+	if err := a.Client.Create(ctx, sar); err != nil {
+		return cachedGrant{}, apiError(http.StatusInternalServerError, sessionapi.CodeInternal, "access review failed: "+err.Error())
+	}
+	g := cachedGrant{allowed: sar.Status.Allowed && !sar.Status.Denied, reason: sar.Status.Reason, expires: now.Add(a.ttl())}
+	a.mu.Lock()
+	if a.grants == nil || len(a.grants) >= maxCached {
+		a.grants = make(map[grantKey]cachedGrant)
+	}
+	a.grants[key] = g
+	a.mu.Unlock()
+	return g, nil
 }
 
 func forbiddenMessage(user, verb, namespace, session string) string {
