@@ -44,16 +44,7 @@ import (
 // account lacks the metrics-reader ClusterRole of config/rbac is 403, a
 // token whose account has it is 200.
 func TestMetricsNeedAuthorization(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Skip("KUBEBUILDER_ASSETS is not set: run with `make test`")
-	}
-	env, cfg, c, err := testenv.Start(testenv.Scheme(), testenv.WithoutCRDs())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
+	ctx, cfg, c := startAPIServer(t)
 
 	addr := freeAddr(t)
 	o := &options{metricsAddr: addr, metricsSecure: true}
@@ -169,4 +160,22 @@ func freeAddr(t *testing.T) string {
 	}
 	defer func() { _ = ln.Close() }()
 	return fmt.Sprintf("127.0.0.1:%d", ln.Addr().(*net.TCPAddr).Port)
+}
+
+// startAPIServer starts an envtest API server without agentlane's CRDs for
+// the test (skipping it when the control plane is not built) and returns a
+// context that ends with the test, a config and a client of it.
+func startAPIServer(t *testing.T) (context.Context, *rest.Config, client.Client) {
+	t.Helper()
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Skip("KUBEBUILDER_ASSETS is not set: run with `make test`")
+	}
+	env, cfg, c, err := testenv.Start(testenv.Scheme(), testenv.WithoutCRDs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return ctx, cfg, c
 }

@@ -18,7 +18,6 @@ package main
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -28,8 +27,6 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/agentlane/agentlane/internal/testenv"
 )
 
 // TestTakeoverFromAGoneLeader runs a standby's leader election, as main
@@ -39,16 +36,7 @@ import (
 // reports the container restarted, the standby takes the Lease and its
 // leader election leads, long before the minute is out.
 func TestTakeoverFromAGoneLeader(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Skip("KUBEBUILDER_ASSETS is not set: run with `make test`")
-	}
-	env, cfg, c, err := testenv.Start(testenv.Scheme(), testenv.WithoutCRDs())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
+	ctx, cfg, c := startAPIServer(t)
 
 	const ns, name = "default", "manager.agentlane.io"
 	acquired := time.Now().Add(-10 * time.Second)

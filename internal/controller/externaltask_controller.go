@@ -254,7 +254,7 @@ func (r *ExternalTaskReconciler) reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, nil
 	}
 	if r.workers.observe(task) {
-		r.wakeAwaiting(task.Namespace) // its worker has a free slot now
+		r.wakeAwaiting(task.Namespace, 1) // its worker has a free slot now
 	}
 	if !task.DeletionTimestamp.IsZero() {
 		r.forgetDeleted(req.NamespacedName)

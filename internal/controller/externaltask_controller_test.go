@@ -73,15 +73,28 @@ func taskQueue(ns string, mutate func(*agentlanev1alpha1.LaneQueueSpec)) {
 // fakeWorker creates a live worker Lease valid for an hour.
 func fakeWorker(ns, name string, capacity int) {
 	GinkgoHelper()
+	Expect(k8sClient.Create(ctx, workerLease(ns, name, capacity))).To(Succeed())
+}
+
+// workerLease is the Lease of a worker of the given capacity, renewed now
+// and valid for an hour.
+func workerLease(ns, name string, capacity int) *coordinationv1.Lease {
 	now := metav1.NewMicroTime(time.Now())
-	Expect(k8sClient.Create(ctx, &coordinationv1.Lease{
+	return &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: ns, Name: workerproto.LeaseName(name),
 			Labels:      map[string]string{workerproto.WorkerLabel: "true", workerproto.NodeLabel: "node-" + name},
 			Annotations: map[string]string{workerproto.CapacityAnnotation: fmt.Sprint(capacity)},
 		},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), LeaseDurationSeconds: ptr.To[int32](3600), RenewTime: &now},
-	})).To(Succeed())
+	}
+}
+
+// loseWorker deletes the worker's Lease, as a worker that is gone for good.
+func loseWorker(ns, name string) {
+	GinkgoHelper()
+	Expect(k8sClient.Delete(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
+		Namespace: ns, Name: workerproto.LeaseName(name)}})).To(Succeed())
 }
 
 func queueTask(ns, name string) *agentlanev1alpha1.ExternalTask {
@@ -407,8 +420,7 @@ var _ = Describe("ExternalTask controller", func() {
 		fakeWorker(ns, "rescuer", 1)
 		// The worker dies while the attempt is Dispatched: its command may
 		// have run, so the attempt is recorded, and a second run is known.
-		Expect(k8sClient.Delete(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns, Name: workerproto.LeaseName("doomed")}})).To(Succeed())
+		loseWorker(ns, "doomed")
 
 		Eventually(func(g Gomega) string {
 			getTask(task)(g)
@@ -434,8 +446,7 @@ var _ = Describe("ExternalTask controller", func() {
 		Eventually(taskPhase(task)).Should(Equal(agentlanev1alpha1.ExternalTaskDispatched))
 		Expect(task.Status.Worker).To(Equal("doomed"))
 		fakeWorker(ns, "rescuer", 1)
-		Expect(k8sClient.Delete(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns, Name: workerproto.LeaseName("doomed")}})).To(Succeed())
+		loseWorker(ns, "doomed")
 
 		Eventually(func(g Gomega) string {
 			getTask(task)(g)
@@ -468,8 +479,7 @@ var _ = Describe("ExternalTask controller", func() {
 				g.Expect(task.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskDispatched))
 				return task.Status.Attempt
 			}).Should(Equal(int32(n)))
-			Expect(k8sClient.Delete(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
-				Namespace: ns, Name: workerproto.LeaseName(task.Status.Worker)}})).To(Succeed())
+			loseWorker(ns, task.Status.Worker)
 		}
 		Eventually(taskPhase(task)).Should(Equal(agentlanev1alpha1.ExternalTaskDeadLettered))
 		Expect(task.Status.Attempts).To(HaveLen(last))

@@ -333,18 +333,11 @@ func (r *ExternalTaskReconciler) restartedWorkerTasks(oldObj, newObj client.Obje
 	}
 }
 
-// wakeAwaiting wakes one task of namespace ns that waits for a worker: a
-// task just gave its worker's slot back.
-func (r *ExternalTaskReconciler) wakeAwaiting(ns string) {
-	if reqs := r.awaiting.first(ns, 1); len(reqs) > 0 {
-		r.Schedulers.TaskEvents().Add(reqs[0])
-	}
-}
-
-// wakeAllAwaiting wakes every task of namespace ns that waits for a worker:
-// a worker was lost.
-func (r *ExternalTaskReconciler) wakeAllAwaiting(ns string) {
-	for _, req := range r.awaiting.first(ns, -1) {
+// wakeAwaiting wakes the n tasks of namespace ns that have waited longest
+// for a worker, every one when n is negative: one when a task gave its
+// worker's slot back, all when a worker was lost.
+func (r *ExternalTaskReconciler) wakeAwaiting(ns string, n int) {
+	for _, req := range r.awaiting.first(ns, n) {
 		r.Schedulers.TaskEvents().Add(req)
 	}
 }

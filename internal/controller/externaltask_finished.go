@@ -138,7 +138,7 @@ func finishedAt(task *agentlanev1alpha1.ExternalTask) time.Time {
 func (r *ExternalTaskReconciler) release(key types.NamespacedName) {
 	if r.workers.release(key) {
 		// Its worker has a free slot now.
-		r.wakeAwaiting(key.Namespace)
+		r.wakeAwaiting(key.Namespace, 1)
 	}
 	r.awaiting.remove(key)
 	r.unbound.remove(key)

@@ -102,7 +102,7 @@ func (r *ExternalTaskReconciler) converge(ctx context.Context, b binding, s *tas
 			if end.Outcome == agentlanev1alpha1.AttemptWorkerLost {
 				// The tasks that wait for a worker, unwritten while the
 				// workers were busy, find out whether any is left.
-				r.wakeAllAwaiting(task.Namespace)
+				r.wakeAwaiting(task.Namespace, -1)
 			}
 			if err := closeAttempt(b, task, n, *end, st.Result); err != nil {
 				return ctrl.Result{}, err
@@ -248,7 +248,7 @@ func (r *ExternalTaskReconciler) finish(ctx context.Context, b binding, s *taskS
 	s.afterWrite(func() {
 		b.tasks.Forget(task.Name)
 		if r.workers.release(client.ObjectKeyFromObject(task)) {
-			r.wakeAwaiting(task.Namespace)
+			r.wakeAwaiting(task.Namespace, 1)
 		}
 		if phase != agentlanev1alpha1.ExternalTaskSucceeded && phase != agentlanev1alpha1.ExternalTaskCancelled && r.Recorder != nil {
 			r.Recorder.Eventf(task, nil, corev1.EventTypeWarning, string(phase), "Finish", "task ended %s after %d attempts: %s", phase, n, msg)

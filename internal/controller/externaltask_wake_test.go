@@ -22,12 +22,9 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	coordinationv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
-	"github.com/agentlane/agentlane/internal/workerproto"
 )
 
 var _ = Describe("Tasks waiting for a worker", func() {
@@ -125,8 +122,7 @@ var _ = Describe("Tasks waiting for a worker", func() {
 
 		// The worker goes: the held attempt is lost, and the waiting task
 		// tells that nothing serves it now.
-		Expect(k8sClient.Delete(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns, Name: workerproto.LeaseName("busy")}})).To(Succeed())
+		loseWorker(ns, "busy")
 		Eventually(func(g Gomega) {
 			getTask(waiting)(g)
 			g.Expect(waiting.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskQueued))

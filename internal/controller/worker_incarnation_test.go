@@ -34,16 +34,9 @@ import (
 // process is incarnation, live for an hour.
 func fakeWorkerProcess(ns, name, incarnation string) {
 	GinkgoHelper()
-	now := metav1.NewMicroTime(time.Now())
-	Expect(k8sClient.Create(ctx, &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns, Name: workerproto.LeaseName(name),
-			Labels: map[string]string{workerproto.WorkerLabel: "true", workerproto.NodeLabel: "node-" + name},
-			Annotations: map[string]string{workerproto.CapacityAnnotation: "1",
-				workerproto.IncarnationAnnotation: incarnation},
-		},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), LeaseDurationSeconds: ptr.To[int32](3600), RenewTime: &now},
-	})).To(Succeed())
+	lease := workerLease(ns, name, 1)
+	lease.Annotations[workerproto.IncarnationAnnotation] = incarnation
+	Expect(k8sClient.Create(ctx, lease)).To(Succeed())
 }
 
 // setIncarnation makes the worker's Lease advertise a process of the worker,
