@@ -172,8 +172,8 @@ type LaneOverride struct {
 	HandlerMode HandlerMode `json:"handlerMode"`
 
 	// timeout replaces the lane's timeout for this session's commands, such
-	// as 2m.
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="timeout must be a positive duration, such as 2m"
+	// as 2m. Between 100ms and 24h, as the lane's own timeout.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('100ms') && duration(self) <= duration('24h')",message="timeout must be a duration between 100ms and 24h, such as 2m"
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }
@@ -347,16 +347,16 @@ type SessionRuntime struct {
 
 	// idleTimeout passivates the session after it has had no run for this
 	// long, such as 30m. When it is not set the session is never passivated
-	// for being idle.
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="idleTimeout must be a positive duration, such as 30m"
+	// for being idle. Between 1s and 720h (30 days).
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('720h')",message="idleTimeout must be a duration between 1s and 720h, such as 30m"
 	// +optional
 	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
 
 	// passivationDeadline is how long the runtime has, after a passivation
 	// request, to reach a checkpoint before its pod is evicted anyway.
-	// Defaults to 2m.
+	// Between 1s and 24h; defaults to 2m.
 	// +kubebuilder:default="2m"
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="passivationDeadline must be a positive duration, such as 2m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="passivationDeadline must be a duration between 1s and 24h, such as 2m"
 	// +optional
 	PassivationDeadline *metav1.Duration `json:"passivationDeadline,omitempty"`
 

@@ -130,22 +130,24 @@ type RetryPolicy struct {
 	MaxRetries *int32 `json:"maxRetries,omitempty"`
 
 	// initialDelay is the delay before the first retry with the Exponential
-	// strategy, as a duration string such as 100ms or 2s. Defaults to 100ms.
+	// strategy, as a duration string such as 100ms or 2s. Between 10ms and
+	// 1h; defaults to 100ms.
 	// +kubebuilder:default="100ms"
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="initialDelay must be a positive duration, such as 100ms"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10ms') && duration(self) <= duration('1h')",message="initialDelay must be a duration between 10ms and 1h, such as 100ms"
 	// +optional
 	InitialDelay *metav1.Duration `json:"initialDelay,omitempty"`
 
 	// maxDelay caps the delay between retries with the Exponential strategy.
-	// Defaults to 30s.
+	// Between 10ms and 1h; defaults to 30s.
 	// +kubebuilder:default="30s"
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="maxDelay must be a positive duration, such as 30s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10ms') && duration(self) <= duration('1h')",message="maxDelay must be a duration between 10ms and 1h, such as 30s"
 	// +optional
 	MaxDelay *metav1.Duration `json:"maxDelay,omitempty"`
 
 	// fixedDelay is the delay before every retry with the Fixed strategy, and
-	// is required with it. Ignored by the other strategies.
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="fixedDelay must be a positive duration, such as 1s"
+	// is required with it. Ignored by the other strategies. Between 10ms and
+	// 1h, so that a lane's retries cannot become a retry storm.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10ms') && duration(self) <= duration('1h')",message="fixedDelay must be a duration between 10ms and 1h, such as 1s"
 	// +optional
 	FixedDelay *metav1.Duration `json:"fixedDelay,omitempty"`
 }
@@ -216,8 +218,8 @@ type PriorityBoost struct {
 
 	// deadline is the deadline given to commands submitted without one,
 	// counted from submission, such as 5m. When it is not set, only commands
-	// that carry their own deadline are boosted.
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="deadline must be a positive duration, such as 5m"
+	// that carry their own deadline are boosted. Between 100ms and 24h.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('100ms') && duration(self) <= duration('24h')",message="deadline must be a duration between 100ms and 24h, such as 5m"
 	// +optional
 	Deadline *metav1.Duration `json:"deadline,omitempty"`
 }

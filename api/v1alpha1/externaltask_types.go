@@ -112,8 +112,8 @@ type ExternalTaskSpec struct {
 	// dispatch to a worker (or its Job's creation); time spent waiting for
 	// a worker does not count. When it is not set the lane's timeout
 	// applies. An attempt that runs out of time fails and goes through the
-	// retry policy.
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="timeout must be a positive duration, such as 2m"
+	// retry policy. Between 100ms and 24h.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('100ms') && duration(self) <= duration('24h')",message="timeout must be a duration between 100ms and 24h, such as 2m"
 	// +kubebuilder:validation:XValidation:rule="duration(self) == duration(oldSelf)",message="timeout is immutable"
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`

@@ -17,6 +17,8 @@ limitations under the License.
 package v1alpha1
 
 import (
+	"slices"
+
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -119,7 +121,8 @@ type Lane struct {
 	// External lane it counts from when the attempt is dispatched to a
 	// worker (or its Job is created), not while the attempt waits for a
 	// worker with a free slot.
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="timeout must be a positive duration, such as 30s"
+	// Between 100ms and 24h.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('100ms') && duration(self) <= duration('24h')",message="timeout must be a duration between 100ms and 24h, such as 30s"
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
@@ -131,8 +134,8 @@ type Lane struct {
 	// ran. A task handed back by a stopping worker waits again from the
 	// hand-back. When it is not set, a task waits for a worker as long as
 	// it takes. Commands a session runtime runs itself (Internal) are not
-	// affected.
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="startTimeout must be a positive duration, such as 10m"
+	// affected. Between 100ms and 24h.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('100ms') && duration(self) <= duration('24h')",message="startTimeout must be a duration between 100ms and 24h, such as 10m"
 	// +optional
 	StartTimeout *metav1.Duration `json:"startTimeout,omitempty"`
 
@@ -165,6 +168,48 @@ type Lane struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +optional
 	CommandTypes []CommandType `json:"commandTypes,omitempty"`
+
+	// sessionOverrides says which handler modes a session may switch the
+	// lane to with its spec.laneOverrides. When it is not set, a session may
+	// switch the lane to Internal or Hybrid (its own runtime runs the
+	// commands) but not to External: switching an Internal lane to External
+	// would hand the session's commands, of any type the lane accepts, to
+	// the shared worker pool. An override to the lane's own handlerMode is
+	// always allowed, since it changes nothing.
+	// +optional
+	SessionOverrides *LaneSessionOverrides `json:"sessionOverrides,omitempty"`
+}
+
+// LaneSessionOverrides is what the sessions of a queue may change about one
+// lane.
+type LaneSessionOverrides struct {
+	// allowedModes are the handler modes a session may switch the lane to,
+	// in addition to the lane's own handlerMode. Empty allows no switch at
+	// all. List External only on a lane whose commandTypes are what the
+	// lane's external target may run: the lane's commandTypes hold for
+	// every session's commands whatever their mode.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=3
+	// +required
+	AllowedModes []HandlerMode `json:"allowedModes"`
+}
+
+// SessionModeAllowed reports whether a session may switch the lane to mode
+// with a laneOverride: the lane's own mode always, otherwise the modes of
+// sessionOverrides.allowedModes, or Internal and Hybrid when the lane sets
+// no sessionOverrides.
+func (l *Lane) SessionModeAllowed(mode HandlerMode) bool {
+	own := l.HandlerMode
+	if own == "" {
+		own = HandlerModeInternal
+	}
+	if mode == own {
+		return true
+	}
+	if l.SessionOverrides == nil {
+		return mode == HandlerModeInternal || mode == HandlerModeHybrid
+	}
+	return slices.Contains(l.SessionOverrides.AllowedModes, mode)
 }
 
 // ExternalTargetType is where the ExternalTasks of a lane run.
@@ -213,9 +258,11 @@ type ExternalTarget struct {
 	// workerSelector restricts which workers may claim the lane's tasks. It is
 	// matched against the labels each worker advertises with its heartbeat.
 	// When it is not set, any worker serving the queue may claim them. Only
-	// used when type is Workers.
+	// used when type is Workers. It is checked at admission as a Kubernetes
+	// label selector is: known operators, values as each operator needs
+	// them, label keys and values in label syntax.
 	// +optional
-	WorkerSelector *metav1.LabelSelector `json:"workerSelector,omitempty"`
+	WorkerSelector *WorkerSelector `json:"workerSelector,omitempty"`
 
 	// jobTemplate is the batch Job the operator creates for each task when
 	// type is Job; it is required then and not allowed otherwise. It supplies
@@ -317,7 +364,8 @@ type TaskRetention struct {
 	// been delivered. Defaults to 1h. DeadLettered tasks are not deleted by
 	// age: they are the queue's dead letters, bounded by deadLetter.maxSize.
 	// +kubebuilder:default="1h"
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="ttlAfterFinished must be a duration of 0s or more, such as 1h"
+	// At most 8760h (a year).
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('8760h')",message="ttlAfterFinished must be a duration between 0s and 8760h, such as 1h"
 	// +optional
 	TTLAfterFinished *metav1.Duration `json:"ttlAfterFinished,omitempty"`
 
@@ -441,9 +489,9 @@ type LaneQueueSpec struct {
 
 	// defaultTimeout is how long one attempt of a command may run in a lane
 	// that sets no timeout of its own, such as 90s, counted as the lane's
-	// timeout is. Defaults to 60s.
+	// timeout is. Between 100ms and 24h; defaults to 60s.
 	// +kubebuilder:default="60s"
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="defaultTimeout must be a positive duration, such as 60s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('100ms') && duration(self) <= duration('24h')",message="defaultTimeout must be a duration between 100ms and 24h, such as 60s"
 	// +optional
 	DefaultTimeout *metav1.Duration `json:"defaultTimeout,omitempty"`
 
@@ -583,4 +631,95 @@ type LaneQueueList struct {
 
 func init() {
 	SchemeBuilder.Register(&LaneQueue{}, &LaneQueueList{})
+}
+
+// WorkerSelector selects workers by the labels they advertise. It has the
+// shape of a Kubernetes label selector (matchLabels and matchExpressions,
+// ANDed) and is validated as one at admission, with bounds on its size.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || self.matchLabels.all(k, size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="matchLabels keys must be label keys: an optional DNS subdomain prefix and '/', then a name of at most 63 characters of letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
+type WorkerSelector struct {
+	// matchLabels are labels a worker must advertise with these values. At
+	// most 32. Each value is a label value: at most 63 characters of
+	// letters, digits, '-', '_' and '.', starting and ending with a letter
+	// or digit, or empty.
+	// +kubebuilder:validation:MaxProperties=32
+	// +optional
+	MatchLabels map[string]WorkerLabelValue `json:"matchLabels,omitempty"`
+
+	// matchExpressions are requirements on the worker's labels. At most 16.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	MatchExpressions []WorkerSelectorRequirement `json:"matchExpressions,omitempty"`
+}
+
+// WorkerLabelValue is a Kubernetes label value.
+//
+// +kubebuilder:validation:MaxLength=63
+// +kubebuilder:validation:XValidation:rule="self.matches('^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$')",message="a label value must be at most 63 characters of letters, digits, '-', '_' and '.', starting and ending with a letter or digit, or empty"
+type WorkerLabelValue string
+
+// WorkerSelectorOperator relates a worker's label to a requirement's values.
+//
+// +kubebuilder:validation:Enum=In;NotIn;Exists;DoesNotExist
+type WorkerSelectorOperator string
+
+const (
+	// WorkerSelectorIn: the label is set to one of the values.
+	WorkerSelectorIn WorkerSelectorOperator = "In"
+	// WorkerSelectorNotIn: the label is not set, or set to none of the values.
+	WorkerSelectorNotIn WorkerSelectorOperator = "NotIn"
+	// WorkerSelectorExists: the label is set, to any value.
+	WorkerSelectorExists WorkerSelectorOperator = "Exists"
+	// WorkerSelectorDoesNotExist: the label is not set.
+	WorkerSelectorDoesNotExist WorkerSelectorOperator = "DoesNotExist"
+)
+
+// WorkerSelectorRequirement is one requirement on a worker's labels.
+//
+// +kubebuilder:validation:XValidation:rule="!(self.operator in ['In', 'NotIn']) || (has(self.values) && size(self.values) > 0)",message="values must not be empty when operator is In or NotIn",fieldPath=".values"
+// +kubebuilder:validation:XValidation:rule="!(self.operator in ['Exists', 'DoesNotExist']) || !has(self.values) || size(self.values) == 0",message="values must be empty when operator is Exists or DoesNotExist",fieldPath=".values"
+type WorkerSelectorRequirement struct {
+	// key is the label key, such as topology.kubernetes.io/zone: an
+	// optional DNS subdomain prefix and '/', then a name of at most 63
+	// characters.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$')",message="key must be a label key: an optional DNS subdomain prefix and '/', then a name of at most 63 characters of letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
+	// +required
+	Key string `json:"key"`
+
+	// operator is In, NotIn, Exists or DoesNotExist.
+	// +required
+	Operator WorkerSelectorOperator `json:"operator"`
+
+	// values are the label values for In and NotIn, where at least one is
+	// required; Exists and DoesNotExist take none. At most 32.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	Values []WorkerLabelValue `json:"values,omitempty"`
+}
+
+// LabelSelector returns the selector as a Kubernetes label selector.
+func (s *WorkerSelector) LabelSelector() *metav1.LabelSelector {
+	if s == nil {
+		return nil
+	}
+	out := &metav1.LabelSelector{}
+	if s.MatchLabels != nil {
+		out.MatchLabels = make(map[string]string, len(s.MatchLabels))
+		for k, v := range s.MatchLabels {
+			out.MatchLabels[k] = string(v)
+		}
+	}
+	for _, e := range s.MatchExpressions {
+		r := metav1.LabelSelectorRequirement{Key: e.Key, Operator: metav1.LabelSelectorOperator(e.Operator)}
+		for _, v := range e.Values {
+			r.Values = append(r.Values, string(v))
+		}
+		out.MatchExpressions = append(out.MatchExpressions, r)
+	}
+	return out
 }

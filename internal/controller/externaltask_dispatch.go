@@ -252,7 +252,7 @@ func laneTarget(lq *agentlanev1alpha1.LaneQueue, lane string) *agentlanev1alpha1
 func (r *ExternalTaskReconciler) pickWorker(ctx context.Context, task *agentlanev1alpha1.ExternalTask, b binding, lane string, target *agentlanev1alpha1.ExternalTarget) (_ workerInfo, ok, busy bool) {
 	var selector labels.Selector
 	if target != nil && target.WorkerSelector != nil {
-		s, err := metav1.LabelSelectorAsSelector(target.WorkerSelector)
+		s, err := metav1.LabelSelectorAsSelector(target.WorkerSelector.LabelSelector())
 		if err != nil {
 			logf.FromContext(ctx).Error(err, "Invalid workerSelector; no worker matches", "lane", lane)
 			return workerInfo{}, false, false

@@ -233,7 +233,7 @@ spec:
   defaultTimeout: -5s
   lanes:
   - {name: execute, priority: 0}
-`, "defaultTimeout must be a positive duration"),
+`, "defaultTimeout must be a duration between 100ms and 24h"),
 		Entry("malformed lane timeout", `
 apiVersion: agentlane.io/v1alpha1
 kind: LaneQueue
@@ -241,7 +241,7 @@ metadata: {generateName: bad-}
 spec:
   lanes:
   - {name: execute, priority: 0, timeout: soon}
-`, "timeout must be a positive duration, such as 30s"),
+`, "timeout must be a duration between 100ms and 24h, such as 30s"),
 		Entry("zero lane startTimeout", `
 apiVersion: agentlane.io/v1alpha1
 kind: LaneQueue
@@ -249,7 +249,7 @@ metadata: {generateName: bad-}
 spec:
   lanes:
   - {name: execute, priority: 0, handlerMode: External, startTimeout: 0s}
-`, "startTimeout must be a positive duration, such as 10m"),
+`, "startTimeout must be a duration between 100ms and 24h, such as 10m"),
 		Entry("malformed lane startTimeout", `
 apiVersion: agentlane.io/v1alpha1
 kind: LaneQueue
@@ -257,7 +257,7 @@ metadata: {generateName: bad-}
 spec:
   lanes:
   - {name: execute, priority: 0, handlerMode: External, startTimeout: later}
-`, "startTimeout must be a positive duration, such as 10m"),
+`, "startTimeout must be a duration between 100ms and 24h, such as 10m"),
 		Entry("Job target without jobTemplate", `
 apiVersion: agentlane.io/v1alpha1
 kind: LaneQueue
@@ -476,7 +476,7 @@ spec:
   queueRef: {name: a3s}
   commandType: bash
   timeout: 0s
-`, "timeout must be a positive duration"),
+`, "timeout must be a duration between 100ms and 24h"),
 		// Templates that do not decode into a Pod or a Job: stored, they
 		// would break every cache that lists the kind.
 		Entry("session podTemplate with a number for its containers", `
