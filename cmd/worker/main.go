@@ -57,10 +57,12 @@ import (
 // +kubebuilder:rbac:groups=agentlane.io,resources=externaltasks/status,verbs=get;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update;delete
 //
-// The metrics endpoint checks its callers' tokens and access
-// (--metrics-secure) with the cluster-wide ClusterRole
-// config/rbac/metrics_auth_role.yaml, bound apart from this role, which a
-// worker may hold in one namespace only.
+// The worker holds no cluster-wide right: its metrics are served over plain
+// HTTP, which needs no TokenReview or SubjectAccessReview, and only the
+// scrapers' namespaces reach them (the network-policy component).
+// --metrics-secure checks each scrape's token and access instead, and then
+// needs the create verb on tokenreviews and subjectaccessreviews, which
+// agentlane does not grant: see docs/workers.md.
 
 // options are the worker's command-line settings. The flags bind straight
 // into the settings of the worker package, which validates them; only the
@@ -145,7 +147,7 @@ func parseFlags(args []string, getenv func(string) string, hostname string, outp
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "Address the Prometheus metrics are served on, such as :8080; 0 turns them off.")
 	fs.StringVar(&o.runnerSocket, "runner-socket", "", "Unix socket of a runner (`worker runner`) that runs the tasks; empty runs them in this process.")
 	o.tasks.bindFlags(fs)
-	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve the metrics over HTTPS to callers whose bearer token may get the non-resource URL /metrics (the metrics-reader ClusterRole); false serves them over plain HTTP to anyone.")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve the metrics over HTTPS to callers whose bearer token may get the non-resource URL /metrics (the metrics-reader ClusterRole), which needs a binding that lets the worker create TokenReviews and SubjectAccessReviews; false, the default, serves them over plain HTTP to whoever the network lets reach the port.")
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -168,6 +170,7 @@ func parseFlags(args []string, getenv func(string) string, hostname string, outp
 }
 
 func main() {
+	executor.RunTaskInitIfAsked() // this binary is also each task's init
 	if len(os.Args) > 1 && os.Args[1] == "runner" {
 		os.Exit(runnerMain(os.Args[2:]))
 	}

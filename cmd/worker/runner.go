@@ -85,9 +85,15 @@ func (t *taskOptions) registry(maxOutput int) *executor.Registry {
 	return r
 }
 
-// sandbox is the Sandbox the settings describe.
+// sandbox is the Sandbox the settings describe. Each process task runs
+// under this binary as its init, which ends the task's process tree with
+// its attempt.
 func (t *taskOptions) sandbox() executor.Sandbox {
-	return executor.Sandbox{Root: t.root, Env: t.env}
+	self, err := os.Executable()
+	if err != nil {
+		self = "/proc/self/exe"
+	}
+	return executor.Sandbox{Root: t.root, Env: t.env, Init: self}
 }
 
 // runnerOptions are the command-line settings of `worker runner`.

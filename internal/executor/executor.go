@@ -205,6 +205,9 @@ type ProcessPayload struct {
 
 // ProcessExecutor runs a task as a child process. The process runs in its own
 // process group so that a timeout or cancellation stops everything it started.
+// In a sandbox with an Init the process runs under a task init (reaper_linux.go)
+// that ends the task's whole process tree when the attempt ends, however it
+// ends, also the processes that left the group.
 type ProcessExecutor struct {
 	// Shell runs Command through "bash -c" (falling back to "sh -c" when bash
 	// is missing) instead of running Args directly.
@@ -296,6 +299,12 @@ func (p *ProcessExecutor) Execute(ctx context.Context, raw json.RawMessage) (Out
 		return Output{}, err
 	}
 
+	if a, ok := AttemptFrom(ctx); ok && a.init != "" {
+		if cmd.Err != nil {
+			return Output{}, fmt.Errorf("start %s: %w", argv[0], cmd.Err)
+		}
+		return p.executeUnderInit(ctx, a.init, cmd, grace, stdout, stderr)
+	}
 	if err := cmd.Start(); err != nil {
 		return Output{}, fmt.Errorf("start %s: %w", argv[0], err)
 	}

@@ -53,6 +53,12 @@ type Sandbox struct {
 	// Env lists the variables, as NAME=VALUE, that every task gets; see
 	// ParseEnv.
 	Env []string
+	// Init is the program run as each process task's init, which ends the
+	// task's whole process tree with its attempt: a binary that calls
+	// RunTaskInitIfAsked first thing (cmd/worker's own). Empty runs tasks
+	// without one: then only the task's process group is stopped, and only
+	// on a timeout or cancellation.
+	Init string
 }
 
 // DefaultTaskRoot is the Root of a Sandbox that names none: agentlane-tasks
@@ -66,6 +72,8 @@ type Attempt struct {
 	Dir string
 	// Env is the attempt's environment as NAME=VALUE.
 	Env []string
+	// init is the Sandbox's Init.
+	init string
 }
 
 type attemptKey struct{}
@@ -99,7 +107,7 @@ func (s *Sandbox) newAttempt() (Attempt, error) {
 	}
 	env := make([]string, 0, 3+len(s.Env))
 	env = append(env, "PATH="+DefaultPath, "HOME="+dir, "TMPDIR="+dir)
-	return Attempt{Dir: dir, Env: append(env, s.Env...)}, nil
+	return Attempt{Dir: dir, Env: append(env, s.Env...), init: s.Init}, nil
 }
 
 // removeAttemptDir removes dir and everything in it, also what a task made
