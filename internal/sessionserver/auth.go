@@ -28,6 +28,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/lru"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
@@ -37,11 +38,15 @@ import (
 // The access a Session API call needs, on the subresource agentsessions/api
 // of the session: reads and the event stream need get, everything that
 // changes the session (commands, reports, messages, cancellation) create.
+// An event stream attached as the session's runtime (runtime=true), which
+// takes the session's steer messages from its inbox, needs VerbRuntime
+// besides get.
 const (
 	APIResource    = "agentsessions"
 	APISubresource = "api"
 	VerbRead       = "get"
 	VerbWrite      = "create"
+	VerbRuntime    = VerbWrite
 )
 
 // Caller is who made a request, as the token review established.
@@ -82,15 +87,45 @@ type KubeAuthorizer struct {
 	TTL time.Duration
 	// Clock times the cache; the real clock when nil.
 	Clock clock.PassiveClock
+	// MaxReviewsInFlight bounds the TokenReviews and SubjectAccessReviews
+	// in flight at once, MaxReviewsInFlightPerAddress those caused by one
+	// client address (by one caller when the address is not known), so
+	// that one address cannot take every slot; DefaultMaxReviewsInFlight
+	// and DefaultMaxReviewsInFlightPerAddress when zero. A request that
+	// needs a review past them gets 429 RateLimited with Retry-After.
+	// Concurrent requests that need the same review share it.
+	MaxReviewsInFlight           int
+	MaxReviewsInFlightPerAddress int
 
-	mu      sync.Mutex
-	callers map[[32]byte]cachedCaller
-	grants  map[grantKey]cachedGrant
+	initOnce sync.Once
+	// callers and grants are the answers, least recently used evicted
+	// first once maxCached are kept.
+	callers *lru.Cache // [32]byte -> cachedCaller
+	grants  *lru.Cache // grantKey -> cachedGrant
+	// tokenFlights and grantFlights are the reviews in flight, which
+	// concurrent requests for the same answer wait for.
+	tokenFlights flights[[32]byte, cachedCaller]
+	grantFlights flights[grantKey, cachedGrant]
+	// inFlight counts the reviews in flight.
+	inFlight reviewGate
+
+	mu sync.Mutex
 	// refreshing holds the answers being asked again in the background;
 	// refreshes counts those reviews.
 	refreshing map[grantKey]bool
 	refreshes  sync.WaitGroup
 }
+
+// Defaults of KubeAuthorizer.
+const (
+	// DefaultReviewTTL is how long a review's answer is reused.
+	DefaultReviewTTL = 10 * time.Second
+	// DefaultMaxReviewsInFlight bounds the reviews in flight at once.
+	DefaultMaxReviewsInFlight = 64
+	// DefaultMaxReviewsInFlightPerAddress bounds those of one client
+	// address.
+	DefaultMaxReviewsInFlightPerAddress = 16
+)
 
 type cachedCaller struct {
 	caller  Caller
@@ -109,8 +144,15 @@ type cachedGrant struct {
 	expires time.Time
 }
 
-// maxCached bounds each cache; past it the cache is cleared.
+// maxCached bounds each cache; past it the least recently used answer goes.
 const maxCached = 10000
+
+func (a *KubeAuthorizer) init() {
+	a.initOnce.Do(func() {
+		a.callers = lru.New(maxCached)
+		a.grants = lru.New(maxCached)
+	})
+}
 
 func (a *KubeAuthorizer) now() time.Time {
 	if a.Clock == nil {
@@ -121,10 +163,14 @@ func (a *KubeAuthorizer) now() time.Time {
 
 func (a *KubeAuthorizer) ttl() time.Duration {
 	if a.TTL <= 0 {
-		return 10 * time.Second
+		return DefaultReviewTTL
 	}
 	return a.TTL
 }
+
+// ReviewTTL is how long an answer is reused: a long-lived call is
+// authorized again at least this often (reviewTTLer).
+func (a *KubeAuthorizer) ReviewTTL() time.Duration { return a.ttl() }
 
 // bearerToken returns the request's bearer token, if any.
 func bearerToken(r *http.Request) string {
@@ -142,37 +188,18 @@ func (a *KubeAuthorizer) Authenticate(ctx context.Context, r *http.Request) (Cal
 		return Caller{}, apiError(http.StatusUnauthorized, sessionapi.CodeUnauthenticated,
 			"the request carries no bearer token; send Authorization: Bearer <Kubernetes token>")
 	}
+	a.init()
 	key := sha256.Sum256([]byte(token))
-	now := a.now()
-	a.mu.Lock()
-	c, hit := a.callers[key]
-	a.mu.Unlock()
-	if !hit || now.After(c.expires) {
-		asked := a.reviewAudiences(token)
-		review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: asked}}
-		if err := a.Client.Create(ctx, review); err != nil {
-			return Caller{}, apiError(http.StatusInternalServerError, sessionapi.CodeInternal, "token review failed: "+err.Error())
+	var c cachedCaller
+	v, hit := a.callers.Get(key)
+	if hit {
+		c = v.(cachedCaller)
+	}
+	if !hit || a.now().After(c.expires) {
+		var err error
+		if c, err = a.tokenFlights.do(ctx, key, func() (cachedCaller, error) { return a.reviewToken(ctx, r, token, key) }); err != nil {
+			return Caller{}, err
 		}
-		st := review.Status
-		c = cachedCaller{ok: st.Authenticated, reason: st.Error, expires: now.Add(a.ttl())}
-		if c.ok && !audienceMatches(asked, st.Audiences) {
-			c.ok, c.reason = false, fmt.Sprintf("the token is not for the audiences %q", asked)
-		}
-		if st.Authenticated {
-			c.caller = Caller{Username: st.User.Username, UID: st.User.UID, Groups: st.User.Groups}
-			if len(st.User.Extra) > 0 {
-				c.caller.Extra = make(map[string]authorizationv1.ExtraValue, len(st.User.Extra))
-				for k, v := range st.User.Extra {
-					c.caller.Extra[k] = authorizationv1.ExtraValue(v)
-				}
-			}
-		}
-		a.mu.Lock()
-		if a.callers == nil || len(a.callers) >= maxCached {
-			a.callers = make(map[[32]byte]cachedCaller)
-		}
-		a.callers[key] = c
-		a.mu.Unlock()
 	}
 	if !c.ok {
 		msg := "the bearer token is not valid"
@@ -187,15 +214,63 @@ func (a *KubeAuthorizer) Authenticate(ctx context.Context, r *http.Request) (Cal
 	return c.caller, nil
 }
 
+// reviewToken asks the API server who token is and caches the answer for
+// TTL. The request's address pays first: one token of its
+// failed-authentication bucket, given back if the token is valid, and one
+// of its slots for reviews in flight.
+func (a *KubeAuthorizer) reviewToken(ctx context.Context, r *http.Request, token string, key [32]byte) (cachedCaller, error) {
+	adm := admissionFrom(ctx)
+	giveBack, err := adm.charge()
+	if err != nil {
+		return cachedCaller{}, err
+	}
+	release, err := a.admitReview(adm.key(clientAddr(r)))
+	if err != nil {
+		giveBack() // no review was made
+		return cachedCaller{}, err
+	}
+	defer release()
+	now := a.now()
+	asked := a.reviewAudiences(token)
+	review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: asked}}
+	if err := a.Client.Create(ctx, review); err != nil {
+		return cachedCaller{}, apiError(http.StatusInternalServerError, sessionapi.CodeInternal, "token review failed: "+err.Error())
+	}
+	st := review.Status
+	c := cachedCaller{ok: st.Authenticated, reason: st.Error, expires: now.Add(a.ttl())}
+	if c.ok && !audienceMatches(asked, st.Audiences) {
+		c.ok, c.reason = false, fmt.Sprintf("the token is not for the audiences %q", asked)
+	}
+	if st.Authenticated {
+		c.caller = Caller{Username: st.User.Username, UID: st.User.UID, Groups: st.User.Groups}
+		if len(st.User.Extra) > 0 {
+			c.caller.Extra = make(map[string]authorizationv1.ExtraValue, len(st.User.Extra))
+			for k, v := range st.User.Extra {
+				c.caller.Extra[k] = authorizationv1.ExtraValue(v)
+			}
+		}
+	}
+	if c.ok {
+		giveBack()
+	}
+	a.callers.Add(key, c)
+	return c, nil
+}
+
 // Authorize implements Authorizer. A request that finds its answer in the
 // last quarter of its TTL uses it and asks again in the background, so that
 // a busy caller's requests do not wait for a review every TTL; no answer is
 // used longer than TTL.
 func (a *KubeAuthorizer) Authorize(ctx context.Context, c Caller, namespace, session, verb string) error {
+	a.init()
 	key := grantKey{user: c.Username, namespace: namespace, session: session, verb: verb}
 	now := a.now()
+	var g cachedGrant
+	v, hit := a.grants.Get(key)
+	if hit {
+		g = v.(cachedGrant)
+	}
 	a.mu.Lock()
-	g, hit := a.grants[key]
 	refresh := hit && !now.After(g.expires) && g.expires.Sub(now) <= a.ttl()/4 && !a.refreshing[key]
 	if refresh {
 		if a.refreshing == nil {
@@ -210,7 +285,7 @@ func (a *KubeAuthorizer) Authorize(ctx context.Context, c Caller, namespace, ses
 	}
 	if !hit || now.After(g.expires) {
 		var err error
-		if g, err = a.review(ctx, c, key); err != nil {
+		if g, err = a.grantFlights.do(ctx, key, func() (cachedGrant, error) { return a.review(ctx, c, key) }); err != nil {
 			return err
 		}
 	}
@@ -240,6 +315,11 @@ const refreshTimeout = 10 * time.Second
 // review asks the API server whether c may do key's verb on the session and
 // caches the answer for TTL.
 func (a *KubeAuthorizer) review(ctx context.Context, c Caller, key grantKey) (cachedGrant, error) {
+	release, err := a.admitReview(admissionFrom(ctx).key(c.Username))
+	if err != nil {
+		return cachedGrant{}, err
+	}
+	defer release()
 	now := a.now()
 	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 		User: c.Username, UID: c.UID, Groups: c.Groups, Extra: c.Extra,
@@ -256,12 +336,7 @@ func (a *KubeAuthorizer) review(ctx context.Context, c Caller, key grantKey) (ca
 		return cachedGrant{}, apiError(http.StatusInternalServerError, sessionapi.CodeInternal, "access review failed: "+err.Error())
 	}
 	g := cachedGrant{allowed: sar.Status.Allowed && !sar.Status.Denied, reason: sar.Status.Reason, expires: now.Add(a.ttl())}
-	a.mu.Lock()
-	if a.grants == nil || len(a.grants) >= maxCached {
-		a.grants = make(map[grantKey]cachedGrant)
-	}
-	a.grants[key] = g
-	a.mu.Unlock()
+	a.grants.Add(key, g)
 	return g, nil
 }
 

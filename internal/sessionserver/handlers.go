@@ -130,6 +130,9 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 	ctx, cancel := context.WithTimeout(r.Context(), wait)
 	defer cancel()
 	v, ok := c.wait(ctx, c.answered())
+	if e := revoked(r.Context()); e != nil {
+		return e // the command stays submitted; the caller may no longer wait for it
+	}
 	status := http.StatusOK
 	if !ok {
 		status = http.StatusAccepted
@@ -198,6 +201,9 @@ func (s *Server) getCommand(w http.ResponseWriter, r *http.Request, sc *sessionC
 		ctx, cancel := context.WithTimeout(r.Context(), wait)
 		defer cancel()
 		v, _ := c.wait(ctx, c.answered())
+		if e := revoked(r.Context()); e != nil {
+			return e
+		}
 		writeJSON(w, http.StatusOK, v)
 		return nil
 	}
@@ -432,6 +438,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	s.holdFor(w, 0)
 	if _, err := w.Write(first); err != nil {
 		return nil
 	}
@@ -453,6 +460,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 			}
 		}
 		if buf.Len() > 0 {
+			s.holdFor(w, 0)
 			if _, err := w.Write(buf.Bytes()); err != nil {
 				return nil
 			}
@@ -464,11 +472,21 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 		select {
 		case <-wake:
 		case <-keepAlive.C():
+			s.holdFor(w, 0)
 			if _, err := w.Write([]byte(": keepalive\n\n")); err != nil {
 				return nil
 			}
 			flusher.Flush()
 		case <-r.Context().Done():
+			if e := revoked(r.Context()); e != nil {
+				// The caller may no longer follow the session: the stream
+				// ends with an error event saying why.
+				buf.Reset()
+				writeEvent(&buf, sessionapi.Event{Type: eventStreamError, Time: s.Clock.Now().UTC(), Error: e.Code + ": " + e.Message})
+				s.holdFor(w, 0)
+				_, _ = w.Write(buf.Bytes())
+				flusher.Flush()
+			}
 			return nil
 		}
 	}

@@ -52,10 +52,24 @@ var (
 		Help: "Session API calls answered with an error, by route pattern, method and the reply's error code " +
 			"(Unauthenticated, Forbidden, RateLimited, TooLarge, QueueFull, ...).",
 	}, []string{"route", "method", "error_code"})
+
+	connections = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "agentlane_session_api_connections",
+		Help: "Connections open to the Session API.",
+	})
+	connectionsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentlane_session_api_connections_refused_total",
+		Help: "Connections the Session API closed at once, by the bound they passed: server (--session-api-max-connections) " +
+			"or address (--session-api-max-connections-per-address).",
+	}, []string{"bound"})
+	longCalls = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "agentlane_session_api_long_calls",
+		Help: "Session API calls open that last: kind stream (event streams) or wait (calls waiting for a command).",
+	}, []string{"kind"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(requests, requestDuration, requestErrors)
+	metrics.Registry.MustRegister(requests, requestDuration, requestErrors, connections, connectionsRefused, longCalls)
 }
 
 // methodLabel bounds the method label: a caller may send any token as its

@@ -90,14 +90,23 @@ func (l *keyedLimiter) refill() time.Duration {
 // allow takes one token of key's bucket. When there is none it takes
 // nothing and returns how long until there is one.
 func (l *keyedLimiter) allow(key string) (bool, time.Duration) {
+	_, ok, after := l.take(key)
+	return ok, after
+}
+
+// take takes one token of key's bucket like allow, and returns a function
+// that gives it back (as far as the bucket has not refilled meanwhile).
+// When there is no token it takes nothing and returns how long until there
+// is one.
+func (l *keyedLimiter) take(key string) (giveBack func(), ok bool, after time.Duration) {
 	if l.limit == rate.Inf {
-		return true, 0
+		return func() {}, true, 0
 	}
 	now := l.clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b, ok := l.buckets[key]
-	if !ok {
+	b, found := l.buckets[key]
+	if !found {
 		if len(l.buckets) >= l.max {
 			l.evict(now)
 		}
@@ -107,13 +116,14 @@ func (l *keyedLimiter) allow(key string) (bool, time.Duration) {
 	b.last = now
 	r := b.lim.ReserveN(now, 1)
 	if !r.OK() {
-		return false, time.Duration(math.MaxInt64)
+		return nil, false, time.Duration(math.MaxInt64)
 	}
 	if d := r.DelayFrom(now); d > 0 {
 		r.CancelAt(now)
-		return false, d
+		return nil, false, d
 	}
-	return true, 0
+	var once sync.Once
+	return func() { once.Do(func() { r.CancelAt(l.clock.Now()) }) }, true, 0
 }
 
 // exhausted reports whether key's bucket has no token left, and how long

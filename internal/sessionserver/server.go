@@ -144,6 +144,37 @@ type Server struct {
 	MaxPendingPerSession      int
 	MaxPendingBytesPerSession int64
 	MaxPendingBytes           int64
+	// MaxStreamsPerCaller and MaxStreamsPerSession bound the event streams
+	// open at once of one caller (a TokenReview username) and on one
+	// session; MaxWaitsPerCaller and MaxWaitsPerSession the calls waiting
+	// for a command (POST /commands, GET /commands/{id} with wait). Zero
+	// means the Default of each, negative no bound. Past them a call gets
+	// 429 RateLimited; its place is given back when it ends.
+	MaxStreamsPerCaller  int
+	MaxStreamsPerSession int
+	MaxWaitsPerCaller    int
+	MaxWaitsPerSession   int
+	// ReauthorizeInterval is how often a long-lived call (an event stream,
+	// a waiting call) reviews its caller's token and access again, and ends
+	// once refused; half the Authorizer's review TTL when zero.
+	ReauthorizeInterval time.Duration
+	// MaxConnections bounds the connections open at once,
+	// MaxConnectionsPerAddress those of one client address; a connection
+	// past them is closed at once. Zero means the Default of each, negative
+	// no bound.
+	MaxConnections           int
+	MaxConnectionsPerAddress int
+	// ReadTimeout bounds the reading of a request, WriteTimeout the writing
+	// of a response (a waiting call has it from the end of its wait, an
+	// event stream from each write), IdleTimeout how long a keep-alive
+	// connection waits for its next request; MaxHeaderBytes bounds a
+	// request's header, HTTP2MaxConcurrentStreams the requests in flight
+	// on one HTTP/2 connection. Zero means the Default of each.
+	ReadTimeout               time.Duration
+	WriteTimeout              time.Duration
+	IdleTimeout               time.Duration
+	MaxHeaderBytes            int
+	HTTP2MaxConcurrentStreams int
 
 	// callers holds a token bucket per caller.
 	callers atomic.Pointer[keyedLimiter]
@@ -152,6 +183,8 @@ type Server struct {
 	failedAuth atomic.Pointer[keyedLimiter]
 	// pending accounts the commands submitted and not yet ended.
 	pending *pendingLedger
+	// long counts the long-lived calls open.
+	long longLedger
 
 	hub   *eventHub
 	calls calls
@@ -228,6 +261,17 @@ func (s *Server) init() {
 		s.FailedAuthBurst = DefaultFailedAuthBurst
 	}
 	s.failedAuth.Store(newKeyedLimiter(s.FailedAuthRate, s.FailedAuthBurst, DefaultMaxCallers, s.Clock))
+	s.MaxStreamsPerCaller = orDefault(s.MaxStreamsPerCaller, DefaultMaxStreamsPerCaller)
+	s.MaxStreamsPerSession = orDefault(s.MaxStreamsPerSession, DefaultMaxStreamsPerSession)
+	s.MaxWaitsPerCaller = orDefault(s.MaxWaitsPerCaller, DefaultMaxWaitsPerCaller)
+	s.MaxWaitsPerSession = orDefault(s.MaxWaitsPerSession, DefaultMaxWaitsPerSession)
+	s.MaxConnections = orDefault(s.MaxConnections, DefaultMaxConnections)
+	s.MaxConnectionsPerAddress = orDefault(s.MaxConnectionsPerAddress, DefaultMaxConnectionsPerAddress)
+	s.ReadTimeout = orDefault(s.ReadTimeout, DefaultReadTimeout)
+	s.WriteTimeout = orDefault(s.WriteTimeout, DefaultWriteTimeout)
+	s.IdleTimeout = orDefault(s.IdleTimeout, DefaultIdleTimeout)
+	s.MaxHeaderBytes = orDefault(s.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	s.HTTP2MaxConcurrentStreams = orDefault(s.HTTP2MaxConcurrentStreams, DefaultHTTP2MaxConcurrentStreams)
 	s.ids = s.IDs
 	if s.ids == nil {
 		s.ids = lanequeue.NewULIDGenerator(s.Clock, nil)
@@ -263,11 +307,9 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("session API: listen on %s: %w", s.Addr, err)
 	}
 	s.boundAddr = ln.Addr().String()
-	srv := &http.Server{
-		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-	}
+	ln = newConnLimiter(ln, s.MaxConnections, s.MaxConnectionsPerAddress)
+	srv := s.httpServer()
+	srv.BaseContext = func(net.Listener) context.Context { return ctx }
 	if useTLS {
 		srv.TLSConfig = s.tlsConfig(ctx)
 	}
@@ -322,6 +364,18 @@ func (s *Server) sweep(ctx context.Context) {
 type route struct {
 	method, path, verb string
 	handle             func(http.ResponseWriter, *http.Request, *sessionCall) error
+	// long tells whether, and how, the call lasts.
+	long longKind
+}
+
+// verbs are the access r needs: the route's verb and, for an event stream
+// attached as the session's runtime (runtime=true, which takes the
+// session's steer messages), VerbRuntime too.
+func (rt route) verbs(r *http.Request) []string {
+	if rt.long == eventStream && r.URL.Query().Get("runtime") == "true" {
+		return []string{rt.verb, VerbRuntime}
+	}
+	return []string{rt.verb}
 }
 
 // sessionCall is one authorized request on one session.
@@ -338,26 +392,26 @@ type sessionCall struct {
 // /v1/namespaces/{namespace}/sessions/{session}.
 func (s *Server) routes() []route {
 	return []route{
-		{http.MethodPost, "/commands", VerbWrite, s.submit},
-		{http.MethodGet, "/commands/{id}", VerbRead, s.getCommand},
-		{http.MethodPost, "/commands/{id}/result", VerbWrite, s.reportResult},
-		{http.MethodPost, "/messages", VerbWrite, s.postMessage},
-		{http.MethodPost, "/runs/{run}/finish", VerbWrite, s.finishRun},
-		{http.MethodPost, "/cancel", VerbWrite, s.cancel},
-		{http.MethodGet, "/events", VerbRead, s.events},
-		{http.MethodGet, "/stats", VerbRead, s.stats},
-		{http.MethodGet, "/external", VerbRead, s.pendingExternal},
-		{http.MethodPost, "/external/{id}/complete", VerbComplete, s.completeExternal},
-		{http.MethodGet, "/deadletters", VerbRead, s.deadLetters},
-		{http.MethodGet, "/budget", VerbRead, s.getBudget},
-		{http.MethodPost, "/budget/check", VerbWrite, s.checkBudget},
-		{http.MethodPost, "/budget/record", VerbWrite, s.recordUsage},
-		{http.MethodPut, "/checkpoints", VerbWrite, s.saveCheckpoint},
-		{http.MethodGet, "/checkpoints/latest", VerbRead, s.loadCheckpoint},
-		{http.MethodGet, "/checkpoints/{run}", VerbRead, s.loadCheckpoint},
-		{http.MethodPost, "/delegations", VerbWrite, s.delegate},
-		{http.MethodGet, "/delegations", VerbRead, s.listDelegations},
-		{http.MethodGet, "/delegations/{id}", VerbRead, s.getDelegation},
+		{http.MethodPost, "/commands", VerbWrite, s.submit, waitingCall},
+		{http.MethodGet, "/commands/{id}", VerbRead, s.getCommand, waitingIfAsked},
+		{http.MethodPost, "/commands/{id}/result", VerbWrite, s.reportResult, shortCall},
+		{http.MethodPost, "/messages", VerbWrite, s.postMessage, shortCall},
+		{http.MethodPost, "/runs/{run}/finish", VerbWrite, s.finishRun, shortCall},
+		{http.MethodPost, "/cancel", VerbWrite, s.cancel, shortCall},
+		{http.MethodGet, "/events", VerbRead, s.events, eventStream},
+		{http.MethodGet, "/stats", VerbRead, s.stats, shortCall},
+		{http.MethodGet, "/external", VerbRead, s.pendingExternal, shortCall},
+		{http.MethodPost, "/external/{id}/complete", VerbComplete, s.completeExternal, shortCall},
+		{http.MethodGet, "/deadletters", VerbRead, s.deadLetters, shortCall},
+		{http.MethodGet, "/budget", VerbRead, s.getBudget, shortCall},
+		{http.MethodPost, "/budget/check", VerbWrite, s.checkBudget, shortCall},
+		{http.MethodPost, "/budget/record", VerbWrite, s.recordUsage, shortCall},
+		{http.MethodPut, "/checkpoints", VerbWrite, s.saveCheckpoint, shortCall},
+		{http.MethodGet, "/checkpoints/latest", VerbRead, s.loadCheckpoint, shortCall},
+		{http.MethodGet, "/checkpoints/{run}", VerbRead, s.loadCheckpoint, shortCall},
+		{http.MethodPost, "/delegations", VerbWrite, s.delegate, shortCall},
+		{http.MethodGet, "/delegations", VerbRead, s.listDelegations, shortCall},
+		{http.MethodGet, "/delegations/{id}", VerbRead, s.getDelegation, shortCall},
 	}
 }
 
@@ -411,10 +465,11 @@ func (s *Server) sessionHandler(rts ...route) http.Handler {
 			return
 		}
 		rt := rts[i]
-		sc, err := s.open(r, rt.verb)
+		verbs := rt.verbs(r)
+		sc, err := s.open(r, verbs...)
 		if err == nil {
 			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
-			err = rt.handle(w, r, sc)
+			err = s.serveCall(w, r, rt, sc, verbs)
 		}
 		if err != nil {
 			s.writeError(w, r, name, err)
@@ -422,10 +477,53 @@ func (s *Server) sessionHandler(rts ...route) http.Handler {
 	})
 }
 
+// serveCall runs rt's handler for the authorized call sc. A call that
+// lasts holds a place of its caller's and its session's bounds while it
+// runs, gets deadlines that let it last, and is authorized again while it
+// lasts (reauthorize).
+func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, rt route, sc *sessionCall, verbs []string) error {
+	kind := rt.long.of(r)
+	if kind == shortCall {
+		return rt.handle(w, r, sc)
+	}
+	lim := longLimits{perCaller: s.MaxWaitsPerCaller, perSession: s.MaxWaitsPerSession}
+	if kind == eventStream {
+		lim = longLimits{perCaller: s.MaxStreamsPerCaller, perSession: s.MaxStreamsPerSession}
+	}
+	release, err := s.long.acquire(kind, lim, sc.caller.Username, sc.key)
+	if err != nil {
+		return err
+	}
+	defer release()
+	rc := http.NewResponseController(w)
+	if kind == eventStream {
+		// A stream reads nothing more; it writes with a deadline per write.
+		_ = rc.SetReadDeadline(time.Time{})
+	} else {
+		_ = rc.SetReadDeadline(time.Now().Add(s.MaxWait + s.ReadTimeout))
+		s.holdFor(w, s.MaxWait)
+	}
+	ctx, stop := s.reauthorize(r, sc, verbs)
+	defer stop()
+	return rt.handle(w, r.WithContext(ctx), sc)
+}
+
+// orDefault is v, or def when v is zero; a negative v stays (no bound).
+func orDefault[T int | int64 | time.Duration](v, def T) T {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
 // open checks who calls and whether they may, then finds the session and
 // its queue's scheduler.
-func (s *Server) open(r *http.Request, verb string) (*sessionCall, error) {
-	ctx := r.Context()
+//
+// A request whose token must be reviewed pays for the review before it is
+// made (reviewAdmission): a flood of bad tokens from one address, however
+// concurrent, is reviewed at most its failed-authentication burst times.
+// A bad token whose refusal is cached costs no review and is charged after.
+func (s *Server) open(r *http.Request, verbs ...string) (*sessionCall, error) {
 	key := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("session")}
 	addr := clientAddr(r)
 	failedAuth := s.failedAuth.Load()
@@ -433,9 +531,11 @@ func (s *Server) open(r *http.Request, verb string) (*sessionCall, error) {
 		return nil, &sessionapi.Error{Status: http.StatusTooManyRequests, Code: sessionapi.CodeRateLimited, RetryAfter: after,
 			Message: fmt.Sprintf("too many requests from %s failed authentication; retry after %ds", addr, retryAfterSeconds(after))}
 	}
+	adm := &reviewAdmission{addr: addr, failedAuth: failedAuth}
+	ctx := withAdmission(r.Context(), adm)
 	caller, err := s.Auth.Authenticate(ctx, r)
 	if err != nil {
-		if sessionapi.IsCode(err, sessionapi.CodeUnauthenticated) {
+		if sessionapi.IsCode(err, sessionapi.CodeUnauthenticated) && !adm.wasCharged() {
 			failedAuth.allow(addr)
 		}
 		return nil, err
@@ -445,8 +545,10 @@ func (s *Server) open(r *http.Request, verb string) (*sessionCall, error) {
 			Message: fmt.Sprintf("user %q is over its rate of %g requests per second (bursts of %d); retry after %ds",
 				caller.Username, s.Rate, s.Burst, retryAfterSeconds(after))}
 	}
-	if err := s.Auth.Authorize(ctx, caller, key.Namespace, key.Name, verb); err != nil {
-		return nil, err
+	for _, verb := range verbs {
+		if err := s.Auth.Authorize(ctx, caller, key.Namespace, key.Name, verb); err != nil {
+			return nil, err
+		}
 	}
 	sess := &agentlanev1alpha1.AgentSession{}
 	if err := s.Client.Get(ctx, key, sess); err != nil {
