@@ -327,14 +327,14 @@ func initDone(pid int) {
 	}
 }
 
-// setDumpable sets whether this process may be traced and have its memory
-// and environment read by processes of the same user.
-func setDumpable(on bool) error {
-	v := 0
-	if on {
-		v = 1
+// ForbidTracing makes this process not dumpable (PR_SET_DUMPABLE 0): the
+// tasks it runs, as the same user, can then neither trace it nor read its
+// memory or /proc/<pid>/environ. A runner calls it once at start.
+func ForbidTracing() error {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("make the process not dumpable: %w", err)
 	}
-	return unix.Prctl(unix.PR_SET_DUMPABLE, uintptr(v), 0, 0, 0)
+	return nil
 }
 
 // executeUnderInit runs cmd, built but not started, under a task init at

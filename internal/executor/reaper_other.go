@@ -37,7 +37,8 @@ func RunTaskInitIfAsked() {}
 // AdoptOrphans fails: it needs Linux.
 func AdoptOrphans() error { return errNoInit }
 
-func setDumpable(bool) error { return errNoInit }
+// ForbidTracing fails: it needs Linux.
+func ForbidTracing() error { return errNoInit }
 
 func (p *ProcessExecutor) executeUnderInit(context.Context, string, *exec.Cmd, time.Duration, *limitedBuffer, *limitedBuffer) (Output, error) {
 	return Output{}, errNoInit

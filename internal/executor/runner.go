@@ -26,20 +26,33 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
+
+	"golang.org/x/net/http2"
 )
 
-// The runner protocol is HTTP/1.1 over a unix socket between a worker (the
-// client, Runner) and a runner (the server, RunnerServer) that share nothing
-// but the socket's directory:
+// The runner protocol is HTTP/2 over one unix-socket connection between a
+// worker and a runner that share nothing but the socket's directory. The
+// worker listens (ListenRunner) and is the HTTP client (Runner); the runner
+// dials in and is the HTTP server (RunnerServer, ServeRunner):
 //
 //	GET  /v1/command-types  -> {"commandTypes": ["bash", ...]}
 //	POST /v1/run            {"commandType": "bash", "payload": {...}}
 //	                        -> {"output": {...}, "error": "..."}
 //
+// The direction keeps the socket out of the tasks' reach: the runner needs
+// no write access to the directory (in a pod it mounts it read-only), so a
+// task, running as the runner's user, can neither remove nor replace the
+// socket. It can connect to it, but the worker serves one runner connection
+// at a time and closes every other one at once; after losing its runner it
+// accepts none for RunnerQuietPeriod, in which the runner's processes end
+// (a runner is PID 1 of its container: when it exits, every task process
+// dies with it). The runner exits when it loses its connection.
+//
 // A run lasts as long as its request: the worker cancels an attempt by
-// closing the request, and the runner then stops the task as a cancelled
-// context stops it in-process (the process group is killed).
+// resetting the request's stream, and the runner then stops the task as a
+// cancelled context stops it in-process.
 const (
 	commandTypesPath = "/v1/command-types"
 	runPath          = "/v1/run"
@@ -82,6 +95,13 @@ type commandTypesResponse struct {
 type RunnerServer struct {
 	// Registry runs the tasks.
 	Registry *Registry
+
+	mu sync.Mutex
+	// inFlight counts the runs going on; idle, when set, is closed when it
+	// falls to zero after draining began.
+	inFlight int
+	draining bool
+	idle     chan struct{}
 }
 
 var _ http.Handler = &RunnerServer{}
@@ -92,10 +112,50 @@ func (s *RunnerServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == commandTypesPath && r.Method == http.MethodGet:
 		writeJSON(w, commandTypesResponse{CommandTypes: s.Registry.CommandTypes()})
 	case r.URL.Path == runPath && r.Method == http.MethodPost:
+		if !s.begin() {
+			http.Error(w, "the runner is stopping", http.StatusServiceUnavailable)
+			return
+		}
+		defer s.end()
 		s.run(w, r)
 	default:
 		http.Error(w, "not found", http.StatusNotFound)
 	}
+}
+
+// begin counts a run in, unless the server is draining.
+func (s *RunnerServer) begin() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining {
+		return false
+	}
+	s.inFlight++
+	return true
+}
+
+// end counts a run out.
+func (s *RunnerServer) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inFlight--
+	if s.draining && s.inFlight == 0 {
+		close(s.idle)
+	}
+}
+
+// drain refuses new runs and returns a channel closed when none is left.
+func (s *RunnerServer) drain() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.draining {
+		s.draining = true
+		s.idle = make(chan struct{})
+		if s.inFlight == 0 {
+			close(s.idle)
+		}
+	}
+	return s.idle
 }
 
 // run runs one task for as long as its request lasts.
@@ -106,9 +166,6 @@ func (s *RunnerServer) run(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("invalid run request: %v", err), http.StatusBadRequest)
 		return
 	}
-	// Reading the body to its end lets the server notice a closed
-	// connection, which cancels r.Context() and so the task.
-	_, _ = io.Copy(io.Discard, body)
 	out, err := s.Registry.Run(r.Context(), Task{CommandType: req.CommandType, Payload: req.Payload})
 	resp := runResponse{Output: wireOutput{
 		Success: out.Success, ExitCode: out.ExitCode, Stdout: out.Stdout, Stderr: out.Stderr,
@@ -126,62 +183,218 @@ func writeJSON(w http.ResponseWriter, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// ListenUnix listens on the unix socket path, replacing a socket left by a
-// runner that did not stop cleanly.
-func ListenUnix(path string) (net.Listener, error) {
-	if info, err := os.Lstat(path); err == nil && info.Mode().Type() == os.ModeSocket {
-		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("remove the stale socket %s: %w", path, err)
+// RunnerQuietPeriod is how long a worker that lost its runner accepts no
+// connection: the processes of the lost runner's tasks are gone by then.
+const RunnerQuietPeriod = time.Second
+
+// runnerSocketMode is the mode of the worker's socket: the runner, the same
+// user or group, connects to it; the directory keeps others out.
+const runnerSocketMode = 0o660
+
+// dialRunnerSocket connects to the worker's socket.
+func dialRunnerSocket(ctx context.Context, socket string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, "unix", socket)
+}
+
+// ServeRunner connects to the worker's socket, trying again every retry
+// until the worker answers or ctx ends, and serves s on that connection. It
+// returns an error when the connection is lost: the runner then exits, and
+// its tasks with it. When ctx ends it refuses new runs and waits up to drain
+// for the runs in flight (the worker finishes or cancels them within its own
+// grace period) before it closes the connection.
+func ServeRunner(ctx context.Context, socket string, s *RunnerServer, drain, retry time.Duration) error {
+	var conn net.Conn
+	for {
+		var err error
+		if conn, err = dialRunnerSocket(ctx, socket); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("connect to the worker at %s: %w", socket, err)
+		case <-time.After(retry):
 		}
 	}
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
-	}
-	return l, nil
-}
-
-// ServeRunner serves s on l until ctx ends, then stops taking connections
-// and waits up to drain for the runs in flight to end (the worker finishes
-// or cancels them within its own grace period).
-func ServeRunner(ctx context.Context, l net.Listener, s *RunnerServer, drain time.Duration) error {
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
+	runs, stopRuns := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRuns()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		(&http2.Server{}).ServeConn(conn, &http2.ServeConnOpts{Context: runs, Handler: s})
+	}()
 	select {
-	case err := <-served:
-		return fmt.Errorf("runner server: %w", err)
+	case <-served:
+		return errors.New("lost the connection to the worker")
 	case <-ctx.Done():
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		_ = srv.Close() // stops the runs still in flight
-		return fmt.Errorf("runner server: runs still in flight after %s: %w", drain, err)
+	idle := s.drain()
+	var err error
+	select {
+	case <-idle:
+	case <-served:
+	case <-time.After(drain):
+		err = fmt.Errorf("runner: runs still in flight after %s", drain)
 	}
-	return nil
+	_ = conn.Close()
+	stopRuns() // stops the runs still in flight
+	<-served
+	return err
 }
 
-// Runner runs tasks in a runner process through its unix socket.
+// Runner runs tasks in the runner connected to the worker's socket.
 type Runner struct {
 	client *http.Client
 	// maxOutput bounds each of stdout and stderr the worker keeps of a
 	// runner's answer, whatever the runner sends.
 	maxOutput int
+
+	mu sync.Mutex
+	// conn is the connected runner's, nil while none is.
+	conn *http2.ClientConn
+	// quietUntil is the end of the quiet period after a lost runner.
+	quietUntil time.Time
+	// refused counts the connections closed because a runner was connected
+	// or in a quiet period.
+	refused int
 }
 
-// NewRunner returns the client of the runner listening on socket. It keeps
-// at most maxOutput bytes of each output stream of an answer (0 means
+// errNoRunner is the error of a call while no runner is connected.
+var errNoRunner = errors.New("no runner is connected")
+
+// ListenRunner listens on the unix socket path (replacing a socket a worker
+// that did not stop cleanly left there) for the runner, until ctx ends, and
+// returns the client of the runner that connects. It keeps at most
+// maxOutput bytes of each output stream of an answer (0 means
 // DefaultMaxOutputBytes).
-func NewRunner(socket string, maxOutput int) *Runner {
+func ListenRunner(ctx context.Context, socket string, maxOutput int) (*Runner, error) {
+	if info, err := os.Lstat(socket); err == nil && info.Mode().Type() == os.ModeSocket {
+		if err := os.Remove(socket); err != nil {
+			return nil, fmt.Errorf("remove the stale socket %s: %w", socket, err)
+		}
+	}
+	l, err := net.Listen("unix", socket)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", socket, err)
+	}
+	if err := os.Chmod(socket, runnerSocketMode); err != nil {
+		_ = l.Close()
+		return nil, fmt.Errorf("set the mode of %s: %w", socket, err)
+	}
 	if maxOutput <= 0 {
 		maxOutput = DefaultMaxOutputBytes
 	}
-	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", socket)
+	r := &Runner{maxOutput: maxOutput}
+	r.client = &http.Client{Transport: runnerTransport{r}}
+	go func() {
+		<-ctx.Done()
+		_ = l.Close()
+	}()
+	go r.accept(l)
+	return r, nil
+}
+
+// accept takes the runner's connections until l is closed.
+func (r *Runner) accept(l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if errors.Is(err, net.ErrClosed) {
+			r.mu.Lock()
+			if r.conn != nil {
+				_ = r.conn.Close()
+			}
+			r.mu.Unlock()
+			return
+		}
+		if err != nil {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		r.adopt(c)
 	}
-	return &Runner{client: &http.Client{Transport: &http.Transport{DialContext: dial}}, maxOutput: maxOutput}
+}
+
+// adopt makes c the runner's connection, unless a runner is connected or
+// was lost less than RunnerQuietPeriod ago: then c is closed.
+func (r *Runner) adopt(c net.Conn) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.conn != nil || time.Now().Before(r.quietUntil) {
+		r.refused++
+		_ = c.Close()
+		return
+	}
+	wc := &watchedConn{Conn: c, lost: make(chan struct{})}
+	cc, err := (&http2.Transport{}).NewClientConn(wc)
+	if err != nil {
+		_ = c.Close()
+		return
+	}
+	r.conn = cc
+	go func() {
+		<-wc.lost
+		_ = cc.Close()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.conn == cc {
+			r.conn = nil
+			r.quietUntil = time.Now().Add(RunnerQuietPeriod)
+		}
+	}()
+}
+
+// Refused counts the connections to the worker's socket that were closed
+// because a runner was connected or had just been lost.
+func (r *Runner) Refused() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.refused
+}
+
+// runnerTransport sends a request to the connected runner.
+type runnerTransport struct{ r *Runner }
+
+func (t runnerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.r.mu.Lock()
+	cc := t.r.conn
+	t.r.mu.Unlock()
+	if cc == nil {
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return nil, errNoRunner
+	}
+	return cc.RoundTrip(req)
+}
+
+// watchedConn closes lost when a read or write fails or it is closed.
+type watchedConn struct {
+	net.Conn
+	once sync.Once
+	lost chan struct{}
+}
+
+func (c *watchedConn) gone(err error) {
+	if err != nil {
+		c.once.Do(func() { close(c.lost) })
+	}
+}
+
+func (c *watchedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.gone(err)
+	return n, err
+}
+
+func (c *watchedConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.gone(err)
+	return n, err
+}
+
+func (c *watchedConn) Close() error {
+	c.gone(net.ErrClosed)
+	return c.Conn.Close()
 }
 
 // maxResponseBytes bounds a runner's answer: two streams at the limit with

@@ -32,25 +32,29 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
-// startRunner serves reg on a unix socket until the test ends and returns
-// the socket's path.
-func startRunner(t *testing.T, reg *Registry) string {
+// listenRunner listens as a worker on a socket in a fresh directory until
+// the test ends and returns the runner's client and the socket's path.
+func listenRunner(t *testing.T, maxOutput int) (*Runner, string) {
 	t.Helper()
 	socket := filepath.Join(t.TempDir(), "runner.sock")
-	startRunnerAt(t, socket, reg)
-	return socket
-}
-
-// startRunnerAt serves reg on socket until the test ends.
-func startRunnerAt(t *testing.T, socket string, reg *Registry) {
-	t.Helper()
-	l, err := ListenUnix(socket)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	r, err := ListenRunner(ctx, socket, maxOutput)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return r, socket
+}
+
+// startRunner connects a runner serving reg to the worker's socket until
+// the test ends.
+func startRunner(t *testing.T, socket string, reg *Registry) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- ServeRunner(ctx, l, &RunnerServer{Registry: reg}, 5*time.Second) }()
+	go func() {
+		served <- ServeRunner(ctx, socket, &RunnerServer{Registry: reg}, 5*time.Second, 5*time.Millisecond)
+	}()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-served; err != nil {
@@ -66,8 +70,9 @@ func TestRunnerRoundTrip(t *testing.T) {
 	served.Register("noop", ExecutorFunc(func(context.Context, json.RawMessage) (Output, error) {
 		return Output{Success: true}, nil
 	}))
-	socket := startRunner(t, served)
-	reg, err := NewRunner(socket, 32).Registry(context.Background(), 10*time.Millisecond)
+	runner, socket := listenRunner(t, 32)
+	startRunner(t, socket, served)
+	reg, err := runner.Registry(context.Background(), 10*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +135,7 @@ func TestRunnerRoundTrip(t *testing.T) {
 		})
 	}
 	t.Run("a command type the runner does not know, asked directly", func(t *testing.T) {
-		_, err := NewRunner(socket, 0).Run(context.Background(), Task{CommandType: "teleport"})
+		_, err := runner.Run(context.Background(), Task{CommandType: "teleport"})
 		if err == nil || !strings.Contains(err.Error(), `no executor for command type "teleport"`) {
 			t.Errorf("error = %v, want the runner's refusal", err)
 		}
@@ -140,8 +145,11 @@ func TestRunnerRoundTrip(t *testing.T) {
 // Cancelling a run closes its request, and the runner then stops the whole
 // process group of the task, as it is stopped in-process.
 func TestRunnerCancelStopsTheProcessGroup(t *testing.T) {
-	socket := startRunner(t, NewSandboxedRegistry(1024, Sandbox{Root: t.TempDir()}))
-	runner := NewRunner(socket, 1024)
+	runner, socket := listenRunner(t, 1024)
+	startRunner(t, socket, NewSandboxedRegistry(1024, Sandbox{Root: t.TempDir(), Init: testInit(t)}))
+	if _, err := runner.Registry(context.Background(), 5*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
 	pidFile := filepath.Join(t.TempDir(), "child.pid")
 	ctx, cancel := context.WithCancelCause(context.Background())
 	done := make(chan error, 1)
@@ -185,10 +193,10 @@ func TestRunnerCancelStopsTheProcessGroup(t *testing.T) {
 // A worker whose runner is not up yet waits for it; one that never comes
 // up is reported when the worker gives up.
 func TestRunnerRegistryWaitsForTheRunner(t *testing.T) {
-	socket := filepath.Join(t.TempDir(), "runner.sock")
+	runner, socket := listenRunner(t, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if _, err := NewRunner(socket, 0).Registry(ctx, 5*time.Millisecond); err == nil || !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := runner.Registry(ctx, 5*time.Millisecond); err == nil || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("error = %v, want the deadline", err)
 	}
 	type answer struct {
@@ -197,11 +205,11 @@ func TestRunnerRegistryWaitsForTheRunner(t *testing.T) {
 	}
 	answered := make(chan answer, 1)
 	go func() {
-		reg, err := NewRunner(socket, 0).Registry(context.Background(), 5*time.Millisecond)
+		reg, err := runner.Registry(context.Background(), 5*time.Millisecond)
 		answered <- answer{reg, err}
 	}()
 	time.Sleep(20 * time.Millisecond) // a few refused attempts first; not asserted
-	startRunnerAt(t, socket, NewSandboxedRegistry(0, Sandbox{Root: t.TempDir()}))
+	startRunner(t, socket, NewSandboxedRegistry(0, Sandbox{Root: t.TempDir()}))
 	a := <-answered
 	reg, err := a.reg, a.err
 	if err != nil {
@@ -209,5 +217,27 @@ func TestRunnerRegistryWaitsForTheRunner(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"bash", "exec", "read"}, reg.CommandTypes()); diff != "" {
 		t.Errorf("command types (-want,+got):\n%s", diff)
+	}
+}
+
+// A runner waits for the worker's socket, and exits when it loses the
+// worker: its tasks end with it.
+func TestRunnerExitsWhenTheWorkerIsLost(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "runner.sock")
+	served := make(chan error, 1)
+	go func() {
+		served <- ServeRunner(context.Background(), socket, &RunnerServer{Registry: NewRegistry(0)}, time.Second, 5*time.Millisecond)
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	runner, err := ListenRunner(ctx, socket, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runner.Registry(context.Background(), 5*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	cancel() // the worker stops listening and drops its runner
+	if err := <-served; err == nil || !strings.Contains(err.Error(), "lost the connection to the worker") {
+		t.Fatalf("runner ended with %v, want the lost connection", err)
 	}
 }
