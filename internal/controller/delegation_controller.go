@@ -37,6 +37,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/budget"
+	"github.com/agentlane/agentlane/internal/delegation"
 )
 
 // Inboxes posts inbound messages to sessions, through the Session API's
@@ -55,16 +57,22 @@ const delegationRecheck = 30 * time.Second
 
 // DelegationReconciler runs the Delegate lanes (aegis's delegation queues).
 // A delegated task is an ExternalTask labelled agentlane.io/delegated; the
-// ExternalTask controller leaves it alone. Each pass takes one lane of one
+// ExternalTask controller leaves it alone (delegation.IsDelegated). Each pass takes one lane of one
 // LaneQueue and, reading around the cache so that its counts are exact:
 //   - fails the tasks whose worker session went away, or that were in
 //     flight when the manager restarted and whose worker session lost its
 //     run ("failed: interrupted"), and re-posts a first turn that a
 //     restart kept from being posted;
 //   - starts Queued tasks, oldest first, while fewer than the lane's
-//     maxConcurrency (aegis's max_parallel) run: it creates the worker
+//     maxConcurrency (aegis's max_parallel) run and the producer has fewer
+//     than Bounds.MaxChildren workers running: it creates the worker
 //     AgentSession from the lane's template, owned by the producer session
-//     and carrying its identity, and posts the payload as its first turn;
+//     and carrying its identity, with a budget carved from the producer's,
+//     and posts the payload as its first turn. A first turn a session
+//     cannot take as a turn (a /queue directive) fails the task at once;
+//   - ends a task whose worker runs past its deadline (the task's timeout,
+//     else its lane's, else its queue's default, else Bounds.Timeout) as
+//     TimedOut, and deletes that worker session;
 //   - posts each finished task's result to the producer's inbox, headed
 //     "from queue:<lane> · task#<id> · ok|error · <time>", once;
 //   - deletes finished tasks after the queue's ttlAfterFinished, and the
@@ -80,6 +88,14 @@ type DelegationReconciler struct {
 	Inboxes   Inboxes
 	Recorder  events.EventRecorder
 	Clock     clock.PassiveClock
+	// Budgets is the budget ledger: each worker's budget is carved from
+	// what its producer has left and paid by the producer when the worker
+	// is created. Without it a worker gets its template's budget.
+	Budgets *budget.Ledger
+	// Bounds limit delegation depth, each producer's running workers and
+	// the deadline of a delegation that sets none; zero fields take the
+	// defaults of package delegation.
+	Bounds delegation.Bounds
 
 	// startedAt is when this manager run began: tasks started before it
 	// are checked once for a lost run.
@@ -100,6 +116,7 @@ func (r *DelegationReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
+	r.Bounds = r.Bounds.WithDefaults()
 	r.startedAt = r.Clock.Now()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("delegation").
@@ -255,6 +272,8 @@ func (r *DelegationReconciler) listLane(ctx context.Context, dl *delegateLane) (
 	if err := r.APIReader.List(ctx, tasks, append(in, client.MatchingLabels{agentlanev1alpha1.DelegatedLabel: "true"})...); err != nil {
 		return nil, nil, err
 	}
+	// The label selects; the immutable command type decides.
+	tasks.Items = slices.DeleteFunc(tasks.Items, func(t agentlanev1alpha1.ExternalTask) bool { return !delegation.IsDelegated(&t) })
 	slices.SortFunc(tasks.Items, func(a, b agentlanev1alpha1.ExternalTask) int {
 		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), strings.Compare(a.Name, b.Name))
 	})
@@ -300,4 +319,9 @@ func (r *DelegationReconciler) sweep(ctx context.Context, lq *agentlanev1alpha1.
 	}
 	_, err := sweepFinished(ctx, r.Client, lq, sessions.Items)
 	return err
+}
+
+// WithDelegationBounds sets the bounds of the delegation controller.
+func WithDelegationBounds(b delegation.Bounds) SetupOption {
+	return func(o *setupOptions) { o.Delegation = b }
 }

@@ -18,7 +18,10 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,6 +33,9 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/delegation"
+	"github.com/agentlane/agentlane/internal/lanequeue"
+	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
 // Condition reasons of delegated tasks, beyond the ExternalTask ones.
@@ -43,7 +49,14 @@ const (
 	// delegationQueueGoneReason (Delivered=False): the queue is gone, and
 	// with it the producer's inbox.
 	delegationQueueGoneReason = "QueueGone"
+	// delegationProducerBusyReason (Claimed=False): the producer has as
+	// many running workers as Bounds.MaxChildren allows.
+	delegationProducerBusyReason = "AwaitingProducerSlot"
 )
+
+// BudgetExhaustedPrefix starts the error of a delegation refused because
+// its producer's budget is exhausted.
+const BudgetExhaustedPrefix = "BudgetExhausted: "
 
 // settle posts a finished task's result to its producer's inbox, once, and
 // deletes the task after the queue's ttlAfterFinished. It returns when to
@@ -102,22 +115,30 @@ func (r *DelegationReconciler) deliverResult(ctx context.Context, dl *delegateLa
 
 // watchRunning checks a task whose worker session runs: the session must
 // exist, have its first turn, and (after a manager restart) still have its
-// run; otherwise the task fails as interrupted. The worker's runtime
+// run; otherwise the task fails as interrupted. A worker that runs past the
+// task's deadline ends it TimedOut and is deleted. The worker's runtime
 // completes the task through the Session API.
 func (r *DelegationReconciler) watchRunning(ctx context.Context, dl *delegateLane, t *agentlanev1alpha1.ExternalTask, worker *agentlanev1alpha1.AgentSession) time.Duration {
 	st := &t.Status
 	key := client.ObjectKeyFromObject(t)
+	deadline := r.deadline(dl, t)
+	var left time.Duration
+	if st.StartedAt != nil {
+		left = deadline - r.Clock.Since(st.StartedAt.Time)
+	}
 	switch {
 	case worker == nil || !worker.DeletionTimestamp.IsZero():
 		return r.fail(ctx, t, fmt.Sprintf("interrupted: worker session %s was deleted before it finished", st.Worker))
 	case worker.Status.Phase == agentlanev1alpha1.SessionFailed:
 		return r.fail(ctx, t, fmt.Sprintf("interrupted: worker session %s failed", worker.Name))
-	case t.Spec.Timeout != nil && st.StartedAt != nil && r.Clock.Since(st.StartedAt.Time) > t.Spec.Timeout.Duration:
-		return r.fail(ctx, t, fmt.Sprintf("worker session %s did not finish within %s", worker.Name, t.Spec.Timeout.Duration))
+	case st.StartedAt != nil && left <= 0:
+		return r.timeOut(ctx, t, worker, deadline)
 	}
 	if !meta.IsStatusConditionTrue(st.Conditions, agentlanev1alpha1.ExternalTaskClaimedCondition) {
-		r.postFirstTurn(ctx, t, worker)
-		return time.Second
+		if problem := r.postFirstTurn(ctx, t, worker); problem != "" {
+			return r.fail(ctx, t, problem)
+		}
+		return min(time.Second, max(left, time.Millisecond))
 	}
 	if st.StartedAt != nil && st.StartedAt.Time.Before(r.startedAt) {
 		if _, seen := r.checked.Load(key); !seen {
@@ -131,25 +152,65 @@ func (r *DelegationReconciler) watchRunning(ctx context.Context, dl *delegateLan
 			r.checked.Store(key, struct{}{})
 		}
 	}
+	if left > 0 {
+		return min(delegationRecheck, left)
+	}
 	return delegationRecheck
+}
+
+// deadline is how long the task's worker may take: the task's timeout,
+// else its lane's, else its queue's default, else Bounds.Timeout.
+func (r *DelegationReconciler) deadline(dl *delegateLane, t *agentlanev1alpha1.ExternalTask) time.Duration {
+	switch {
+	case t.Spec.Timeout != nil && t.Spec.Timeout.Duration > 0:
+		return t.Spec.Timeout.Duration
+	case dl.spec != nil && dl.spec.Timeout != nil && dl.spec.Timeout.Duration > 0:
+		return dl.spec.Timeout.Duration
+	case dl.lq != nil && dl.lq.Spec.DefaultTimeout != nil && dl.lq.Spec.DefaultTimeout.Duration > 0:
+		return dl.lq.Spec.DefaultTimeout.Duration
+	}
+	return r.Bounds.WithDefaults().Timeout
+}
+
+// timeOut ends a task whose worker ran past its deadline TimedOut, and
+// deletes the worker session, so that its runtime stops and its slot is
+// free; the result reaches the producer as any other.
+func (r *DelegationReconciler) timeOut(ctx context.Context, t *agentlanev1alpha1.ExternalTask, worker *agentlanev1alpha1.AgentSession, deadline time.Duration) time.Duration {
+	after := r.end(ctx, t, agentlanev1alpha1.ExternalTaskTimedOut,
+		fmt.Sprintf("timed out: worker session %s did not finish within %s", worker.Name, deadline))
+	if t.Status.Phase != agentlanev1alpha1.ExternalTaskTimedOut {
+		return after // not recorded; the next pass tries again
+	}
+	if err := r.Delete(ctx, worker, client.Preconditions{UID: &worker.UID}); client.IgnoreNotFound(err) != nil {
+		logf.FromContext(ctx).Error(err, "Delete the worker session of a timed-out task", "agentSession", worker.Name)
+	}
+	return after
 }
 
 // fail ends a task Failed with reason, for the next pass to deliver.
 func (r *DelegationReconciler) fail(ctx context.Context, t *agentlanev1alpha1.ExternalTask, reason string) time.Duration {
+	return r.end(ctx, t, agentlanev1alpha1.ExternalTaskFailed, reason)
+}
+
+// end ends a task in phase (Failed or TimedOut) with reason, for the next
+// pass to deliver. On a failed write the task's phase is left as it was.
+func (r *DelegationReconciler) end(ctx context.Context, t *agentlanev1alpha1.ExternalTask, phase agentlanev1alpha1.ExternalTaskPhase, reason string) time.Duration {
 	now := metav1.NewTime(r.Clock.Now())
+	old := t.Status.DeepCopy()
 	st := &t.Status
-	st.Phase, st.FinishedAt = agentlanev1alpha1.ExternalTaskFailed, &now
+	st.Phase, st.FinishedAt = phase, &now
 	st.Result = &agentlanev1alpha1.TaskResult{Error: reason}
 	if st.Worker != "" {
 		st.Attempts = append(st.Attempts, agentlanev1alpha1.TaskAttempt{Attempt: max(st.Attempt, 1), Worker: st.Worker,
 			StartedAt: st.StartedAt, FinishedAt: &now, Outcome: agentlanev1alpha1.AttemptFailed, Error: reason})
 	}
 	setCondition(st, t.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
-		string(agentlanev1alpha1.ExternalTaskFailed), reason)
+		string(phase), reason)
 	setCondition(st, t.Generation, now, agentlanev1alpha1.ExternalTaskFinishedCondition, metav1.ConditionTrue,
-		string(agentlanev1alpha1.ExternalTaskFailed), reason)
+		string(phase), reason)
 	if err := r.Status().Update(ctx, t); err != nil {
-		logf.FromContext(ctx).V(1).Info("Could not fail the delegated task; trying again", "externalTask", t.Name, "reason", err.Error())
+		logf.FromContext(ctx).V(1).Info("Could not end the delegated task; trying again", "externalTask", t.Name, "reason", err.Error())
+		t.Status = *old
 		return retrySoon
 	}
 	logf.FromContext(ctx).Info("Delegated task failed", "externalTask", t.Name, "reason", reason)
@@ -179,15 +240,33 @@ func (r *DelegationReconciler) startQueued(ctx context.Context, dl *delegateLane
 	}
 	for _, t := range p.queued {
 		if t.Status.Phase == "" {
-			// A new task whose producer cannot delegate here fails at once,
-			// rather than after waiting for a slot.
-			if _, problem, err := r.producer(ctx, dl, t); err == nil && problem != "" {
+			// A new task whose producer cannot delegate here, or whose
+			// first turn no session can take, fails at once, rather than
+			// after waiting for a slot.
+			if problem := firstTurnProblem(t); problem != "" {
+				r.fail(ctx, t, problem)
+				continue
+			}
+			producer, problem, err := r.producer(ctx, dl, t)
+			if err == nil && problem == "" {
+				_, problem = r.workerBudget(dl, producer)
+			}
+			if problem != "" {
 				r.fail(ctx, t, problem)
 				continue
 			}
 		}
 		if free <= 0 || (perSession > 0 && bySession[producerOf(t)] >= perSession) {
-			r.markWaiting(ctx, dl, t)
+			r.markWaiting(ctx, dl, t, delegationWaitingReason,
+				fmt.Sprintf("waiting for one of the %d worker slots of lane %s", dl.spec.MaxConcurrency, dl.name))
+			continue
+		}
+		if n, err := r.runningChildren(ctx, t); err != nil {
+			logf.FromContext(ctx).Error(err, "Count the producer's running workers", "externalTask", t.Name)
+			continue
+		} else if n >= r.Bounds.WithDefaults().MaxChildren {
+			r.markWaiting(ctx, dl, t, delegationProducerBusyReason,
+				fmt.Sprintf("producer session %s has %d running workers, the most one producer may have", producerOf(t), n))
 			continue
 		}
 		if r.start(ctx, dl, t) {
@@ -198,17 +277,20 @@ func (r *DelegationReconciler) startQueued(ctx context.Context, dl *delegateLane
 	return 0
 }
 
-// markWaiting shows that a task waits for a worker slot.
-func (r *DelegationReconciler) markWaiting(ctx context.Context, dl *delegateLane, t *agentlanev1alpha1.ExternalTask) {
+// markWaiting shows that a task waits, for a worker slot of its lane
+// (delegationWaitingReason) or of its producer (delegationProducerBusyReason).
+func (r *DelegationReconciler) markWaiting(ctx context.Context, dl *delegateLane, t *agentlanev1alpha1.ExternalTask, reason, msg string) {
 	st := &t.Status
-	if st.Phase == agentlanev1alpha1.ExternalTaskQueued && meta.IsStatusConditionPresentAndEqual(st.Conditions,
-		agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse) {
+	if c := meta.FindStatusCondition(st.Conditions, agentlanev1alpha1.ExternalTaskClaimedCondition); st.Phase == agentlanev1alpha1.ExternalTaskQueued &&
+		c != nil && c.Status == metav1.ConditionFalse && c.Reason == reason {
 		return
 	}
 	now := metav1.NewTime(r.Clock.Now())
-	st.Phase, st.Lane, st.QueuedAt = agentlanev1alpha1.ExternalTaskQueued, agentlanev1alpha1.LaneName(dl.name), &now
-	setCondition(st, t.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse, delegationWaitingReason,
-		fmt.Sprintf("waiting for one of the %d worker slots of lane %s", dl.spec.MaxConcurrency, dl.name))
+	st.Phase, st.Lane = agentlanev1alpha1.ExternalTaskQueued, agentlanev1alpha1.LaneName(dl.name)
+	if st.QueuedAt == nil {
+		st.QueuedAt = &now
+	}
+	setCondition(st, t.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse, reason, msg)
 	setCondition(st, t.Generation, now, agentlanev1alpha1.ExternalTaskFinishedCondition, metav1.ConditionFalse,
 		agentlanev1alpha1.ExternalTaskInProgressReason, "the task has not finished")
 	if err := r.Status().Update(ctx, t); err != nil {
@@ -228,11 +310,31 @@ func (r *DelegationReconciler) start(ctx context.Context, dl *delegateLane, t *a
 		r.fail(ctx, t, problem)
 		return false
 	}
-	worker, err := workerSession(t, producer, dl, r.Scheme())
+	if problem := firstTurnProblem(t); problem != "" {
+		r.fail(ctx, t, problem)
+		return false
+	}
+	b, problem := r.workerBudget(dl, producer)
+	if problem != "" {
+		r.fail(ctx, t, problem)
+		return false
+	}
+	worker, err := workerSession(t, producer, dl, b, r.Scheme())
+	created := false
 	if err == nil {
 		err = r.Create(ctx, worker)
+		created = err == nil
 		if apierrors.IsAlreadyExists(err) {
 			err = r.adoptWorker(ctx, t, worker)
+		}
+	}
+	if created && r.Budgets != nil {
+		// The producer pays for its worker's whole budget now: what a tree
+		// of delegations spends stays within its root's budget.
+		if tokens, cost := delegation.Hold(b, producer); tokens > 0 || !cost.IsZero() {
+			if _, err := r.Budgets.Record(producer, tokens, cost); err != nil {
+				logf.FromContext(ctx).Error(err, "Charge the worker's budget to its producer", "externalTask", t.Name)
+			}
 		}
 	}
 	if err != nil {
@@ -261,8 +363,74 @@ func (r *DelegationReconciler) start(ctx context.Context, dl *delegateLane, t *a
 		return true
 	}
 	logf.FromContext(ctx).Info("Delegated task started", "externalTask", t.Name, "workerSession", worker.Name)
-	r.postFirstTurn(ctx, t, worker)
+	if problem := r.postFirstTurn(ctx, t, worker); problem != "" {
+		r.fail(ctx, t, problem)
+	}
 	return true
+}
+
+// workerBudget is the budget of a new worker of the producer: the lane's
+// template carved from what the producer has left. problem says why the
+// producer cannot have a worker (its budget is exhausted).
+func (r *DelegationReconciler) workerBudget(dl *delegateLane, producer *agentlanev1alpha1.AgentSession) (*agentlanev1alpha1.Budget, string) {
+	used := producer.Status.Budget
+	if r.Budgets != nil {
+		d := r.Budgets.State(producer)
+		if d.Denied() {
+			return nil, fmt.Sprintf("%sproducer session %s cannot delegate: its budget denies it (%s)", BudgetExhaustedPrefix, producer.Name, d.Message)
+		}
+		used = d.Consumed
+	}
+	b, err := delegation.CarveBudget(dl.spec.ExternalTarget.Delegate.SessionTemplate.Spec.Budget.Budget(), producer, used)
+	if err != nil {
+		return nil, BudgetExhaustedPrefix + err.Error()
+	}
+	return b, ""
+}
+
+// runningChildren counts the producer's worker sessions whose task has not
+// finished, across all lanes, reading the workers around the cache.
+func (r *DelegationReconciler) runningChildren(ctx context.Context, t *agentlanev1alpha1.ExternalTask) (int, error) {
+	producer := &agentlanev1alpha1.AgentSession{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: t.Namespace, Name: producerOf(t)}, producer); err != nil {
+		return 0, client.IgnoreNotFound(err)
+	}
+	workers := &agentlanev1alpha1.AgentSessionList{}
+	if err := r.APIReader.List(ctx, workers, client.InNamespace(t.Namespace),
+		client.MatchingLabels{delegation.ProducerLabel: string(producer.UID)}); err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range workers.Items {
+		w := &workers.Items[i]
+		if !w.DeletionTimestamp.IsZero() {
+			continue
+		}
+		task := &agentlanev1alpha1.ExternalTask{}
+		err := r.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: w.Labels[agentlanev1alpha1.DelegationTaskLabel]}, task)
+		if err == nil && task.Status.Phase.IsTerminal() {
+			continue
+		}
+		n++ // running, or too new for the cache to show it
+	}
+	return n, nil
+}
+
+// firstTurnProblem says why no session can take the task's payload as its
+// first turn: a /queue directive is applied to the inbox, never run, so a
+// worker given one would hold its slot until its deadline.
+func firstTurnProblem(t *agentlanev1alpha1.ExternalTask) string {
+	text := firstTurn(t)
+	if _, ok, err := lanequeue.ParseQueueDirective(text); ok {
+		if err != nil {
+			return fmt.Sprintf("the first turn cannot be given to a worker session: %v", err)
+		}
+		return "the first turn cannot be given to a worker session: it is a /queue directive, which a session applies to its inbox instead of running; delegate the work itself"
+	}
+	if strings.TrimSpace(text) == "" {
+		return "the first turn cannot be given to a worker session: it is empty"
+	}
+	return ""
 }
 
 // adoptWorker accepts an existing session named for the task only when it
@@ -280,11 +448,16 @@ func (r *DelegationReconciler) adoptWorker(ctx context.Context, t *agentlanev1al
 }
 
 // postFirstTurn posts the task's payload to the worker's inbox and records
-// it (Claimed=True).
-func (r *DelegationReconciler) postFirstTurn(ctx context.Context, t *agentlanev1alpha1.ExternalTask, worker *agentlanev1alpha1.AgentSession) {
+// it (Claimed=True). It returns why the task must fail when the worker's
+// inbox refuses the turn for good; other errors are tried again until the
+// task's deadline.
+func (r *DelegationReconciler) postFirstTurn(ctx context.Context, t *agentlanev1alpha1.ExternalTask, worker *agentlanev1alpha1.AgentSession) string {
 	if err := r.Inboxes.Deliver(ctx, client.ObjectKeyFromObject(worker), "turn-"+t.Name, firstTurn(t)); err != nil {
+		if refusedForGood(err) {
+			return fmt.Sprintf("worker session %s refused the first turn: %v", worker.Name, err)
+		}
 		logf.FromContext(ctx).V(1).Info("First turn not posted yet", "externalTask", t.Name, "reason", err.Error())
-		return
+		return ""
 	}
 	now := metav1.NewTime(r.Clock.Now())
 	setCondition(&t.Status, t.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionTrue,
@@ -292,6 +465,19 @@ func (r *DelegationReconciler) postFirstTurn(ctx context.Context, t *agentlanev1
 	if err := r.Status().Update(ctx, t); err != nil {
 		logf.FromContext(ctx).V(1).Info("Could not record the posted turn", "externalTask", t.Name, "reason", err.Error())
 	}
+	return ""
+}
+
+// refusedForGood reports whether an inbox's refusal of a message cannot
+// change by trying again: an invalid directive or message, or a Session
+// API error in the 4xx range other than 409 and 429.
+func refusedForGood(err error) bool {
+	if errors.Is(err, lanequeue.ErrInvalidDirective) || errors.Is(err, lanequeue.ErrInvalidCommand) {
+		return true
+	}
+	var e *sessionapi.Error
+	return errors.As(err, &e) && e.Status >= 400 && e.Status < 500 &&
+		e.Status != http.StatusConflict && e.Status != http.StatusTooManyRequests
 }
 
 // producer reads the task's producer session and says why it cannot
@@ -308,11 +494,15 @@ func (r *DelegationReconciler) producer(ctx context.Context, dl *delegateLane, t
 		}
 		return nil, "", err
 	}
+	depth, err := delegation.Depth(s)
+	maxDepth := r.Bounds.WithDefaults().MaxDepth
 	switch {
 	case s.Spec.QueueRef.Name != dl.queue:
 		return nil, fmt.Sprintf("LaneQueue %s is not the queue of producer session %s", dl.queue, name), nil
-	case delegationDepthOf(s) >= agentlanev1alpha1.MaxDelegationDepth:
-		return nil, fmt.Sprintf("producer session %s is %d delegations deep; at most %d are allowed", name, delegationDepthOf(s), agentlanev1alpha1.MaxDelegationDepth), nil
+	case err != nil:
+		return nil, fmt.Sprintf("producer session %s cannot delegate: %v", name, err), nil
+	case depth >= maxDepth:
+		return nil, fmt.Sprintf("producer session %s is %d delegations deep; at most %d are allowed", name, depth, maxDepth), nil
 	}
 	return s, "", nil
 }

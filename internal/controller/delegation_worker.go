@@ -28,14 +28,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/delegation"
 )
 
 // workerSession builds the worker AgentSession of a delegated task from its
 // lane's template: in the task's namespace, controlled by the producer
 // session (deleted with it), with the producer's identity (the template
-// names only the agent, agentTemplateId) and one more level of delegation
-// depth than the producer.
-func workerSession(t *agentlanev1alpha1.ExternalTask, producer *agentlanev1alpha1.AgentSession, dl *delegateLane, scheme *runtime.Scheme) (*agentlanev1alpha1.AgentSession, error) {
+// names only the agent, agentTemplateId), one more level of delegation
+// depth than the producer, and budget b (carved from the producer's).
+func workerSession(t *agentlanev1alpha1.ExternalTask, producer *agentlanev1alpha1.AgentSession, dl *delegateLane, b *agentlanev1alpha1.Budget, scheme *runtime.Scheme) (*agentlanev1alpha1.AgentSession, error) {
+	depth, err := delegation.Depth(producer)
+	if err != nil {
+		return nil, err
+	}
 	tmpl := dl.spec.ExternalTarget.Delegate.SessionTemplate.Spec.DeepCopy()
 	id := &agentlanev1alpha1.Identity{}
 	if producer.Spec.Identity != nil {
@@ -59,16 +64,17 @@ func workerSession(t *agentlanev1alpha1.ExternalTask, producer *agentlanev1alpha
 				agentlanev1alpha1.DelegationTaskLabel: t.Name,
 				agentlanev1alpha1.QueueLabel:          dl.queue,
 				agentlanev1alpha1.LaneLabel:           dl.name,
+				delegation.ProducerLabel:              string(producer.UID),
 			},
 			Annotations: map[string]string{
-				agentlanev1alpha1.DelegationDepthAnnotation: strconv.Itoa(delegationDepthOf(producer) + 1),
+				agentlanev1alpha1.DelegationDepthAnnotation: strconv.Itoa(depth + 1),
 			},
 		},
 		Spec: agentlanev1alpha1.AgentSessionSpec{
 			QueueRef:  agentlanev1alpha1.LaneQueueReference{Name: queue},
 			Identity:  id,
 			QueueMode: tmpl.QueueMode,
-			Budget:    tmpl.Budget.Budget(),
+			Budget:    b,
 			Retention: tmpl.Retention,
 			Runtime:   tmpl.Runtime,
 		},
@@ -90,15 +96,6 @@ func workerName(lane, task string) string {
 		return task
 	}
 	return prefix + "-" + task
-}
-
-// delegationDepthOf is how many delegations led to session s.
-func delegationDepthOf(s *agentlanev1alpha1.AgentSession) int {
-	if s.Labels[agentlanev1alpha1.DelegationTaskLabel] == "" {
-		return 0
-	}
-	d, _ := strconv.Atoi(s.Annotations[agentlanev1alpha1.DelegationDepthAnnotation])
-	return d
 }
 
 // controlledBySame reports whether a and b have the same controller.

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/delegation"
 )
 
 func TestWorkerName(t *testing.T) {
@@ -137,7 +138,7 @@ func TestWorkerSession(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			w, err := workerSession(task, tc.producer, dl, scheme)
+			w, err := workerSession(task, tc.producer, dl, lane.ExternalTarget.Delegate.SessionTemplate.Spec.Budget.Budget(), scheme)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -156,8 +157,8 @@ func TestWorkerSession(t *testing.T) {
 			if w.Spec.Budget == nil || !w.Spec.Budget.CheckEveryTool {
 				t.Errorf("budget %+v, want the template's", w.Spec.Budget)
 			}
-			if w.Labels[agentlanev1alpha1.DelegationTaskLabel] != task.Name {
-				t.Errorf("labels %v, want the task's", w.Labels)
+			if w.Labels[agentlanev1alpha1.DelegationTaskLabel] != task.Name || w.Labels[delegation.ProducerLabel] != string(tc.producer.UID) {
+				t.Errorf("labels %v, want the task's and the producer's UID", w.Labels)
 			}
 		})
 	}

@@ -44,6 +44,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/delegation"
 	"github.com/agentlane/agentlane/internal/identity"
 	"github.com/agentlane/agentlane/internal/lanequeue"
 	"github.com/agentlane/agentlane/internal/scheduling"
@@ -249,8 +250,9 @@ func (r *ExternalTaskReconciler) reconcile(ctx context.Context, req ctrl.Request
 		// its watch event brings the task back.
 		return ctrl.Result{RequeueAfter: retrySoon}, nil
 	}
-	if task.Labels[agentlanev1alpha1.DelegatedLabel] == "true" {
-		// A delegated task is carried by the delegation controller.
+	if delegation.IsDelegated(task) {
+		// A delegated task (by its immutable command type, not by its
+		// label alone) is carried by the delegation controller.
 		return ctrl.Result{}, nil
 	}
 	if r.workers.observe(task) {

@@ -33,6 +33,7 @@ import (
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/budget"
+	"github.com/agentlane/agentlane/internal/delegation"
 	"github.com/agentlane/agentlane/internal/scheduling"
 	"github.com/agentlane/agentlane/internal/steadywatch"
 	"github.com/agentlane/agentlane/internal/workerproto"
@@ -101,7 +102,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, shared Shared, options ...Setu
 	pools.source.Store(tasks)
 	if shared.Inboxes != nil {
 		delegation := &DelegationReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Inboxes: shared.Inboxes,
-			Recorder: mgr.GetEventRecorder("agentlane-delegation"), Clock: clk}
+			Recorder: mgr.GetEventRecorder("agentlane-delegation"), Clock: clk, Budgets: shared.Budgets, Bounds: opts.Delegation}
 		if err := delegation.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("set up the delegation controller: %w", err)
 		}
@@ -113,6 +114,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, shared Shared, options ...Setu
 type SetupOption func(*setupOptions)
 
 type setupOptions struct {
+	Delegation         delegation.Bounds
 	SessionAPIURL      string
 	SessionAPIAudience string
 	SessionAPICA       func() []byte

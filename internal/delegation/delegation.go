@@ -42,10 +42,10 @@ import (
 // delegation can never become one.
 const CommandType = "delegate"
 
-// ProducerLabel on a worker session names the session that delegated to it
-// (its producer), so that a producer's workers are found without reading
-// every session.
-const ProducerLabel = "agentlane.io/delegation-producer"
+// ProducerLabel on a worker session is the UID of the session that
+// delegated to it (its producer), so that a producer's workers are found
+// without reading every session.
+const ProducerLabel = "agentlane.io/delegation-producer-uid"
 
 // Defaults of the bounds on delegation.
 const (
