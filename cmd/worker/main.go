@@ -145,7 +145,7 @@ func parseFlags(args []string, getenv func(string) string, hostname string, outp
 	fs.DurationVar(&o.oneShot.WaitTimeout, "wait-timeout", 10*time.Minute, "One-shot mode: how long to wait for the task to be dispatched to the Job.")
 	fs.IntVar(&o.maxOutputSize, "max-output-bytes", 64*1024, "Largest command output kept in a task result; the rest is cut.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "Address the Prometheus metrics are served on, such as :8080; 0 turns them off.")
-	fs.StringVar(&o.runnerSocket, "runner-socket", "", "Unix socket of a runner (`worker runner`) that runs the tasks; empty runs them in this process.")
+	fs.StringVar(&o.runnerSocket, "runner-socket", "", "Unix socket this worker listens on for its runner (`worker runner --socket`), which runs the tasks; one runner connection at a time. Empty runs the tasks in this process.")
 	o.tasks.bindFlags(fs)
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve the metrics over HTTPS to callers whose bearer token may get the non-resource URL /metrics (the metrics-reader ClusterRole), which needs a binding that lets the worker create TokenReviews and SubjectAccessReviews; false, the default, serves them over plain HTTP to whoever the network lets reach the port.")
 	o.zap.BindFlags(fs)
@@ -241,7 +241,11 @@ func (o options) registry(ctx context.Context) (*executor.Registry, error) {
 		return o.tasks.registry(o.maxOutputSize), nil
 	}
 	ctrl.Log.WithName("worker").Info("Waiting for the runner", "socket", o.runnerSocket)
-	registry, err := executor.NewRunner(o.runnerSocket, o.maxOutputSize).Registry(ctx, 500*time.Millisecond)
+	runner, err := executor.ListenRunner(ctx, o.runnerSocket, o.maxOutputSize)
+	if err != nil {
+		return nil, err
+	}
+	registry, err := runner.Registry(ctx, 500*time.Millisecond)
 	if err != nil {
 		return nil, fmt.Errorf("runner at %s: %w", o.runnerSocket, err)
 	}

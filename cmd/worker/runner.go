@@ -110,7 +110,7 @@ func parseRunnerFlags(args []string, output io.Writer) (runnerOptions, error) {
 	o := runnerOptions{}
 	fs := flag.NewFlagSet("worker runner", flag.ContinueOnError)
 	fs.SetOutput(output)
-	fs.StringVar(&o.socket, "socket", "/run/agentlane/runner.sock", "Unix socket the worker sends tasks to.")
+	fs.StringVar(&o.socket, "socket", "/run/agentlane/runner.sock", "Unix socket of the worker (its --runner-socket) to connect to; the runner needs no write access to its directory. The runner exits when it loses the connection.")
 	fs.IntVar(&o.maxOutputSize, "max-output-bytes", 64*1024, "Largest command output kept in a task result; the rest is cut.")
 	fs.DurationVar(&o.drain, "shutdown-timeout", 30*time.Second, "On SIGTERM, how long running tasks may go on (the worker finishes or hands them back) before they are stopped.")
 	o.tasks.bindFlags(fs)
@@ -157,13 +157,18 @@ func runnerMain(args []string) int {
 	return 0
 }
 
-// serveRunner serves a sandboxed registry on the socket until ctx ends.
+// serveRunner connects to the worker's socket and serves a sandboxed
+// registry on that connection until ctx ends or the connection is lost. The
+// runner becomes the parent of its tasks' orphans and forbids tracing of
+// itself before it runs a task.
 func serveRunner(ctx context.Context, o runnerOptions) error {
-	l, err := executor.ListenUnix(o.socket)
-	if err != nil {
+	if err := executor.ForbidTracing(); err != nil {
+		return err
+	}
+	if err := executor.AdoptOrphans(); err != nil {
 		return err
 	}
 	registry := o.tasks.registry(o.maxOutputSize)
 	ctrl.Log.WithName("runner").Info("Serving tasks", "socket", o.socket, "commandTypes", registry.CommandTypes())
-	return executor.ServeRunner(ctx, l, &executor.RunnerServer{Registry: registry}, o.drain)
+	return executor.ServeRunner(ctx, o.socket, &executor.RunnerServer{Registry: registry}, o.drain, 200*time.Millisecond)
 }
