@@ -108,6 +108,11 @@ bench: ## Run the lane scheduler benchmarks (lanebench workloads and Go benchmar
 	@for w in single lanes sessions idle memory; do $(GO) run ./hack/lanebench --workload=$$w; done
 	$(GO) test -run='^$$' -bench=. -benchmem ./internal/lanequeue/...
 
+.PHONY: test-load
+LOAD_FLAGS ?=
+test-load: manifests ## Flood every Session API surface from one tenant while another runs steady work; fails past the bounds of docs/security.md. LOAD_FLAGS="-load-flood=30s" shortens it.
+	AGENTLANE_LOAD=1 KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/bench/ -run '^TestLoad$$' -count=1 -v -timeout=20m -args $(LOAD_FLAGS)
+
 .PHONY: bench-e2e
 BENCH_E2E_FLAGS ?=
 bench-e2e: manifests ## Measure the ExternalTask path end to end on envtest with the real manager and workers (docs/performance.md); BENCH_E2E_FLAGS="-tasks=2000 -queued=10000" sizes it.

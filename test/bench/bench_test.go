@@ -85,7 +85,7 @@ func TestBenchE2E(t *testing.T) {
 	if os.Getenv("AGENTLANE_BENCH_E2E") == "" {
 		t.Skip("set AGENTLANE_BENCH_E2E=1 (make bench-e2e) to run the end-to-end benchmark")
 	}
-	e := setup(t)
+	e := setup(t, benchManagerArgs()...)
 	var rep report
 	if *flagOnlyQueued {
 		rep.idle = e.queuedAndIdle(*flagQueuedSessions, *flagQueued)
@@ -102,8 +102,16 @@ func TestBenchE2E(t *testing.T) {
 	rep.print(os.Stdout)
 }
 
-// setup builds the binaries, starts the control plane and the manager.
-func setup(t *testing.T) *env {
+// benchManagerArgs lifts the Session API's per-caller bounds, which the
+// throughput runs would otherwise measure instead of the task path.
+func benchManagerArgs() []string {
+	return []string{"--session-api-rate=-1", "--session-api-failed-auth-rate=-1",
+		fmt.Sprintf("--session-api-max-pending-per-session=%d", max(1000, *flagQueued))}
+}
+
+// setup builds the binaries, starts the control plane and the manager with
+// managerArgs added to its own.
+func setup(t *testing.T, managerArgs ...string) *env {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(agentlanev1alpha1.AddToScheme(scheme))
@@ -130,11 +138,11 @@ func setup(t *testing.T) *env {
 		e.pprofURL = "http://" + pprofAddr + "/debug/pprof/"
 	}
 	e.startManager = func() {
-		e.manager = startProcess(t, e.dir, "manager", managerBin, managerKC,
-			"--pprof-bind-address="+pprofAddr, "--metrics-bind-address="+metricsAddr, "--metrics-secure=false", "--health-probe-bind-address=0",
-			"--session-api-bind-address="+apiAddr, "--session-api-insecure-http",
-			"--session-api-rate=-1", "--session-api-failed-auth-rate=-1",
-			fmt.Sprintf("--session-api-max-pending-per-session=%d", max(1000, *flagQueued)))
+		args := append([]string{
+			"--pprof-bind-address=" + pprofAddr, "--metrics-bind-address=" + metricsAddr, "--metrics-secure=false", "--health-probe-bind-address=0",
+			"--session-api-bind-address=" + apiAddr, "--session-api-insecure-http",
+		}, managerArgs...)
+		e.manager = startProcess(t, e.dir, "manager", managerBin, managerKC, args...)
 		e.waitFor("the manager's metrics endpoint", time.Minute, func() bool {
 			_, err := e.managerMetrics()
 			return err == nil
