@@ -414,6 +414,7 @@ var _ = Describe("config/default", func() {
 		shared := mountPaths(w)[filepath.Dir(socket)]
 		Expect(shared).NotTo(BeEmpty())
 		Expect(mountPaths(r)).To(HaveKeyWithValue(filepath.Dir(socket), shared))
+		Expect(r.VolumeMounts).To(ContainElement(And(HaveField("MountPath", filepath.Dir(socket)), HaveField("ReadOnly", BeTrue()))), "the runner's tasks could replace the worker's socket")
 		for path, volume := range mountPaths(r) {
 			if volume != shared {
 				Expect(mountPaths(w)).NotTo(ContainElement(volume), "the worker also mounts %s of the runner", path)
