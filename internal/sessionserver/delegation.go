@@ -25,6 +25,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,15 +36,190 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/delegation"
+	"github.com/agentlane/agentlane/internal/lanequeue"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
 // DelegateCommandType is the command type of the ExternalTasks that carry
 // delegated work.
-const DelegateCommandType = "delegate"
+const DelegateCommandType = delegation.CommandType
 
 // maxDelegationText bounds a delegation's text (the worker's first turn).
 const maxDelegationText = 64 << 10
+
+// Defaults of DelegationBounds.
+const (
+	DefaultDelegationsPendingPerSession   = 16
+	DefaultDelegationsPerSession          = 64
+	DefaultDelegationsPendingPerNamespace = 64
+	DefaultDelegationsPerNamespace        = 256
+)
+
+const (
+	// maxDelegationPage bounds one page of GET /delegations.
+	maxDelegationPage = 100
+	// delegationCacheGrace is how long a delegation this server created
+	// counts against the bounds while the manager's cache does not show
+	// it yet.
+	delegationCacheGrace = time.Minute
+	// delegationsFullRetry is the Retry-After of a delegation refused at a
+	// bound: delegations take their worker's time to finish.
+	delegationsFullRetry = 5 * time.Second
+)
+
+// DelegationBounds bound the delegations the cluster keeps for one session
+// and for one namespace: those that have not finished (pending), and all of
+// them, finished ones included until retention removes them. Zero fields
+// take the defaults; a delegation past a bound gets 429 QueueFull with
+// Retry-After. MaxDepth: a session that many delegations deep cannot
+// delegate (delegation.DefaultMaxDepth when zero).
+type DelegationBounds struct {
+	PendingPerSession   int
+	PerSession          int
+	PendingPerNamespace int
+	PerNamespace        int
+	MaxDepth            int
+}
+
+func (b DelegationBounds) withDefaults() DelegationBounds {
+	b.PendingPerSession = cmp.Or(max(b.PendingPerSession, 0), DefaultDelegationsPendingPerSession)
+	b.PerSession = cmp.Or(max(b.PerSession, 0), DefaultDelegationsPerSession)
+	b.PendingPerNamespace = cmp.Or(max(b.PendingPerNamespace, 0), DefaultDelegationsPendingPerNamespace)
+	b.PerNamespace = cmp.Or(max(b.PerNamespace, 0), DefaultDelegationsPerNamespace)
+	b.MaxDepth = cmp.Or(max(b.MaxDepth, 0), delegation.DefaultMaxDepth)
+	return b
+}
+
+// delegationAdmission serializes the delegations of each namespace, so that
+// each is counted against the bounds before it is created, and remembers
+// the ones created that the manager's cache may not show yet.
+type delegationAdmission struct {
+	mu         sync.Mutex
+	namespaces map[string]*namespaceDelegations
+}
+
+// namespaceDelegations is one namespace's admission: mu is held from the
+// count to the create.
+type namespaceDelegations struct {
+	mu sync.Mutex
+	// created holds the delegations created within delegationCacheGrace,
+	// by name, with their producer and creation time.
+	created map[string]createdDelegation
+}
+
+type createdDelegation struct {
+	producer string
+	at       time.Time
+}
+
+func (a *delegationAdmission) namespace(ns string) *namespaceDelegations {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.namespaces == nil {
+		a.namespaces = map[string]*namespaceDelegations{}
+	}
+	nd := a.namespaces[ns]
+	if nd == nil {
+		nd = &namespaceDelegations{created: map[string]createdDelegation{}}
+		a.namespaces[ns] = nd
+	}
+	return nd
+}
+
+// delegationCounts are the delegations a session and its namespace hold.
+type delegationCounts struct {
+	sessionPending, session, namespacePending, namespace int
+}
+
+// countDelegations counts the namespace's delegations from the manager's
+// cache (tasks without their payloads), adding those created too recently
+// for the cache to show. nd.mu is held.
+func (s *Server) countDelegations(ctx context.Context, nd *namespaceDelegations, key types.NamespacedName) (delegationCounts, error) {
+	list := &agentlanev1alpha1.ExternalTaskList{}
+	if err := s.Client.List(ctx, list, client.InNamespace(key.Namespace),
+		client.MatchingLabels{agentlanev1alpha1.DelegatedLabel: "true"}, client.UnsafeDisableDeepCopy); err != nil {
+		return delegationCounts{}, err
+	}
+	var c delegationCounts
+	add := func(producer string, pending bool) {
+		c.namespace++
+		if pending {
+			c.namespacePending++
+		}
+		if producer == key.Name {
+			c.session++
+			if pending {
+				c.sessionPending++
+			}
+		}
+	}
+	seen := make(map[string]bool, len(list.Items))
+	for i := range list.Items {
+		t := &list.Items[i]
+		if !delegation.IsDelegated(t) || !t.DeletionTimestamp.IsZero() {
+			continue
+		}
+		seen[t.Name] = true
+		add(producerName(t), !t.Status.Phase.IsTerminal())
+	}
+	now := s.Clock.Now()
+	for name, d := range nd.created {
+		if seen[name] || now.Sub(d.at) > delegationCacheGrace {
+			delete(nd.created, name)
+			continue
+		}
+		add(d.producer, true)
+	}
+	return c, nil
+}
+
+// admitDelegation refuses a delegation of the session past a bound.
+func (s *Server) admitDelegation(ctx context.Context, nd *namespaceDelegations, key types.NamespacedName) error {
+	c, err := s.countDelegations(ctx, nd, key)
+	if err != nil {
+		return err
+	}
+	b := s.Delegations.withDefaults()
+	switch {
+	case c.sessionPending >= b.PendingPerSession:
+		return delegationsFull("session %q has %d delegations that have not finished, the most one session may have (--session-api-max-delegations-pending-per-session)",
+			key.Name, c.sessionPending)
+	case c.session >= b.PerSession:
+		return delegationsFull("session %q has %d delegations kept, the most one session may have (--session-api-max-delegations-per-session); finished ones are removed per the queue's taskRetention",
+			key.Name, c.session)
+	case c.namespacePending >= b.PendingPerNamespace:
+		return delegationsFull("namespace %q has %d delegations that have not finished, the most one namespace may have (--session-api-max-delegations-pending-per-namespace)",
+			key.Namespace, c.namespacePending)
+	case c.namespace >= b.PerNamespace:
+		return delegationsFull("namespace %q has %d delegations kept, the most one namespace may have (--session-api-max-delegations-per-namespace); finished ones are removed per the queue's taskRetention",
+			key.Namespace, c.namespace)
+	}
+	return nil
+}
+
+func delegationsFull(format string, args ...any) error {
+	e := apiErrorf(http.StatusTooManyRequests, sessionapi.CodeQueueFull, format+"; retry once delegations finish", args...)
+	e.RetryAfter = delegationsFullRetry
+	return e
+}
+
+// checkFirstTurn refuses a delegation's text that no worker session can
+// take as its first turn: a /queue directive is applied to an inbox, never
+// run, and would hold a worker slot until the delegation's deadline.
+func checkFirstTurn(text string) error {
+	if strings.TrimSpace(text) == "" {
+		return apiError(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "text is required: it is the worker's first turn")
+	}
+	if _, ok, err := lanequeue.ParseQueueDirective(text); ok {
+		msg := "a delegation's text is the worker's first turn; a /queue directive cannot be one: delegate the work itself"
+		if err != nil {
+			msg += " (" + err.Error() + ")"
+		}
+		return apiError(http.StatusBadRequest, sessionapi.CodeInvalidDirective, msg)
+	}
+	return nil
+}
 
 // delegate handles POST /delegations: it records the work as a delegated
 // ExternalTask, which the delegation controller starts when the lane has a
@@ -52,8 +229,8 @@ func (s *Server) delegate(w http.ResponseWriter, r *http.Request, sc *sessionCal
 	if err := readJSON(r, &req); err != nil {
 		return err
 	}
-	if strings.TrimSpace(req.Text) == "" {
-		return apiError(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "text is required: it is the worker's first turn")
+	if err := checkFirstTurn(req.Text); err != nil {
+		return err
 	}
 	payload, err := json.Marshal(map[string]string{"text": req.Text})
 	if err != nil {
@@ -72,7 +249,11 @@ func (s *Server) delegate(w http.ResponseWriter, r *http.Request, sc *sessionCal
 // command's payload as the worker's first turn, and the reply is the queued
 // command (202); GET /delegations/{id} follows it.
 func (s *Server) delegateCommand(w http.ResponseWriter, r *http.Request, sc *sessionCall, id, lane string, payload json.RawMessage) error {
-	raw, err := json.Marshal(map[string]string{"text": firstTurnText(payload)})
+	text := firstTurnText(payload)
+	if err := checkFirstTurn(text); err != nil {
+		return err
+	}
+	raw, err := json.Marshal(map[string]string{"text": text})
 	if err != nil {
 		return err
 	}
@@ -126,7 +307,8 @@ func (s *Server) delegateLane(ctx context.Context, sc *sessionCall, lane string)
 }
 
 // createDelegation checks that lane delegates and that the session may
-// delegate, then creates the delegated task, owned by the session and
+// delegate (its depth, its budget, the bounds of its session and
+// namespace), then creates the delegated task, owned by the session and
 // carrying its identity.
 func (s *Server) createDelegation(ctx context.Context, sc *sessionCall, id, lane string, payload []byte, callback bool) (*agentlanev1alpha1.ExternalTask, error) {
 	if len(payload) > maxDelegationText+64 {
@@ -139,9 +321,19 @@ func (s *Server) createDelegation(ctx context.Context, sc *sessionCall, id, lane
 	if target == nil {
 		return nil, apiErrorf(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "lane %q of LaneQueue %q does not delegate (its externalTarget is not Delegate)", lane, sc.queueKey.Name)
 	}
-	if d := delegationDepth(sc.session); d >= agentlanev1alpha1.MaxDelegationDepth {
+	d, err := delegation.Depth(sc.session)
+	if err != nil {
+		return nil, apiErrorf(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "session %q cannot delegate: %v", sc.key.Name, err)
+	}
+	if maxDepth := s.Delegations.withDefaults().MaxDepth; d >= maxDepth {
 		return nil, apiErrorf(http.StatusBadRequest, sessionapi.CodeInvalidRequest,
-			"session %q is a worker %d delegations deep; at most %d are allowed", sc.key.Name, d, agentlanev1alpha1.MaxDelegationDepth)
+			"session %q is a worker %d delegations deep; at most %d are allowed", sc.key.Name, d, maxDepth)
+	}
+	if s.Budgets != nil {
+		if b := s.Budgets.State(sc.session); b.Denied() {
+			return nil, apiErrorf(http.StatusConflict, sessionapi.CodeBudgetExhausted,
+				"session %q cannot delegate: its budget is exhausted (%s); a delegation's worker is paid from it", sc.key.Name, b.Message)
+		}
 	}
 	if id == "" {
 		id = s.ids.NewID()
@@ -171,30 +363,33 @@ func (s *Server) createDelegation(ctx context.Context, sc *sessionCall, id, lane
 			Identity:    sc.session.Spec.Identity,
 		},
 	}
+	nd := s.delegations.namespace(sc.key.Namespace)
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	if err := s.admitDelegation(ctx, nd, sc.key); err != nil {
+		return nil, err
+	}
 	if err := s.Client.Create(ctx, task); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			return nil, apiErrorf(http.StatusConflict, sessionapi.CodeDuplicateCommand, "a task named %q exists", id)
 		}
 		return nil, err
 	}
+	nd.created[task.Name] = createdDelegation{producer: sc.key.Name, at: s.Clock.Now()}
 	return task, nil
 }
 
-// delegationDepth is how many delegations led to the session: 0 for a
-// session nobody delegated to.
-func delegationDepth(sess *agentlanev1alpha1.AgentSession) int {
-	d, err := strconv.Atoi(sess.Annotations[agentlanev1alpha1.DelegationDepthAnnotation])
-	if err != nil || sess.Labels[agentlanev1alpha1.DelegationTaskLabel] == "" {
-		return 0
-	}
-	return d
-}
-
-// getDelegation handles GET /delegations/{id}.
+// getDelegation handles GET /delegations/{id}, from the manager's cache; a
+// delegation this server created a moment ago, which the cache may not
+// show yet, is read from the API server.
 func (s *Server) getDelegation(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
 	id := r.PathValue("id")
 	task := &agentlanev1alpha1.ExternalTask{}
-	err := s.Reader.Get(r.Context(), types.NamespacedName{Namespace: sc.key.Namespace, Name: id}, task)
+	key := types.NamespacedName{Namespace: sc.key.Namespace, Name: id}
+	err := s.Client.Get(r.Context(), key, task)
+	if apierrors.IsNotFound(err) && s.createdRecently(key) {
+		err = s.Reader.Get(r.Context(), key, task)
+	}
 	if apierrors.IsNotFound(err) || (err == nil && !delegatedBy(task, sc.key.Name)) {
 		return apiErrorf(http.StatusNotFound, sessionapi.CodeCommandNotFound, "session %q has no delegated task %q", sc.key.Name, id)
 	}
@@ -205,30 +400,97 @@ func (s *Server) getDelegation(w http.ResponseWriter, r *http.Request, sc *sessi
 	return nil
 }
 
-// listDelegations handles GET /delegations.
+// createdRecently reports whether this server created the delegation key
+// within delegationCacheGrace.
+func (s *Server) createdRecently(key types.NamespacedName) bool {
+	nd := s.delegations.namespace(key.Namespace)
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	d, ok := nd.created[key.Name]
+	return ok && s.Clock.Now().Sub(d.at) <= delegationCacheGrace
+}
+
+// listDelegations handles GET /delegations?limit=&continue=: one page of
+// the session's delegations, oldest first, read from the manager's cache
+// (which keeps tasks without their payloads). limit is at most
+// maxDelegationPage (its default); continue is the previous page's
+// "continue".
 func (s *Server) listDelegations(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
-	list := &agentlanev1alpha1.ExternalTaskList{}
-	if err := s.Reader.List(r.Context(), list, client.InNamespace(sc.key.Namespace), client.MatchingLabels{
-		agentlanev1alpha1.DelegatedLabel: "true", agentlanev1alpha1.SessionLabel: sc.key.Name}); err != nil {
+	limit := maxDelegationPage
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxDelegationPage {
+			return apiErrorf(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "limit %q is not a whole number from 1 to %d", v, maxDelegationPage)
+		}
+		limit = n
+	}
+	after, err := parseDelegationCursor(r.URL.Query().Get("continue"))
+	if err != nil {
 		return err
 	}
-	out := sessionapi.DelegationList{Items: []sessionapi.Delegation{}}
+	list := &agentlanev1alpha1.ExternalTaskList{}
+	if err := s.Client.List(r.Context(), list, client.InNamespace(sc.key.Namespace), client.MatchingLabels{
+		agentlanev1alpha1.DelegatedLabel: "true", agentlanev1alpha1.SessionLabel: sc.key.Name}, client.UnsafeDisableDeepCopy); err != nil {
+		return err
+	}
+	page := make([]*agentlanev1alpha1.ExternalTask, 0, len(list.Items))
 	for i := range list.Items {
-		if delegatedBy(&list.Items[i], sc.key.Name) {
-			out.Items = append(out.Items, delegationOf(&list.Items[i]))
+		t := &list.Items[i]
+		if delegatedBy(t, sc.key.Name) && (after == nil || after.before(t)) {
+			page = append(page, t)
 		}
 	}
-	slices.SortFunc(out.Items, func(a, b sessionapi.Delegation) int {
-		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
+	slices.SortFunc(page, func(a, b *agentlanev1alpha1.ExternalTask) int {
+		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), strings.Compare(a.Name, b.Name))
 	})
+	out := sessionapi.DelegationList{Items: make([]sessionapi.Delegation, 0, min(len(page), limit))}
+	for _, t := range page[:min(len(page), limit)] {
+		out.Items = append(out.Items, delegationOf(t))
+	}
+	if len(page) > limit {
+		last := page[limit-1]
+		out.Continue = fmt.Sprintf("%d.%s", last.CreationTimestamp.Unix(), last.Name)
+	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
+// delegationCursor is where a page of delegations ends: the creation time
+// (whole seconds, as the API server keeps it) and name of its last item.
+type delegationCursor struct {
+	created int64
+	name    string
+}
+
+func parseDelegationCursor(v string) (*delegationCursor, error) {
+	if v == "" {
+		return nil, nil
+	}
+	sec, name, ok := strings.Cut(v, ".")
+	n, err := strconv.ParseInt(sec, 10, 64)
+	if !ok || err != nil || name == "" {
+		return nil, apiErrorf(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "continue %q is not a value a previous page returned", v)
+	}
+	return &delegationCursor{created: n, name: name}, nil
+}
+
+// before reports whether t comes after the cursor in the list's order.
+func (c *delegationCursor) before(t *agentlanev1alpha1.ExternalTask) bool {
+	at := t.CreationTimestamp.Unix()
+	return at > c.created || (at == c.created && t.Name > c.name)
+}
+
 // delegatedBy reports whether task is a delegated task of session.
 func delegatedBy(task *agentlanev1alpha1.ExternalTask, session string) bool {
-	return task.Labels[agentlanev1alpha1.DelegatedLabel] == "true" &&
-		task.Spec.SessionRef != nil && task.Spec.SessionRef.Name == session
+	return delegation.IsDelegated(task) && producerName(task) == session
+}
+
+// producerName is the session that delegated the task.
+func producerName(task *agentlanev1alpha1.ExternalTask) string {
+	if task.Spec.SessionRef == nil {
+		return ""
+	}
+	return task.Spec.SessionRef.Name
 }
 
 // delegationOf shows a delegated task.

@@ -144,6 +144,9 @@ type Server struct {
 	MaxPendingPerSession      int
 	MaxPendingBytesPerSession int64
 	MaxPendingBytes           int64
+	// Delegations bound the delegations of each session and namespace
+	// (delegation.go).
+	Delegations DelegationBounds
 	// MaxStreamsPerCaller and MaxStreamsPerSession bound the event streams
 	// open at once of one caller (a TokenReview username) and on one
 	// session; MaxWaitsPerCaller and MaxWaitsPerSession the calls waiting
@@ -185,6 +188,8 @@ type Server struct {
 	pending *pendingLedger
 	// long counts the long-lived calls open.
 	long longLedger
+	// delegations admits delegations against Delegations.
+	delegations delegationAdmission
 
 	hub   *eventHub
 	calls calls

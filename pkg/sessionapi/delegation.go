@@ -20,6 +20,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 )
 
@@ -65,10 +66,12 @@ type Delegation struct {
 	FinishedAt time.Time `json:"finishedAt,omitzero"`
 }
 
-// DelegationList is the session's delegated tasks that the cluster keeps,
-// oldest first.
+// DelegationList is one page of the session's delegated tasks that the
+// cluster keeps, oldest first.
 type DelegationList struct {
 	Items []Delegation `json:"items"`
+	// Continue, when set, asks for the next page (GET /delegations?continue=).
+	Continue string `json:"continue,omitempty"`
 }
 
 // RunOutcome is how a run ended, as its runtime reports it when it finishes
@@ -100,10 +103,36 @@ func (s *SessionClient) GetDelegation(ctx context.Context, id string) (*Delegati
 	return &d, nil
 }
 
-// Delegations lists the session's delegated tasks.
+// Delegations lists the session's delegated tasks, every page of them.
 func (s *SessionClient) Delegations(ctx context.Context) (*DelegationList, error) {
+	all := &DelegationList{Items: []Delegation{}}
+	cont := ""
+	for {
+		l, err := s.DelegationsPage(ctx, 0, cont)
+		if err != nil {
+			return nil, err
+		}
+		all.Items = append(all.Items, l.Items...)
+		if l.Continue == "" {
+			return all, nil
+		}
+		cont = l.Continue
+	}
+}
+
+// DelegationsPage lists one page of the session's delegated tasks: at most
+// limit (the server's page size when 0), after the page whose Continue is
+// cont ("" for the first).
+func (s *SessionClient) DelegationsPage(ctx context.Context, limit int, cont string) (*DelegationList, error) {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if cont != "" {
+		q.Set("continue", cont)
+	}
 	var l DelegationList
-	if err := s.do(ctx, http.MethodGet, "/delegations", nil, nil, &l); err != nil {
+	if err := s.do(ctx, http.MethodGet, "/delegations", q, nil, &l); err != nil {
 		return nil, err
 	}
 	return &l, nil
