@@ -40,6 +40,7 @@ import (
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/budget"
 	"github.com/agentlane/agentlane/internal/controller"
+	"github.com/agentlane/agentlane/internal/delegation"
 	"github.com/agentlane/agentlane/internal/lanequeue"
 	"github.com/agentlane/agentlane/internal/scheduling"
 	"github.com/agentlane/agentlane/internal/servingcert"
@@ -71,6 +72,7 @@ type options struct {
 	apiServerTokens  bool
 	sessionStore     string
 	idGenerator      string
+	delegation       delegation.Bounds
 	zap              zap.Options
 }
 
@@ -103,11 +105,19 @@ func parseFlags() *options {
 	flag.IntVar(&o.api.MaxPendingPerSession, "session-api-max-pending-per-session", sessionserver.DefaultMaxPendingPerSession, "The most commands one session may have submitted through the Session API and not yet ended; over it 429 QueueFull.")
 	flag.Int64Var(&o.api.MaxPendingBytesPerSession, "session-api-max-pending-bytes-per-session", sessionserver.DefaultMaxPendingBytesPerSession, "The most payload bytes one session's pending commands may hold; over it 429 QueueFull.")
 	flag.Int64Var(&o.api.MaxPendingBytes, "session-api-max-pending-bytes", sessionserver.DefaultMaxPendingBytes, "The most payload bytes the pending commands of every session together may hold; over it 429 QueueFull.")
+	flag.IntVar(&o.api.Delegations.PendingPerSession, "session-api-max-delegations-pending-per-session", sessionserver.DefaultDelegationsPendingPerSession, "The most delegations one session may have that have not finished; over it POST /delegations gets 429 QueueFull.")
+	flag.IntVar(&o.api.Delegations.PerSession, "session-api-max-delegations-per-session", sessionserver.DefaultDelegationsPerSession, "The most delegations the cluster may keep for one session, finished ones included until retention removes them; over it 429 QueueFull.")
+	flag.IntVar(&o.api.Delegations.PendingPerNamespace, "session-api-max-delegations-pending-per-namespace", sessionserver.DefaultDelegationsPendingPerNamespace, "The most delegations the sessions of one namespace may have that have not finished; over it 429 QueueFull.")
+	flag.IntVar(&o.api.Delegations.PerNamespace, "session-api-max-delegations-per-namespace", sessionserver.DefaultDelegationsPerNamespace, "The most delegations the cluster may keep for one namespace; over it 429 QueueFull.")
+	flag.IntVar(&o.delegation.MaxDepth, "delegation-max-depth", delegation.DefaultMaxDepth, "How deep chains of delegation may go: a worker session this many delegations deep cannot delegate.")
+	flag.IntVar(&o.delegation.MaxChildren, "delegation-max-children", delegation.DefaultMaxChildren, "The most worker sessions one producer session may have running at once, across all Delegate lanes; its further delegations wait.")
+	flag.DurationVar(&o.delegation.Timeout, "delegation-timeout", delegation.DefaultTimeout, "How long a worker session may take when neither its task, its lane nor its queue sets a timeout; past it the delegation ends TimedOut.")
 	flag.StringVar(&o.sessionAPIURL, "session-api-url", "", "Session API address as session runtime pods reach it, such as https://agentlane-session-api.agentlane-system.svc:8443; set in their environment as "+controller.EnvSessionAPIURL+".")
 	flag.StringVar(&o.sessionStore, "session-store", "configmap", "Where runtimes' checkpoints are kept: configmap (one ConfigMap per session, deleted with it) or none (checkpoint calls answer NoStore).")
 	flag.StringVar(&o.idGenerator, "id-generator", "ulid", "How the schedulers and the Session API name commands, runs and messages: ulid, or sequential (cmd-0000000001, ...) to make replays of the same inputs name things identically.")
 	o.zap.BindFlags(flag.CommandLine)
 	flag.Parse()
+	o.api.Delegations.MaxDepth = o.delegation.MaxDepth
 	return o
 }
 
@@ -184,6 +194,7 @@ func main() {
 		log.Error(err, "unable to set up the Session API's TLS")
 		os.Exit(1)
 	}
+	access = append(access, controller.WithDelegationBounds(o.delegation))
 	if err := controller.Setup(ctx, mgr, shared, access...); err != nil {
 		log.Error(err, "unable to set up the controllers")
 		os.Exit(1)
