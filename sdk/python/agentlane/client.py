@@ -377,8 +377,15 @@ class SessionClient:
 
     def list_delegations(self) -> List[t.Delegation]:
         """The session's delegated tasks that the cluster keeps, oldest
-        first."""
-        return self._call("listDelegations").items
+        first: every page of them (the server sends at most 100 a page)."""
+        items: List[t.Delegation] = []
+        query: Optional[Dict[str, str]] = None
+        while True:
+            page = self._call("listDelegations", query=query)
+            items.extend(page.items)
+            if not page.continue_:
+                return items
+            query = {"continue": page.continue_}
 
     def get_delegation(self, task_id: str) -> t.Delegation:
         """One delegated task of this session; another's, or none, raises

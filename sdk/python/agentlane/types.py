@@ -352,6 +352,8 @@ class Delegation:
 @dataclass
 class DelegationList:
     items: List[Delegation] = field(default_factory=list)
+    # Set when more delegations follow: the next page's continue.
+    continue_: Optional[str] = field(default=None, metadata={"json": "continue"})
 
 
 # Event types (Event.type). The scheduler's command events:

@@ -9,7 +9,7 @@ import os
 import tempfile
 import threading
 import unittest
-from typing import Any, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 import agentlane
 from agentlane import ApiError, Client, TokenFile
@@ -239,6 +239,19 @@ class NotLeaderRetryTest(unittest.TestCase):
                 self.assertEqual(code, ctx.exception.code)
                 self.assertEqual((1, []), (len(server.requests), sleeps))
                 self.assertEqual({"answer": "done"}, json.loads(server.requests[0]["body"]))
+
+    def test_list_delegations_follows_every_page(self) -> None:
+        def page(ids: List[str], cont: str = "") -> bytes:
+            body: Dict[str, Any] = {"items": [dict(json.loads(DELEGATION), id=i) for i in ids]}
+            if cont:
+                body["continue"] = cont
+            return json.dumps(body).encode()
+        server, client, _ = self.serve([(200, page(["t1", "t2"], "100.t2")), (200, page(["t3"]))])
+        got = client.session("ns", "s1").list_delegations()
+        self.assertEqual(["t1", "t2", "t3"], [d.id for d in got])
+        self.assertEqual(["/v1/namespaces/ns/sessions/s1/delegations",
+                          "/v1/namespaces/ns/sessions/s1/delegations?continue=100.t2"],
+                         [req["path"] for req in server.requests])
 
     def test_negative_retries_are_refused(self) -> None:
         with self.assertRaises(ValueError):
