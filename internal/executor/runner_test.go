@@ -20,6 +20,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -239,5 +241,50 @@ func TestRunnerExitsWhenTheWorkerIsLost(t *testing.T) {
 	cancel() // the worker stops listening and drops its runner
 	if err := <-served; err == nil || !strings.Contains(err.Error(), "lost the connection to the worker") {
 		t.Fatalf("runner ended with %v, want the lost connection", err)
+	}
+}
+
+// While a runner is connected, and for RunnerQuietPeriod after it is lost,
+// the worker closes every other connection to its socket: whoever else
+// connects (a task of the runner) never gets a task.
+func TestWorkerServesOneRunnerConnection(t *testing.T) {
+	runner, socket := listenRunner(t, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() {
+		served <- ServeRunner(ctx, socket, &RunnerServer{Registry: NewRegistry(0)}, time.Second, 5*time.Millisecond)
+	}()
+	if _, err := runner.Registry(context.Background(), 5*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	closedAtOnce := func(t *testing.T) {
+		t.Helper()
+		c, err := net.Dial("unix", socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = c.Close() }()
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+			t.Errorf("read = %v, want the worker to close the connection", err)
+		}
+	}
+	closedAtOnce(t)
+	if got := runner.Refused(); got != 1 {
+		t.Errorf("refused = %d, want 1", got)
+	}
+	cancel() // the runner goes away
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := runner.CommandTypes(context.Background()); errors.Is(err, errNoRunner) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	closedAtOnce(t) // in the quiet period
+	if got := runner.Refused(); got != 2 {
+		t.Errorf("refused = %d, want 2", got)
 	}
 }
