@@ -23,10 +23,12 @@ limitations under the License.
 //
 // A Registry with a Sandbox (sandbox.go) runs every attempt in a private
 // directory with an environment built from nothing, which is how workers run
-// other people's tasks. A RunnerServer (runner.go) serves a Registry on a
-// unix socket and a Runner runs tasks through it, so that the tasks run in
-// another process (in a worker pod, another container) than the one holding
-// the worker's credentials.
+// other people's tasks; with an Init (reaper_linux.go) each process task runs
+// under an init that ends the task's whole process tree with its attempt. A
+// RunnerServer (runner.go) serves a Registry over a connection to the unix
+// socket a worker listens on, and the worker's Runner runs tasks through it,
+// so that the tasks run in another process (in a worker pod, another
+// container) than the one holding the worker's credentials.
 package executor
 
 import (

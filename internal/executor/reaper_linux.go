@@ -47,9 +47,10 @@ import (
 // /proc, again until none is left, reaps them, and only then exits. The
 // attempt ends when the init has exited.
 //
-// The init talks to the program over two pipes it inherits: fd 3, which the
-// program writes "stop" to (graceful) or closes (at once), and fd 4, where the
-// init writes how the task ended ("exit N", "signal N" or "start ERROR").
+// The init talks to the program over two pipes it inherits: fd 3, on which
+// the program writes one byte to stop the task gracefully, or which it closes
+// (or which closes when the program dies) to stop it at once; and fd 4, where
+// the init writes how the task ended ("exit N", "signal N" or "start ERROR").
 // The init is not dumpable (PR_SET_DUMPABLE 0), so the task, running as the
 // same user, cannot trace it or read its memory; it can still kill it, which
 // the program notices (no status) and answers by killing the processes
