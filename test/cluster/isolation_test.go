@@ -43,17 +43,19 @@ spec:
 
 // expectTasksIsolated runs tasks on the worker pods that look for the
 // worker's credential and environment: cat of the service-account token, a
-// read of it, and env. They must find neither.
+// read of it, and env. They must find neither. Another tries to remove the
+// worker's runner socket, which the runner mounts read-only.
 func expectTasksIsolated() {
 	const tokenPath = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 	apply(fmt.Sprintf(plainSessionYAML, "isolation"))
 	commands := map[string]string{
-		"iso-env": "env; echo iso-env",
-		"iso-cat": "if cat " + tokenPath + "; then echo token-read; fi; ls -a /var/run/secrets 2>&1; echo iso-cat",
+		"iso-env":  "env; echo iso-env",
+		"iso-cat":  "if cat " + tokenPath + "; then echo token-read; fi; ls -a /var/run/secrets 2>&1; echo iso-cat",
+		"iso-sock": "rm -f /run/agentlane/runner.sock 2>&1; ls /run/agentlane 2>&1; echo iso-sock",
 	}
-	createTasks("isolation", "iso", "execute", 2, func(i int) string { return commands[[]string{"iso-env", "iso-cat"}[i-1]] })
+	createTasks("isolation", "iso", "execute", 3, func(i int) string { return commands[[]string{"iso-env", "iso-cat", "iso-sock"}[i-1]] })
 	apply(fmt.Sprintf(readTaskYAML, "iso-read", "isolation", "execute", tokenPath))
-	tasks := waitForTasks("isolation", 3, 3*time.Minute)
+	tasks := waitForTasks("isolation", 4, 3*time.Minute)
 	expectRanOnce(tasks)
 
 	env := tasks["iso-env"]
@@ -67,6 +69,11 @@ func expectTasksIsolated() {
 	cat := tasks["iso-cat"]
 	Expect(stdout(cat)).NotTo(ContainSubstring("token-read"), "cat of the token succeeded: %s", stdout(cat))
 	Expect(stdout(cat)).NotTo(ContainSubstring("eyJ"), "a JWT reached the task")
+
+	sock := tasks["iso-sock"]
+	By("a task's attempt on the worker's socket, on " + sock.Status.Worker + ":\n" + stdout(sock))
+	Expect(stdout(sock)).To(ContainSubstring("Read-only file system"), "the task could remove the worker's socket")
+	Expect(stdout(sock)).To(ContainSubstring("runner.sock"), "the worker's socket is gone")
 
 	read := &agentlanev1alpha1.ExternalTask{}
 	Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "iso-read"}, read)).To(Succeed())
