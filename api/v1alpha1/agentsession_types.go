@@ -39,6 +39,11 @@ const (
 	// AgentSessionInvalidLaneOverrideReason (Ready=False): spec.laneOverrides
 	// names a lane the queue does not have; the message names it.
 	AgentSessionInvalidLaneOverrideReason = "InvalidLaneOverride"
+	// AgentSessionLaneOverrideRefusedReason (Ready=False, and a Warning
+	// Event): spec.laneOverrides switch a lane to a mode its LaneQueue does
+	// not let sessions choose (spec.lanes[].sessionOverrides); the lane
+	// keeps its own mode and the message names each refused override.
+	AgentSessionLaneOverrideRefusedReason = "LaneOverrideRefused"
 	// AgentSessionPodPendingReason (Ready=False): the runtime pod has been
 	// created and is not running yet.
 	AgentSessionPodPendingReason = "PodPending"

@@ -35,7 +35,7 @@ func TestParseFlags(t *testing.T) {
 		pool: worker.Options{Name: "pod-1", NodeName: "node-a", Namespace: "agents",
 			Capacity: 4, HeartbeatInterval: 5 * time.Second, GracePeriod: 25 * time.Second},
 		oneShot:       worker.TaskOptions{JobName: "job-1", WaitTimeout: 10 * time.Minute},
-		maxOutputSize: 64 * 1024, metricsAddr: "0", metricsSecure: true,
+		maxOutputSize: 64 * 1024, metricsAddr: "0",
 	}
 	cases := map[string]struct {
 		args    []string

@@ -17,7 +17,6 @@ limitations under the License.
 package main
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -31,22 +30,22 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// metricsTokens lets the worker user review scrapers' tokens and access as
-// config/rbac/metrics_auth_role.yaml does, creates the metrics-reader
-// ClusterRole of config/rbac, and returns a token of a service account
-// bound to it and one of an account that is not.
+// metricsTokens lets the worker user review scrapers' tokens and access, as
+// an operator who turns on --metrics-secure must (agentlane's manifests give
+// the worker no such right), creates the metrics-reader ClusterRole of
+// config/rbac, and returns a token of a service account bound to it and one
+// of an account that is not.
 func metricsTokens(t *testing.T, c client.Client) (scraper, stranger string) {
 	t.Helper()
 	ctx := t.Context()
-	data, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", "metrics_auth_role.yaml"))
-	if err != nil {
-		t.Fatal(err)
+	authRole := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "worker-metrics-auth"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+			{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+		},
 	}
-	authRole := &rbacv1.ClusterRole{}
-	if err := yaml.Unmarshal(bytes.Split(data, []byte("\n---\n"))[0], authRole); err != nil {
-		t.Fatal(err)
-	}
-	data, err = os.ReadFile(filepath.Join("..", "..", "config", "rbac", "metrics_reader_role.yaml"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", "metrics_reader_role.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,7 +89,7 @@ func TestWorkerProcess(t *testing.T) {
 		metricsAddr := freeAddress(t)
 		p := startProcess(t, bin, kubeconfigPath, "--name=proc-w", "--node-name=node-p", "--namespace=default",
 			"--heartbeat-interval=200ms", "--grace-period=1s", "--labels=zone=z1", "--zap-log-level=debug",
-			"--metrics-bind-address="+metricsAddr)
+			"--metrics-bind-address="+metricsAddr, "--metrics-secure")
 
 		lease := &coordinationv1.Lease{}
 		leaseKey := client.ObjectKey{Namespace: "default", Name: "agentlane-worker-proc-w"}

@@ -229,7 +229,7 @@ func (r *AgentSessionReconciler) reconcile(ctx context.Context, s *agentlanev1al
 	}
 
 	st := q.SessionStats(s.Name)
-	unknown := applyLaneOverrides(q, s, st.LaneModes)
+	unknown, refused := applyLaneOverrides(q, lq, s, st.LaneModes)
 	if s.Status.Phase == "" || s.Status.Phase == agentlanev1alpha1.SessionPending {
 		s.Status.Phase = agentlanev1alpha1.SessionActive
 	}
@@ -238,7 +238,16 @@ func (r *AgentSessionReconciler) reconcile(ctx context.Context, s *agentlanev1al
 		Reason:  agentlanev1alpha1.AgentSessionActiveReason,
 		Message: fmt.Sprintf("bound to LaneQueue %q", queueKey.Name),
 	}
-	if len(unknown) > 0 {
+	switch {
+	case len(refused) > 0:
+		bound.Status = metav1.ConditionFalse
+		bound.Reason = agentlanev1alpha1.AgentSessionLaneOverrideRefusedReason
+		bound.Message = fmt.Sprintf("LaneQueue %q does not let a session switch these lanes to these modes (spec.lanes[].sessionOverrides.allowedModes): %s; those lanes keep their own mode, the other overrides apply",
+			queueKey.Name, strings.Join(refused, ", "))
+		if prev := meta.FindStatusCondition(s.Status.Conditions, agentlanev1alpha1.AgentSessionReadyCondition); prev == nil || prev.Message != bound.Message {
+			r.Recorder.Eventf(s, lq, corev1.EventTypeWarning, agentlanev1alpha1.AgentSessionLaneOverrideRefusedReason, "OverrideLane", "%s", bound.Message)
+		}
+	case len(unknown) > 0:
 		bound.Status = metav1.ConditionFalse
 		bound.Reason = agentlanev1alpha1.AgentSessionInvalidLaneOverrideReason
 		bound.Message = fmt.Sprintf("laneOverrides name lanes LaneQueue %q does not have: %s; the other overrides apply",
@@ -276,15 +285,18 @@ func unbound(s *agentlanev1alpha1.AgentSession, msg string) *metav1.Condition {
 }
 
 // applyLaneOverrides makes the scheduler's per-session handler modes, now
-// current, match the session's laneOverrides, for new commands only, and
+// current, match the session's laneOverrides, for new commands only. It
 // returns the overridden lanes it could not apply because the queue does not
-// have them.
-func applyLaneOverrides(q *lanequeue.Queue, s *agentlanev1alpha1.AgentSession, current map[string]lanequeue.HandlerMode) []string {
+// have them, and the overrides ("lane: Mode") it refused because the lane's
+// sessionOverrides do not allow the mode: those lanes keep their own mode.
+// A switch the LaneQueue does not allow is never applied, so a session cannot
+// send an Internal lane's commands, of any type the lane accepts, to the
+// shared workers; the scheduler refuses it as well (LaneConfig.SessionModes).
+func applyLaneOverrides(q *lanequeue.Queue, lq *agentlanev1alpha1.LaneQueue, s *agentlanev1alpha1.AgentSession, current map[string]lanequeue.HandlerMode) (unknown, refused []string) {
 	want := make(map[string]lanequeue.HandlerMode, len(s.Spec.LaneOverrides))
 	for _, o := range s.Spec.LaneOverrides {
 		want[string(o.Lane)] = lanequeue.HandlerMode(o.HandlerMode)
 	}
-	var unknown []string
 	lanes := map[string]bool{}
 	for _, l := range q.Config().Lanes {
 		lanes[l.Name] = true
@@ -292,10 +304,22 @@ func applyLaneOverrides(q *lanequeue.Queue, s *agentlanev1alpha1.AgentSession, c
 	for lane, mode := range want {
 		if !lanes[lane] {
 			unknown = append(unknown, lane)
+			delete(want, lane)
+			continue
+		}
+		i := slices.IndexFunc(lq.Spec.Lanes, func(l agentlanev1alpha1.Lane) bool { return string(l.Name) == lane })
+		if i < 0 || !lq.Spec.Lanes[i].SessionModeAllowed(agentlanev1alpha1.HandlerMode(mode)) {
+			refused = append(refused, fmt.Sprintf("%s: %s", lane, mode))
+			delete(want, lane)
 			continue
 		}
 		if err := q.SetSessionLaneMode(s.Name, lane, mode); err != nil {
-			unknown = append(unknown, lane)
+			if errors.Is(err, lanequeue.ErrModeOverrideRefused) {
+				refused = append(refused, fmt.Sprintf("%s: %s", lane, mode))
+			} else {
+				unknown = append(unknown, lane)
+			}
+			delete(want, lane)
 		}
 	}
 	for lane := range current {
@@ -304,7 +328,8 @@ func applyLaneOverrides(q *lanequeue.Queue, s *agentlanev1alpha1.AgentSession, c
 		}
 	}
 	slices.Sort(unknown)
-	return unknown
+	slices.Sort(refused)
+	return unknown, refused
 }
 
 // reconcileDelete cancels the session's queued work, deletes its

@@ -80,6 +80,8 @@ var _ = Describe("AgentSession controller", func() {
 
 	It("applies lane handler overrides live and reports the ones the queue lacks", func() {
 		lq := testQueue("overrides")
+		lq.Spec.Lanes[0].SessionOverrides = &agentlanev1alpha1.LaneSessionOverrides{
+			AllowedModes: []agentlanev1alpha1.HandlerMode{agentlanev1alpha1.HandlerModeExternal}}
 		Expect(k8sClient.Create(ctx, lq)).To(Succeed())
 		q := runningScheduler(client.ObjectKeyFromObject(lq))
 		s := testSession("switcher", lq.Name,

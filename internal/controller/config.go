@@ -57,6 +57,7 @@ func QueueConfig(spec *agentlanev1alpha1.LaneQueueSpec) (lanequeue.Config, error
 		for _, t := range l.CommandTypes {
 			lc.CommandTypes = append(lc.CommandTypes, string(t))
 		}
+		lc.SessionModes = sessionModes(&l)
 		if lc.Mode == "" {
 			lc.Mode = lanequeue.Internal
 		}
@@ -160,4 +161,17 @@ func int32Or(v *int32, fallback int32) int32 {
 		return fallback
 	}
 	return *v
+}
+
+// sessionModes are the modes the lane lets a session switch it to
+// (Lane.SessionModeAllowed): sessionOverrides.allowedModes, else Internal and
+// Hybrid, never nil, so that the scheduler enforces the rule as well.
+func sessionModes(l *agentlanev1alpha1.Lane) []lanequeue.HandlerMode {
+	modes := []lanequeue.HandlerMode{}
+	for _, m := range []agentlanev1alpha1.HandlerMode{agentlanev1alpha1.HandlerModeInternal, agentlanev1alpha1.HandlerModeExternal, agentlanev1alpha1.HandlerModeHybrid} {
+		if l.SessionModeAllowed(m) {
+			modes = append(modes, lanequeue.HandlerMode(m))
+		}
+	}
+	return modes
 }

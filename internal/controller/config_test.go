@@ -48,7 +48,10 @@ func TestQueueConfig(t *testing.T) {
 			DefaultTimeout:    time.Minute,
 		}
 	}
-	execute := lanequeue.LaneConfig{Name: "execute", Mode: lanequeue.Internal}
+	// What a session may switch a lane to when the lane says nothing: never
+	// External.
+	ownRuntime := []lanequeue.HandlerMode{lanequeue.Internal, lanequeue.Hybrid}
+	execute := lanequeue.LaneConfig{Name: "execute", Mode: lanequeue.Internal, SessionModes: ownRuntime}
 
 	cases := map[string]struct {
 		spec    agentlanev1alpha1.LaneQueueSpec
@@ -69,7 +72,8 @@ func TestQueueConfig(t *testing.T) {
 						RetryPolicy: &agentlanev1alpha1.RetryPolicy{Strategy: agentlanev1alpha1.RetryFixed, FixedDelay: dur(time.Second), MaxRetries: ptr.To[int32](5)},
 						RateLimit:   &agentlanev1alpha1.RateLimit{Count: 10, Per: agentlanev1alpha1.RateLimitPerMinute},
 					},
-					{Name: "cron", Priority: 3, Isolated: true},
+					{Name: "cron", Priority: 3, Isolated: true,
+						SessionOverrides: &agentlanev1alpha1.LaneSessionOverrides{AllowedModes: []agentlanev1alpha1.HandlerMode{agentlanev1alpha1.HandlerModeExternal}}},
 				},
 				Routing:        []agentlanev1alpha1.RoutingRule{{CommandType: "make", Lane: "execute"}},
 				DefaultLane:    "execute",
@@ -83,7 +87,8 @@ func TestQueueConfig(t *testing.T) {
 			},
 			want: func() lanequeue.Config {
 				c := base(
-					lanequeue.LaneConfig{Name: "query", Priority: 1, Mode: lanequeue.Internal, MaxConcurrency: 8, MaxConcurrencyPerSession: 4, Timeout: 30 * time.Second},
+					lanequeue.LaneConfig{Name: "query", Priority: 1, Mode: lanequeue.Internal, MaxConcurrency: 8, MaxConcurrencyPerSession: 4, Timeout: 30 * time.Second,
+						SessionModes: ownRuntime},
 					lanequeue.LaneConfig{
 						Name: "execute", Priority: 2, Mode: lanequeue.External, MaxConcurrencyPerSession: 1,
 						StartTimeout: 10 * time.Minute,
@@ -91,9 +96,11 @@ func TestQueueConfig(t *testing.T) {
 							Strategy: lanequeue.RetryFixed, MaxRetries: 5, FixedDelay: time.Second,
 							InitialDelay: 100 * time.Millisecond, MaxDelay: 30 * time.Second,
 						},
-						RateLimit: &lanequeue.RateLimit{Window: lanequeue.PerMinute, MaxOperations: 10},
+						RateLimit:    &lanequeue.RateLimit{Window: lanequeue.PerMinute, MaxOperations: 10},
+						SessionModes: []lanequeue.HandlerMode{lanequeue.Internal, lanequeue.External, lanequeue.Hybrid},
 					},
-					lanequeue.LaneConfig{Name: "cron", Priority: 3, Mode: lanequeue.Internal, Isolated: true},
+					lanequeue.LaneConfig{Name: "cron", Priority: 3, Mode: lanequeue.Internal, Isolated: true,
+						SessionModes: []lanequeue.HandlerMode{lanequeue.Internal, lanequeue.External}},
 				)
 				c.Routing = map[string]string{"make": "execute"}
 				c.DefaultLane = "execute"

@@ -34,6 +34,7 @@ func TestParseWorkerLease(t *testing.T) {
 	renew := metav1.NewMicroTime(time.Date(2026, 5, 21, 14, 30, 0, 0, time.UTC))
 	l := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
+			Name:   workerproto.LeaseName("w1"),
 			Labels: map[string]string{workerproto.WorkerLabel: "true", workerproto.NodeLabel: "node-a", "zone": "z1"},
 			Annotations: map[string]string{
 				workerproto.CapacityAnnotation: "3", workerproto.QueuesAnnotation: "q1, q2", workerproto.LanesAnnotation: "",

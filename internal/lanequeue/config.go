@@ -190,6 +190,7 @@ func (c Config) clone() Config {
 			c.Lanes[i].Retry = &rc
 		}
 		c.Lanes[i].CommandTypes = slices.Clone(c.Lanes[i].CommandTypes)
+		c.Lanes[i].SessionModes = slices.Clone(c.Lanes[i].SessionModes)
 		if r := c.Lanes[i].RateLimit; r != nil {
 			rc := *r
 			c.Lanes[i].RateLimit = &rc

@@ -101,6 +101,18 @@ type LaneConfig struct {
 	// a command of any other type that would go to the lane is refused at
 	// submission with ErrCommandTypeRefused. Empty accepts every type.
 	CommandTypes []string
+	// SessionModes, when not nil, are the only modes a session may switch
+	// the lane to (SetSessionLaneMode) besides the lane's own Mode: a
+	// session's override of any other mode is refused, and one set before a
+	// reconfiguration narrowed the list no longer applies. Nil allows every
+	// mode; empty allows none.
+	SessionModes []HandlerMode
+}
+
+// allowsSessionMode tells whether a session may run the lane's commands in
+// mode.
+func (l LaneConfig) allowsSessionMode(mode HandlerMode) bool {
+	return l.SessionModes == nil || mode == l.Mode.orDefault() || slices.Contains(l.SessionModes, mode)
 }
 
 // accepts tells whether the lane takes commands of type typ.

@@ -16,7 +16,10 @@ limitations under the License.
 
 package lanequeue
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // session is the queue's state for one session key. Guarded by q.mu. It
 // lives until ForgetSession, so its counts survive idle periods.
@@ -46,7 +49,7 @@ func (q *Queue) sessionLocked(key string) *session {
 // modeFor returns the mode a command of this session starts with in ln.
 func (s *session) modeFor(ln *lane) HandlerMode {
 	if s.modes != nil {
-		if m, ok := s.modes[ln.name]; ok {
+		if m, ok := s.modes[ln.name]; ok && ln.cfg.allowsSessionMode(m) {
 			return m
 		}
 	}
@@ -88,8 +91,13 @@ func (q *Queue) ResumeSession(key string) {
 	q.unlock(now)
 }
 
+// ErrModeOverrideRefused: the lane's SessionModes do not let a session
+// switch it to the mode asked for.
+var ErrModeOverrideRefused = errors.New("lanequeue: the lane does not let a session switch it to this mode")
+
 // SetSessionLaneMode makes the session's commands in lane start in mode,
-// whatever the lane's own mode. Commands already running keep the mode they
+// whatever the lane's own mode, where the lane's SessionModes allow it (else
+// ErrModeOverrideRefused). Commands already running keep the mode they
 // started with.
 func (q *Queue) SetSessionLaneMode(key, lane string, mode HandlerMode) error {
 	if mode == "" || !mode.valid() {
@@ -97,8 +105,12 @@ func (q *Queue) SetSessionLaneMode(key, lane string, mode HandlerMode) error {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.byName[lane] == nil {
+	ln := q.byName[lane]
+	if ln == nil {
 		return &laneError{name: lane}
+	}
+	if !ln.cfg.allowsSessionMode(mode) {
+		return fmt.Errorf("%w: lane %q, mode %s", ErrModeOverrideRefused, lane, mode)
 	}
 	s := q.sessionLocked(key)
 	if s.modes == nil {

@@ -170,17 +170,33 @@ type WorkerLease struct {
 	Expires time.Time
 }
 
+// WorkerOfLease returns the worker a Lease is named after: name for a Lease
+// called LeaseName(name); ok is false for any other name.
+func WorkerOfLease(leaseName string) (name string, ok bool) {
+	name, ok = strings.CutPrefix(leaseName, leasePrefix)
+	if !ok || name == "" {
+		return "", false
+	}
+	return name, true
+}
+
 // Parse reads a worker Lease; ok is false for a Lease that is not a worker's
 // heartbeat, or whose incarnation is not ValidIncarnation (such a worker
-// can be given no task). An unreadable capacity reads as 0.
+// can be given no task). The worker is the one the Lease is named after
+// (WorkerOfLease), never its label or holder alone: a Lease carrying
+// WorkerLabel under another name, or whose holderIdentity is not the worker
+// of its name, is not a worker's heartbeat. The admission policy lets only a
+// pool worker write a Lease so named and held, so the name is the identity
+// the API server authenticated. An unreadable capacity reads as 0.
 func Parse(l *coordinationv1.Lease) (w WorkerLease, ok bool) {
-	if l.Labels[WorkerLabel] != "true" || ptr.Deref(l.Spec.HolderIdentity, "") == "" ||
+	name, named := WorkerOfLease(l.Name)
+	if !named || l.Labels[WorkerLabel] != "true" || ptr.Deref(l.Spec.HolderIdentity, "") != name ||
 		!ValidIncarnation(l.Annotations[IncarnationAnnotation]) {
 		return WorkerLease{}, false
 	}
 	w = WorkerLease{
 		Advertisement: Advertisement{
-			Name:         *l.Spec.HolderIdentity,
+			Name:         name,
 			NodeName:     l.Labels[NodeLabel],
 			Labels:       l.Labels,
 			Queues:       SplitList(l.Annotations[QueuesAnnotation]),

@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 func TestLeaseDuration(t *testing.T) {
@@ -103,5 +104,55 @@ func TestLeaseIncarnation(t *testing.T) {
 	delete(lease.Annotations, IncarnationAnnotation)
 	if got, ok := Parse(lease); !ok || got.Incarnation != "" {
 		t.Errorf("a Lease without an incarnation (an older worker): Parse = %+v, %t", got, ok)
+	}
+}
+
+// The worker is the one a Lease is named after: a Lease that carries the
+// worker label under another name, or whose holder is not the worker of its
+// name, is no worker's heartbeat, whatever capacity it advertises.
+func TestParseTrustsTheLeaseName(t *testing.T) {
+	now := metav1.NewMicroTime(time.Date(2026, 5, 21, 14, 30, 0, 0, time.UTC))
+	genuine := &coordinationv1.Lease{}
+	Encode(genuine, "agents", Advertisement{Name: "w1", NodeName: "node-a", Capacity: 10000, Incarnation: "AAAA"}, time.Second, false, now)
+
+	cases := map[string]func(l *coordinationv1.Lease){
+		"another application's Lease with the worker label": func(l *coordinationv1.Lease) { l.Name = "my-app-leader" },
+		"the bare prefix":                      func(l *coordinationv1.Lease) { l.Name = LeaseName("") },
+		"a holder other than the named worker": func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("w2") },
+		"a holder naming the Lease itself":     func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To(LeaseName("w1")) },
+		"no holder":                            func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = nil },
+		"a worker's name whose holder is another Lease's worker": func(l *coordinationv1.Lease) {
+			l.Name = LeaseName("w2")
+		},
+	}
+	for name, forge := range cases {
+		t.Run(name, func(t *testing.T) {
+			l := genuine.DeepCopy()
+			forge(l)
+			if got, ok := Parse(l); ok {
+				t.Errorf("Lease %q held by %q was parsed as worker %q", l.Name, ptr.Deref(l.Spec.HolderIdentity, ""), got.Name)
+			}
+		})
+	}
+	if got, ok := Parse(genuine); !ok || got.Name != "w1" {
+		t.Errorf("the worker's own Lease: Parse = %q, %t; want w1", got.Name, ok)
+	}
+}
+
+func TestWorkerOfLease(t *testing.T) {
+	cases := map[string]struct {
+		name string
+		ok   bool
+	}{
+		LeaseName("w1"):           {"w1", true},
+		LeaseName("pool-abc-123"): {"pool-abc-123", true},
+		LeaseName(""):             {"", false},
+		"my-app-leader":           {"", false},
+		"agentlane-worker":        {"", false},
+	}
+	for lease, want := range cases {
+		if name, ok := WorkerOfLease(lease); name != want.name || ok != want.ok {
+			t.Errorf("WorkerOfLease(%q) = %q, %t; want %q, %t", lease, name, ok, want.name, want.ok)
+		}
 	}
 }

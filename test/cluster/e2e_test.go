@@ -28,6 +28,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -390,6 +391,23 @@ subjects: [{kind: ServiceAccount, name: job-worker, namespace: default}]
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "delete another worker's Lease: %v", err)
 		err = c.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "agentlane-worker-" + attacker.Name}})
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "create a Lease in kube-system: %v", err)
+		err = c.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "my-app-leader",
+				Labels: map[string]string{"agentlane.io/worker": "true"}, Annotations: map[string]string{"agentlane.io/capacity": "10000"}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(attacker.Name)}})
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "create a labelled Lease under another name: %v", err)
+		own := &coordinationv1.Lease{}
+		Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "agentlane-worker-" + attacker.Name}, own)).To(Succeed())
+		own.Spec.HolderIdentity = ptr.To(holder)
+		err = c.Update(ctx, own)
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "hold its own Lease as another worker: %v", err)
+		Expect(err.Error()).To(ContainSubstring("may hold its Lease only as itself"))
+		err = c.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: "not-a-token"}})
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "create a TokenReview: %v", err)
+		err = c.Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:               "system:serviceaccount:" + systemNamespace + ":agentlane-controller-manager",
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets"}}})
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "create a SubjectAccessReview: %v", err)
 		err = c.List(ctx, &agentlanev1alpha1.ExternalTaskList{}, client.InNamespace(systemNamespace))
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "list the tasks of a namespace the worker does not serve: %v", err)
 

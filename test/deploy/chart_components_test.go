@@ -107,11 +107,13 @@ networkPolicy: {enabled: true, apiServerCIDR: 10.96.0.1/32}
 	It("scrapes plain HTTP without the token when metrics.secure is off", func() {
 		chart := helmTemplate("prometheus: {enabled: true}\nmetrics: {secure: false}\n")
 		endpoints, _, _ := unstructured.NestedSlice(kindOf(chart, "ServiceMonitor")[0].Object, "spec", "endpoints")
-		Expect(endpoints).To(HaveLen(1))
-		ep := endpoints[0].(map[string]any)
-		Expect(ep).To(HaveKeyWithValue("scheme", "http"))
-		Expect(ep).NotTo(HaveKey("authorization"))
-		Expect(ep).NotTo(HaveKey("tlsConfig"))
+		Expect(endpoints).To(HaveLen(2))
+		for _, e := range endpoints {
+			ep := e.(map[string]any)
+			Expect(ep).To(HaveKeyWithValue("scheme", "http"))
+			Expect(ep).NotTo(HaveKey("authorization"))
+			Expect(ep).NotTo(HaveKey("tlsConfig"))
+		}
 	})
 
 	It("applies the NetworkPolicies to the API server (dry run)", func() {

@@ -129,7 +129,7 @@ var _ = Describe("config/components/prometheus", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 	})
 
-	It("scrapes both metrics Services over HTTPS with the token of a service account bound to the metrics reader", func() {
+	It("scrapes the manager over HTTPS with the token of a service account bound to the metrics reader, and the workers over plain HTTP", func() {
 		monitors := kindOf(objs, "ServiceMonitor")
 		Expect(monitors).To(HaveLen(1))
 		sm := monitors[0]
@@ -139,14 +139,19 @@ var _ = Describe("config/components/prometheus", Ordered, func() {
 		for _, o := range kindOf(objs, "Service") {
 			svc := as[corev1.Service](o)
 			if labels.SelectorFromSet(matchLabels).Matches(labels.Set(svc.Labels)) &&
-				len(svc.Spec.Ports) > 0 && svc.Spec.Ports[0].Name == "metrics" {
+				len(svc.Spec.Ports) > 0 && (svc.Spec.Ports[0].Name == "metrics" || svc.Spec.Ports[0].Name == "http-metrics") {
 				scraped = append(scraped, svc.Name)
 			}
 		}
 		Expect(scraped).To(ConsistOf("agentlane-controller-manager-metrics", "agentlane-worker-metrics"))
 
 		endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
-		Expect(endpoints).To(HaveLen(1))
+		Expect(endpoints).To(HaveLen(2))
+		workers := endpoints[1].(map[string]any)
+		Expect(workers).To(HaveKeyWithValue("port", "http-metrics"))
+		Expect(workers).To(HaveKeyWithValue("scheme", "http"))
+		Expect(workers).NotTo(HaveKey("authorization"), "the workers hold no right to review a token")
+		Expect(workers).NotTo(HaveKeyWithValue("honorLabels", true))
 		ep := endpoints[0].(map[string]any)
 		Expect(ep).To(HaveKeyWithValue("port", "metrics"))
 		Expect(ep).To(HaveKeyWithValue("scheme", "https"))

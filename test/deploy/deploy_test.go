@@ -450,14 +450,15 @@ var _ = Describe("config/default", func() {
 				containerPort(c, p.TargetPort.StrVal)
 			}
 		}
-		for svc, target := range map[string]string{
-			"agentlane-controller-manager-metrics": managerDeployment,
-			"agentlane-worker-metrics":             workerDeployment,
+		// The workers' port is http-metrics: scraped over plain HTTP.
+		for svc, target := range map[string]struct{ deployment, port string }{
+			"agentlane-controller-manager-metrics": {managerDeployment, "metrics"},
+			"agentlane-worker-metrics":             {workerDeployment, "http-metrics"},
 		} {
 			s := as[corev1.Service](find("Service", svc))
-			Expect(s.Spec.Ports).To(ContainElement(HaveField("Name", "metrics")), svc)
-			d := deploymentOf(target)
-			Expect(labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(d.Spec.Template.Labels))).To(BeTrue(), "%s selects %s", svc, target)
+			Expect(s.Spec.Ports).To(ContainElement(HaveField("Name", target.port)), svc)
+			d := deploymentOf(target.deployment)
+			Expect(labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(d.Spec.Template.Labels))).To(BeTrue(), "%s selects %s", svc, target.deployment)
 		}
 	})
 
@@ -499,8 +500,8 @@ var _ = Describe("config/default", func() {
 			// The ClusterRole, the leader election Role and the Role of the
 			// Session API's certificate Secret.
 			"agentlane-controller-manager": {"agentlane-manager-role", "agentlane-leader-election-role", "agentlane-manager-role"},
-			// The worker's role and the reviews its metrics endpoint makes.
-			"agentlane-worker": {"agentlane-metrics-auth-role", "agentlane-worker-role"},
+			// The worker's role only: no cluster-wide reviews.
+			"agentlane-worker": {"agentlane-worker-role"},
 		}))
 	})
 })

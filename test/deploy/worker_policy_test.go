@@ -19,11 +19,14 @@ package deploy
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -261,7 +264,7 @@ var _ = Describe("config/policy worker rules, installed", Ordered, func() {
 			leaseOf := func(ns, name string) *coordinationv1.Lease {
 				return &coordinationv1.Lease{
 					ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-					Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name)},
+					Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(strings.TrimPrefix(name, "agentlane-worker-"))},
 				}
 			}
 			expectRefused(a.Create(ctx, leaseOf(served, "agentlane-worker-worker-b")),
@@ -302,6 +305,33 @@ var _ = Describe("config/policy worker rules, installed", Ordered, func() {
 				"a worker without a name")
 		})
 
+		It("cannot hold its own Lease as another worker", func() {
+			a := workerPod("worker-a")
+			own := &coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Namespace: served, Name: "agentlane-worker-worker-a",
+					Labels: map[string]string{workerproto.WorkerLabel: "true"}},
+				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("worker-b")},
+			}
+			expectRefused(a.Create(ctx, own), `worker worker-a may hold its Lease only as itself: spec.holderIdentity must be "worker-a", not "worker-b"`)
+			own.Spec.HolderIdentity = ptr.To("worker-a")
+			Expect(a.Create(ctx, own)).To(Succeed())
+			own.Spec.HolderIdentity = ptr.To("worker-b")
+			expectRefused(a.Update(ctx, own), "may hold its Lease only as itself")
+			Expect(a.Delete(ctx, own)).To(Succeed())
+		})
+
+		It("cannot review tokens or access: the worker service account holds no cluster-wide review right", func() {
+			for _, c := range []client.Client{workerPod("worker-a"), impersonating(workerUser, nil)} {
+				err := c.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: "a-token"}})
+				Expect(apierrors.IsForbidden(err)).To(BeTrue(), "create a TokenReview: %v", err)
+				err = c.Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+					User: managerUser, ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets"}}})
+				Expect(apierrors.IsForbidden(err)).To(BeTrue(), "create a SubjectAccessReview: %v", err)
+			}
+			By("while the manager, which serves the Session API, still may")
+			Expect(manager.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: "a-token"}})).To(Succeed())
+		})
+
 		It("cannot read the tasks of a namespace it does not serve", func() {
 			list := &agentlanev1alpha1.ExternalTaskList{}
 			err := workerPod("worker-a").List(ctx, list, client.InNamespace(unserved))
@@ -315,6 +345,50 @@ var _ = Describe("config/policy worker rules, installed", Ordered, func() {
 			t := dispatched("worker-a", 1)
 			expectRefused(patchStatus(impersonating(workerUser, nil), t, types.MergePatchType, `{"status":{"phase":"Running"}}`),
 				"may not write the status of this task")
+		})
+	})
+
+	Context("a worker Lease forged by another identity", func() {
+		It("refuses a Lease labelled as a worker's unless a pool worker writes it under its own name", func() {
+			Expect(client.IgnoreAlreadyExists(admin.Create(ctx, &rbacv1.Role{
+				ObjectMeta: metav1.ObjectMeta{Namespace: served, Name: "lease-forger"},
+				Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"*"}}},
+			}))).To(Succeed())
+			Expect(client.IgnoreAlreadyExists(admin.Create(ctx, &rbacv1.RoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Namespace: served, Name: "lease-forger"},
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "lease-forger"},
+				Subjects: []rbacv1.Subject{
+					{Kind: rbacv1.ServiceAccountKind, Namespace: served, Name: "my-app"},
+					{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "alice"},
+				},
+			}))).To(Succeed())
+			forged := func(name, holder string) *coordinationv1.Lease {
+				return &coordinationv1.Lease{
+					ObjectMeta: metav1.ObjectMeta{Namespace: served, Name: name,
+						Labels:      map[string]string{workerproto.WorkerLabel: "true"},
+						Annotations: map[string]string{workerproto.CapacityAnnotation: "10000"}},
+					Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder)},
+				}
+			}
+			app := impersonating("system:serviceaccount:"+served+":my-app", map[string][]string{podNameExtra: {"my-app-0"}})
+			alice := impersonating("alice", nil)
+			for who, c := range map[string]client.Client{"a service account": app, "a user": alice} {
+				By(who + " labelling a Lease of its own as a worker's")
+				Eventually(func() error { return c.Create(ctx, forged("my-app-leader", "worker-a"), client.DryRunAll) }).
+					WithTimeout(30*time.Second).Should(MatchError(ContainSubstring("with the label agentlane.io/worker: only a pool worker writes a Lease so labelled")), who)
+				By(who + " writing a worker's Lease by name")
+				expectRefused(c.Create(ctx, forged("agentlane-worker-worker-a", "worker-a")), "only the worker it names writes a worker Lease")
+			}
+
+			By("a service account labelling an existing Lease of its own")
+			mine := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: served, Name: "my-app-leader"},
+				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("my-app-0")}}
+			Expect(app.Create(ctx, mine)).To(Succeed(), "an unlabelled Lease of its own stays the service account's business")
+			mine.Labels = map[string]string{workerproto.WorkerLabel: "true"}
+			expectRefused(app.Update(ctx, mine), "with the label agentlane.io/worker")
+
+			By("a pool worker labelling a Lease that is not its own")
+			expectRefused(workerPod("worker-a").Create(ctx, forged("my-app-leader-2", "worker-a")), "may write only its own Lease")
 		})
 	})
 
@@ -440,7 +514,8 @@ var _ = Describe("config/policy worker rules, installed", Ordered, func() {
 				return patchStatus(p, mine, types.JSONPatchType, string(must(workerproto.ClaimPatch(f, metav1.Now()))))
 			}).WithTimeout(10*time.Second).Should(Succeed(), "RBAC may take a moment to see the binding")
 			expectRefused(patchStatus(p, theirs, types.MergePatchType, succeed), "(worker proc-w) may not write the status of this task")
-			lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: served, Name: "agentlane-worker-proc-w"}}
+			lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: served, Name: "agentlane-worker-proc-w"},
+				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("proc-w")}}
 			Expect(p.Create(ctx, lease)).To(Succeed())
 			Expect(p.Delete(ctx, lease)).To(Succeed())
 			expectRefused(p.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: served, Name: "agentlane-worker-worker-b"}}),
