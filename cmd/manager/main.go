@@ -102,6 +102,7 @@ func parseFlags() *options {
 	flag.IntVar(&o.api.Burst, "session-api-burst", sessionserver.DefaultBurst, "Requests one Session API caller may make at once above --session-api-rate.")
 	flag.Float64Var(&o.api.FailedAuthRate, "session-api-failed-auth-rate", sessionserver.DefaultFailedAuthRate, "Requests per second failing authentication one client address may sustain; past it (and --session-api-failed-auth-burst) the address gets 429 RateLimited before its token is reviewed. Negative disables the limit.")
 	flag.IntVar(&o.api.FailedAuthBurst, "session-api-failed-auth-burst", sessionserver.DefaultFailedAuthBurst, "Requests failing authentication one client address may send at once.")
+	bindSessionAPIBounds(flag.CommandLine, o.api)
 	flag.IntVar(&o.api.MaxPendingPerSession, "session-api-max-pending-per-session", sessionserver.DefaultMaxPendingPerSession, "The most commands one session may have submitted through the Session API and not yet ended; over it 429 QueueFull.")
 	flag.Int64Var(&o.api.MaxPendingBytesPerSession, "session-api-max-pending-bytes-per-session", sessionserver.DefaultMaxPendingBytesPerSession, "The most payload bytes one session's pending commands may hold; over it 429 QueueFull.")
 	flag.Int64Var(&o.api.MaxPendingBytes, "session-api-max-pending-bytes", sessionserver.DefaultMaxPendingBytes, "The most payload bytes the pending commands of every session together may hold; over it 429 QueueFull.")

@@ -216,17 +216,19 @@ func (a *KubeAuthorizer) Authenticate(ctx context.Context, r *http.Request) (Cal
 
 // reviewToken asks the API server who token is and caches the answer for
 // TTL. The request's address pays first: one token of its
-// failed-authentication bucket, given back if the token is valid, and one
-// of its slots for reviews in flight.
+// failed-authentication bucket, set aside and put back if the token is
+// valid, and one of its slots for reviews in flight.
 func (a *KubeAuthorizer) reviewToken(ctx context.Context, r *http.Request, token string, key [32]byte) (cachedCaller, error) {
 	adm := admissionFrom(ctx)
-	giveBack, err := adm.charge()
+	settle, err := adm.charge()
 	if err != nil {
 		return cachedCaller{}, err
 	}
+	charged := true // unless the token proves valid or no review is made
+	defer func() { settle(charged) }()
 	release, err := a.admitReview(adm.key(clientAddr(r)))
 	if err != nil {
-		giveBack() // no review was made
+		charged = false
 		return cachedCaller{}, err
 	}
 	defer release()
@@ -250,9 +252,7 @@ func (a *KubeAuthorizer) reviewToken(ctx context.Context, r *http.Request, token
 			}
 		}
 	}
-	if c.ok {
-		giveBack()
-	}
+	charged = !c.ok
 	a.callers.Add(key, c)
 	return c, nil
 }

@@ -17,9 +17,11 @@ limitations under the License.
 package sessionserver
 
 import (
+	"crypto/tls"
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -47,22 +49,23 @@ const (
 	readHeaderTimeout = 10 * time.Second
 )
 
-// connLimiter is a listener that closes, at once, each connection past the
-// bound on open connections or past its client address's part of them. A
-// refused client sees its connection reset or closed before any byte; the
-// connections that hold a place keep it only as long as the server's
-// timeouts let them.
+// connLimiter is a listener that bounds the connections open, in all and
+// per client address. A connection past a bound takes the place of an idle
+// keep-alive connection (of its address for the address's bound, of any
+// for the server's), which is closed; when none is idle it is closed at
+// once, before any byte. A connection that holds a place without a request
+// in flight keeps it only as long as the server's timeouts let it.
 type connLimiter struct {
 	net.Listener
 	max, perAddr int
 
 	mu     sync.Mutex
 	open   int
-	byAddr map[string]int
+	byAddr map[string]map[*limitedConn]struct{}
 }
 
 func newConnLimiter(ln net.Listener, maxConns, perAddr int) *connLimiter {
-	return &connLimiter{Listener: ln, max: maxConns, perAddr: perAddr, byAddr: map[string]int{}}
+	return &connLimiter{Listener: ln, max: maxConns, perAddr: perAddr, byAddr: map[string]map[*limitedConn]struct{}{}}
 }
 
 // Accept returns the next connection that is within the bounds.
@@ -72,52 +75,119 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		addr := hostOf(c.RemoteAddr().String())
-		reason := l.admit(addr)
-		if reason == "" {
-			connections.Inc()
-			return &limitedConn{Conn: c, release: func() { l.release(addr) }}, nil
+		lc := &limitedConn{Conn: c, addr: hostOf(c.RemoteAddr().String()), l: l}
+		admitted, evicted, bound := l.admit(lc)
+		if evicted != nil {
+			connectionsRefused.WithLabelValues(bound, "idle_closed").Inc()
+			_ = evicted.Conn.Close() // the server sees it end and gives its place back
 		}
-		connectionsRefused.WithLabelValues(reason).Inc()
+		if admitted {
+			connections.Inc()
+			return lc, nil
+		}
+		connectionsRefused.WithLabelValues(bound, "refused").Inc()
 		_ = c.Close()
 	}
 }
 
-// admit counts a connection of addr in, or says which bound it passes.
-func (l *connLimiter) admit(addr string) string {
+// admit counts lc in, making room by evicting an idle connection if a
+// bound is reached; bound names the bound reached, if any.
+func (l *connLimiter) admit(lc *limitedConn) (admitted bool, evicted *limitedConn, bound string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	mine := l.byAddr[lc.addr]
 	switch {
+	case l.perAddr > 0 && len(mine) >= l.perAddr:
+		bound, evicted = "address", l.idleOf(mine)
 	case l.max > 0 && l.open >= l.max:
-		return "server"
-	case l.perAddr > 0 && l.byAddr[addr] >= l.perAddr:
-		return "address"
+		bound = "server"
+		// Evict from the address with the most connections first.
+		var most map[*limitedConn]struct{}
+		for _, conns := range l.byAddr {
+			if l.idleOf(conns) != nil && len(conns) > len(most) {
+				most = conns
+			}
+		}
+		evicted = l.idleOf(most)
 	}
+	if bound != "" && evicted == nil {
+		return false, nil, bound
+	}
+	if evicted != nil {
+		l.remove(evicted)
+	}
+	if mine == nil {
+		mine = map[*limitedConn]struct{}{}
+		l.byAddr[lc.addr] = mine
+	}
+	mine[lc] = struct{}{}
 	l.open++
-	l.byAddr[addr]++
-	return ""
+	return true, evicted, bound
 }
 
-func (l *connLimiter) release(addr string) {
-	connections.Dec()
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// idleOf returns an idle connection of conns, or nil.
+func (l *connLimiter) idleOf(conns map[*limitedConn]struct{}) *limitedConn {
+	for c := range conns {
+		if c.idle.Load() {
+			return c
+		}
+	}
+	return nil
+}
+
+// remove counts c out; it reports whether c was counted.
+func (l *connLimiter) remove(c *limitedConn) bool {
+	conns := l.byAddr[c.addr]
+	if _, ok := conns[c]; !ok {
+		return false
+	}
+	delete(conns, c)
+	if len(conns) == 0 {
+		delete(l.byAddr, c.addr)
+	}
 	l.open--
-	if l.byAddr[addr]--; l.byAddr[addr] <= 0 {
-		delete(l.byAddr, addr)
+	connections.Dec()
+	return true
+}
+
+// connState follows the server's connections: an idle keep-alive
+// connection may be evicted for a new one.
+func connState(c net.Conn, state http.ConnState) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	lc, ok := c.(*limitedConn)
+	if !ok {
+		return
+	}
+	switch state {
+	case http.StateIdle:
+		lc.idle.Store(true)
+	case http.StateActive:
+		lc.idle.Store(false)
+	case http.StateClosed, http.StateHijacked:
+		lc.release()
 	}
 }
 
-// limitedConn gives its place back once closed.
+// limitedConn is a connection counted by its connLimiter.
 type limitedConn struct {
 	net.Conn
-	once    sync.Once
-	release func()
+	addr string
+	l    *connLimiter
+	// idle tells that the connection waits for its next request.
+	idle atomic.Bool
+}
+
+func (c *limitedConn) release() {
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	c.l.remove(c)
 }
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.release()
 	return err
 }
 
@@ -134,6 +204,7 @@ func hostOf(addr string) string {
 func (s *Server) httpServer() *http.Server {
 	return &http.Server{
 		Handler:           s.Handler(),
+		ConnState:         connState,
 		ReadHeaderTimeout: min(readHeaderTimeout, s.ReadTimeout),
 		ReadTimeout:       s.ReadTimeout,
 		WriteTimeout:      s.WriteTimeout,

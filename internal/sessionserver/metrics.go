@@ -59,9 +59,10 @@ var (
 	})
 	connectionsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "agentlane_session_api_connections_refused_total",
-		Help: "Connections the Session API closed at once, by the bound they passed: server (--session-api-max-connections) " +
-			"or address (--session-api-max-connections-per-address).",
-	}, []string{"bound"})
+		Help: "Connections the Session API closed because a new one passed a bound, by bound: server (--session-api-max-connections) " +
+			"or address (--session-api-max-connections-per-address), and action: refused (the new one, as no connection was idle) " +
+			"or idle_closed (an idle keep-alive connection, to make room).",
+	}, []string{"bound", "action"})
 	longCalls = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "agentlane_session_api_long_calls",
 		Help: "Session API calls open that last: kind stream (event streams) or wait (calls waiting for a command).",

@@ -62,6 +62,8 @@ type keyedLimiter struct {
 type bucket struct {
 	lim  *rate.Limiter
 	last time.Time
+	// held counts the tokens set aside (hold) and not yet settled.
+	held int
 }
 
 // newKeyedLimiter returns a limiter of perSecond requests per key, with
@@ -90,23 +92,59 @@ func (l *keyedLimiter) refill() time.Duration {
 // allow takes one token of key's bucket. When there is none it takes
 // nothing and returns how long until there is one.
 func (l *keyedLimiter) allow(key string) (bool, time.Duration) {
-	_, ok, after := l.take(key)
-	return ok, after
-}
-
-// take takes one token of key's bucket like allow, and returns a function
-// that gives it back (as far as the bucket has not refilled meanwhile).
-// When there is no token it takes nothing and returns how long until there
-// is one.
-func (l *keyedLimiter) take(key string) (giveBack func(), ok bool, after time.Duration) {
 	if l.limit == rate.Inf {
-		return func() {}, true, 0
+		return true, 0
 	}
 	now := l.clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b, found := l.buckets[key]
-	if !found {
+	b := l.bucket(key, now)
+	r := b.lim.ReserveN(now, 1)
+	if !r.OK() {
+		return false, time.Duration(math.MaxInt64)
+	}
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return false, d
+	}
+	return true, 0
+}
+
+// hold sets one token of key's bucket aside for an attempt whose cost is
+// known only after it is made, such as a token review that may fail:
+// tokens set aside count as taken for the next hold, and settle takes the
+// token (charged) or puts it back. When every token is taken or set aside
+// it holds nothing and returns how long until one is free.
+func (l *keyedLimiter) hold(key string) (settle func(charged bool), ok bool, after time.Duration) {
+	if l.limit == rate.Inf {
+		return func(bool) {}, true, 0
+	}
+	now := l.clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.bucket(key, now)
+	if free := b.lim.TokensAt(now) - float64(b.held); free < 1 {
+		return nil, false, time.Duration((1 - free) / float64(l.limit) * float64(time.Second))
+	}
+	b.held++
+	var once sync.Once
+	return func(charged bool) {
+		once.Do(func() {
+			now := l.clock.Now()
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			b.held--
+			if charged {
+				b.lim.ReserveN(now, 1) // kept, even if it goes into debt
+			}
+		})
+	}, true, 0
+}
+
+// bucket returns key's bucket, making room for it if it is new.
+func (l *keyedLimiter) bucket(key string, now time.Time) *bucket {
+	b, ok := l.buckets[key]
+	if !ok {
 		if len(l.buckets) >= l.max {
 			l.evict(now)
 		}
@@ -114,16 +152,7 @@ func (l *keyedLimiter) take(key string) (giveBack func(), ok bool, after time.Du
 		l.buckets[key] = b
 	}
 	b.last = now
-	r := b.lim.ReserveN(now, 1)
-	if !r.OK() {
-		return nil, false, time.Duration(math.MaxInt64)
-	}
-	if d := r.DelayFrom(now); d > 0 {
-		r.CancelAt(now)
-		return nil, false, d
-	}
-	var once sync.Once
-	return func() { once.Do(func() { r.CancelAt(l.clock.Now()) }) }, true, 0
+	return b
 }
 
 // exhausted reports whether key's bucket has no token left, and how long

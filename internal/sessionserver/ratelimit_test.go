@@ -123,3 +123,47 @@ func TestKeyedLimiterExhaustedTakesNothing(t *testing.T) {
 		t.Fatal("still exhausted once the wait it gave has passed")
 	}
 }
+
+// TestHoldChargesOnlyWhatFails: tokens set aside count against the next
+// hold at once, however many attempts run together; an attempt settled as
+// not charged puts its token back, one charged takes it.
+func TestHoldChargesOnlyWhatFails(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	l := newKeyedLimiter(1, 3, 10, clk)
+	var settles []func(bool)
+	for i := range 3 {
+		settle, ok, _ := l.hold("a")
+		if !ok {
+			t.Fatalf("hold %d refused within the burst", i)
+		}
+		settles = append(settles, settle)
+	}
+	if _, ok, after := l.hold("a"); ok || after <= 0 {
+		t.Fatalf("a fourth hold while three are set aside: ok=%v after=%v, want refused", ok, after)
+	}
+	// Valid tokens: nothing is charged, however often.
+	for _, settle := range settles {
+		settle(false)
+	}
+	for range 100 {
+		settle, ok, _ := l.hold("a")
+		if !ok {
+			t.Fatal("a hold refused after every earlier one was put back")
+		}
+		settle(false)
+	}
+	// Bad tokens: each takes its token.
+	for i := range 3 {
+		settle, ok, _ := l.hold("a")
+		if !ok {
+			t.Fatalf("hold %d refused", i)
+		}
+		settle(true)
+	}
+	if _, ok, _ := l.hold("a"); ok {
+		t.Fatal("a hold after the burst was charged")
+	}
+	if over, _ := l.exhausted("a"); !over {
+		t.Fatal("the address is not exhausted after its burst of failures")
+	}
+}

@@ -27,8 +27,8 @@ import (
 )
 
 // A request's reviews are paid for before they are made: a TokenReview
-// takes one token of the client address's failed-authentication bucket
-// (given back once the token proves valid), and every review takes a slot
+// sets one token of the client address's failed-authentication bucket
+// aside (taken if the token proves bad, put back if it is valid), and every review takes a slot
 // of the reviews in flight, of which one address holds only its part. So
 // a flood of bad tokens, however concurrent, costs the API server at most
 // the bucket's burst of reviews, and never more than the slots at once.
@@ -43,7 +43,7 @@ type reviewAdmission struct {
 
 	mu sync.Mutex
 	// charged tells that a TokenReview of this request was charged to
-	// failedAuth (and not given back).
+	// failedAuth.
 	charged bool
 }
 
@@ -69,31 +69,31 @@ func (adm *reviewAdmission) key(fallback string) string {
 	return adm.addr
 }
 
-// charge takes one token of the address's failed-authentication bucket
-// before a TokenReview, and returns a function that gives it back. Without
-// a token the review is not made: 429 RateLimited.
-func (adm *reviewAdmission) charge() (giveBack func(), err error) {
+// charge sets one token of the address's failed-authentication bucket
+// aside before a TokenReview, and returns the function that settles it
+// once the review's outcome is known: charged takes the token (the review
+// failed or could not be made sense of), else it goes back. Without a free
+// token the review is not made: 429 RateLimited.
+func (adm *reviewAdmission) charge() (settle func(charged bool), err error) {
 	if adm == nil || adm.failedAuth == nil {
-		return func() {}, nil
+		return func(bool) {}, nil
 	}
-	back, ok, after := adm.failedAuth.take(adm.addr)
+	held, ok, after := adm.failedAuth.hold(adm.addr)
 	if !ok {
 		return nil, &sessionapi.Error{Status: http.StatusTooManyRequests, Code: sessionapi.CodeRateLimited, RetryAfter: after,
 			Message: fmt.Sprintf("too many requests from %s failed authentication; retry after %ds", adm.addr, retryAfterSeconds(after))}
 	}
-	adm.mu.Lock()
-	adm.charged = true
-	adm.mu.Unlock()
-	return func() {
-		back()
-		adm.mu.Lock()
-		adm.charged = false
-		adm.mu.Unlock()
+	return func(charged bool) {
+		held(charged)
+		if charged {
+			adm.mu.Lock()
+			adm.charged = true
+			adm.mu.Unlock()
+		}
 	}, nil
 }
 
-// wasCharged tells whether a review of the request was charged and not
-// given back.
+// wasCharged tells whether a review of the request was charged.
 func (adm *reviewAdmission) wasCharged() bool {
 	adm.mu.Lock()
 	defer adm.mu.Unlock()

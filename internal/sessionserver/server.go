@@ -17,6 +17,7 @@ limitations under the License.
 package sessionserver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -167,6 +168,11 @@ type Server struct {
 	// no bound.
 	MaxConnections           int
 	MaxConnectionsPerAddress int
+	// MaxReviewsInFlight and MaxReviewsInFlightPerAddress are handed to a
+	// KubeAuthorizer Auth that sets none of its own when the server starts
+	// (KubeAuthorizer.MaxReviewsInFlight).
+	MaxReviewsInFlight           int
+	MaxReviewsInFlightPerAddress int
 	// ReadTimeout bounds the reading of a request, WriteTimeout the writing
 	// of a response (a waiting call has it from the end of its wait, an
 	// event stream from each write), IdleTimeout how long a keep-alive
@@ -301,6 +307,10 @@ func (s *Server) Start(ctx context.Context) error {
 		return errors.New("session API: Schedulers and Budgets are required")
 	}
 	s.init()
+	if ka, ok := s.Auth.(*KubeAuthorizer); ok {
+		ka.MaxReviewsInFlight = cmp.Or(ka.MaxReviewsInFlight, s.MaxReviewsInFlight)
+		ka.MaxReviewsInFlightPerAddress = cmp.Or(ka.MaxReviewsInFlightPerAddress, s.MaxReviewsInFlightPerAddress)
+	}
 	useTLS := !s.TLS.InsecureHTTP
 	if useTLS {
 		if err := s.LoadTLS(ctx, s.Client, s.Reader); err != nil {
