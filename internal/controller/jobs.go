@@ -106,6 +106,7 @@ func buildJob(task *agentlanev1alpha1.ExternalTask, tmpl *batchv1.JobTemplateSpe
 	if pod.RestartPolicy == "" {
 		pod.RestartPolicy = corev1.RestartPolicyNever
 	}
+	RestrictPodSpec(pod)
 	c := &pod.Containers[0]
 	for i := range pod.Containers {
 		if pod.Containers[i].Name == WorkerContainerName {

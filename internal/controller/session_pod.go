@@ -172,6 +172,7 @@ func (r *AgentSessionReconciler) newRuntimePod(s *agentlanev1alpha1.AgentSession
 		pod.Labels = map[string]string{}
 	}
 	pod.Labels[RuntimeLabel] = s.Name
+	RestrictPodSpec(&pod.Spec)
 	if p := s.Status.Passivation; p != nil && p.Reason == agentlanev1alpha1.PassivationMigration && s.Status.NodeName != "" {
 		avoidNode(&pod.Spec, s.Status.NodeName)
 	}

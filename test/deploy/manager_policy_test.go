@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/controller"
 )
 
 var _ = Describe("config/policy manager rules, installed", Ordered, func() {
@@ -46,6 +47,8 @@ var _ = Describe("config/policy manager rules, installed", Ordered, func() {
 		if mutate != nil {
 			mutate(p)
 		}
+		// What the manager fills in where a template leaves it unset.
+		controller.RestrictPodSpec(&p.Spec)
 		return p
 	}
 	taskJob := func(mutate func(*batchv1.Job)) *batchv1.Job {
@@ -59,6 +62,7 @@ var _ = Describe("config/policy manager rules, installed", Ordered, func() {
 		if mutate != nil {
 			mutate(j)
 		}
+		controller.RestrictPodSpec(&j.Spec.Template.Spec)
 		return j
 	}
 
