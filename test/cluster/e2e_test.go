@@ -210,10 +210,16 @@ var _ = Describe("agentlane on a real cluster", Ordered, func() {
 		Expect(nodeOf(systemNamespace, task.Status.Worker)).To(Equal(task.Status.NodeName))
 	})
 
-	It("refuses a session whose runtime pod template is privileged or mounts the node's filesystem", func() {
+	It("refuses a session whose runtime pod template loosens the restricted Pod Security Standard or takes the namespace's credentials", func() {
 		for spec, want := range map[string]string{
-			"containers: [{name: agent, image: agentlane:dev, securityContext: {privileged: true}}]":          "privileged containers are not allowed in spec.runtime.podTemplate",
-			"containers: [{name: agent, image: agentlane:dev}]\nvolumes: [{name: root, hostPath: {path: /}}]": "hostPath volumes are not allowed in spec.runtime.podTemplate",
+			"containers: [{name: agent, image: agentlane:dev, securityContext: {privileged: true}}]":                                                "privileged containers are not allowed in spec.runtime.podTemplate",
+			"containers: [{name: agent, image: agentlane:dev}]\nvolumes: [{name: root, hostPath: {path: /}}]":                                       "hostPath volumes are not allowed in spec.runtime.podTemplate",
+			"serviceAccountName: agentlane-admin\nautomountServiceAccountToken: true\ncontainers: [{name: agent, image: agentlane:dev}]":            `serviceAccountName "agentlane-admin"`,
+			"containers: [{name: agent, image: agentlane:dev}]\nvolumes: [{name: s, secret: {secretName: any}}]":                                    "Secret volume s",
+			"nodeName: any\ntolerations: [{operator: Exists}]\ncontainers: [{name: agent, image: agentlane:dev}]":                                   "nodeName, a toleration of every taint",
+			"containers: [{name: agent, image: agentlane:dev, securityContext: {capabilities: {add: [NET_ADMIN]}}}]":                                "capabilities.add NET_ADMIN in container agent",
+			"securityContext: {runAsUser: 0}\ncontainers: [{name: agent, image: agentlane:dev, securityContext: {allowPrivilegeEscalation: true}}]": "runAsUser 0 in the pod, allowPrivilegeEscalation true in container agent",
+			"priorityClassName: system-node-critical\ncontainers: [{name: agent, image: agentlane:dev}]":                                            "priorityClassName system-node-critical",
 		} {
 			doc := fmt.Sprintf(`
 apiVersion: agentlane.io/v1alpha1
@@ -283,6 +289,11 @@ spec:
 		apply(fmt.Sprintf(runtimeSessionYAML, "pods", indent(script, 4), managerPod().Spec.NodeName))
 		pod := runtimePod("pods")
 		Expect(pod.Spec.NodeName).NotTo(Equal(managerPod().Spec.NodeName))
+		By("the runtime pod runs restricted: the manager filled in what its template left unset")
+		Expect(pod.Spec.SecurityContext.RunAsNonRoot).To(HaveValue(BeTrue()))
+		Expect(pod.Spec.SecurityContext.SeccompProfile.Type).To(Equal(corev1.SeccompProfileTypeRuntimeDefault))
+		Expect(pod.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation).To(HaveValue(BeFalse()))
+		Expect(pod.Spec.Containers[0].SecurityContext.Capabilities.Drop).To(ConsistOf(corev1.Capability("ALL")))
 		snapshot("runtime-session")
 
 		post("pods", "run the checks")

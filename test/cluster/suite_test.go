@@ -152,6 +152,10 @@ var _ = BeforeSuite(func() {
 		rbacv1.RoleRef{Kind: "ClusterRole", Name: "agentlane-session-user"})
 	Expect(err).NotTo(HaveOccurred())
 	tenantToken = audienceToken(ns, "agent", "agentlane")
+
+	By("letting ns's templates run as 'agent' (runtime pods) and 'job-worker' (Job lanes), as a cluster administrator would")
+	_, err = run(kubectlBin, "annotate", "--overwrite", "namespace", ns, "agentlane.io/template-service-accounts=agent,job-worker")
+	Expect(err).NotTo(HaveOccurred())
 })
 
 var _ = ReportAfterEach(func(r SpecReport) {
