@@ -17,6 +17,7 @@ limitations under the License.
 package lanequeue
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -113,7 +114,26 @@ type InboxOptions struct {
 	// OnEvent receives the events, in order, outside the inbox lock. It may
 	// call back into the inbox.
 	OnEvent func(InboxEvent)
+	// MaxSessionBytes bounds the text one session's inbox holds: its
+	// queued messages and the summary lines of its dropped ones. A message
+	// that would pass it is refused with ErrInboxFull and nothing changes;
+	// DefaultMaxSessionBytes when 0.
+	MaxSessionBytes int
+	// MaxSummaryLines bounds the lines of dropped messages kept for the
+	// summary turn; past it the summary counts the further messages
+	// dropped instead ("and N more"). DefaultMaxSummaryLines when 0.
+	MaxSummaryLines int
 }
+
+// Defaults of InboxOptions.
+const (
+	DefaultMaxSessionBytes = 256 << 10
+	DefaultMaxSummaryLines = 50
+)
+
+// ErrInboxFull: the session's inbox holds MaxSessionBytes of text; a
+// message fits again once a turn took the queued ones.
+var ErrInboxFull = errors.New("lanequeue: the session's inbox is full")
 
 // Inbox applies the queue modes to the inbound messages of many sessions:
 // it decides when each session starts a run (one at a time per session) and
@@ -124,6 +144,8 @@ type Inbox struct {
 	ids     IDGenerator
 	queue   *Queue
 	onEvent func(InboxEvent)
+	// maxBytes and maxLines are MaxSessionBytes and MaxSummaryLines.
+	maxBytes, maxLines int
 
 	mu       sync.Mutex
 	sessions map[string]*inboxSession
@@ -136,8 +158,14 @@ type inboxSession struct {
 	defaults     MessageOptions
 	override     *MessageOptions
 	acceptsSteer bool
-	queued       []Message
-	dropped      []Message
+	queued []Message
+	// dropped are the summary lines of the messages dropped under
+	// DropSummarize (each Text shortened to SummaryLineLength), at most
+	// maxLines; droppedMore counts those dropped past them.
+	dropped     []Message
+	droppedMore int
+	// bytes is the text of queued and dropped.
+	bytes        int
 	activeRun    string
 	quietSince   time.Time // last post, for debounce
 	timer        clock.Timer
@@ -153,7 +181,13 @@ type inboxSession struct {
 // NewInbox returns an inbox.
 func NewInbox(opts InboxOptions) *Inbox {
 	in := &Inbox{clock: opts.Clock, ids: opts.IDs, queue: opts.Queue, onEvent: opts.OnEvent,
-		sessions: map[string]*inboxSession{}}
+		maxBytes: opts.MaxSessionBytes, maxLines: opts.MaxSummaryLines, sessions: map[string]*inboxSession{}}
+	if in.maxBytes <= 0 {
+		in.maxBytes = DefaultMaxSessionBytes
+	}
+	if in.maxLines <= 0 {
+		in.maxLines = DefaultMaxSummaryLines
+	}
 	if in.clock == nil {
 		in.clock = clock.RealClock{}
 	}
@@ -256,6 +290,15 @@ func (in *Inbox) Post(key string, m Message) (PostResult, error) {
 	}
 	opts := s.options()
 	mode := opts.ModeFor(m.Channel)
+	steerOnly := mode == ModeSteer && s.activeRun != "" && s.acceptsSteer
+	held := s.bytes
+	if mode == ModeInterrupt {
+		held = 0 // the newest message supersedes what was waiting
+	}
+	if !steerOnly && held+len(m.Text) > in.maxBytes {
+		return PostResult{}, fmt.Errorf("%w: it holds %d bytes of text; %d more would pass its bound of %d",
+			ErrInboxFull, held, len(m.Text), in.maxBytes)
+	}
 	var res PostResult
 	switch mode {
 	case ModeSteer, ModeSteerBacklog:
@@ -272,8 +315,9 @@ func (in *Inbox) Post(key string, m Message) (PostResult, error) {
 			in.abortLocked(s)
 		}
 		// The newest message supersedes what was waiting.
-		s.queued, s.dropped = nil, nil
+		s.queued, s.dropped, s.droppedMore = nil, nil, 0
 		s.queued = append(s.queued, m)
+		s.recount()
 		res.Queued = true
 		in.queuedLocked(s, m)
 		in.deliverLocked(s, now)
@@ -281,7 +325,7 @@ func (in *Inbox) Post(key string, m Message) (PostResult, error) {
 	}
 	// Collect coalesces what arrives while a run is active; a message to an
 	// idle session with nothing waiting starts its turn at once.
-	idle := s.activeRun == "" && len(s.queued) == 0 && len(s.dropped) == 0
+	idle := s.activeRun == "" && len(s.queued) == 0 && len(s.dropped) == 0 && s.droppedMore == 0
 	res.Queued, res.Dropped = in.enqueueLocked(s, m, opts)
 	if res.Queued {
 		in.queuedLocked(s, m)
@@ -421,14 +465,25 @@ func (in *Inbox) enqueueLocked(s *inboxSession, m Message, opts MessageOptions) 
 			in.pending = append(in.pending, InboxEvent{Type: InboxDropped, Session: s.key, Messages: []Message{m}})
 			return false, true
 		case DropSummarize:
-			s.dropped = append(s.dropped, s.queued[0])
+			// Only a short line of it is kept, and only maxLines of them.
+			if len(s.dropped) < in.maxLines {
+				line := s.queued[0]
+				line.Text = summaryLine(line.Text)
+				s.dropped = append(s.dropped, line)
+				s.bytes += len(line.Text)
+			} else {
+				s.droppedMore++
+			}
 		default:
 			in.pending = append(in.pending, InboxEvent{Type: InboxDropped, Session: s.key, Messages: []Message{s.queued[0]}})
 		}
+		s.bytes -= len(s.queued[0].Text)
+		s.queued[0] = Message{} // let go of its text
 		s.queued = s.queued[1:]
 		dropped = true
 	}
 	s.queued = append(s.queued, m)
+	s.bytes += len(m.Text)
 	return true, dropped
 }
 
@@ -436,7 +491,7 @@ func (in *Inbox) enqueueLocked(s *inboxSession, m Message, opts MessageOptions) 
 // messages have been quiet for the debounce, or arms the timer for when they
 // will have been.
 func (in *Inbox) drainLocked(s *inboxSession) {
-	if s.activeRun != "" || (len(s.queued) == 0 && len(s.dropped) == 0) {
+	if s.activeRun != "" || (len(s.queued) == 0 && len(s.dropped) == 0 && s.droppedMore == 0) {
 		return
 	}
 	now := in.clock.Now()
@@ -479,10 +534,15 @@ func (in *Inbox) deliverLocked(s *inboxSession, now time.Time) {
 	}
 	ev := InboxEvent{Type: InboxTurn, Session: s.key, RunID: in.ids.NewID()}
 	switch {
-	case len(s.dropped) > 0:
+	case len(s.dropped) > 0 || s.droppedMore > 0:
 		ev.Messages, s.dropped = s.dropped, nil
 		ev.Summary = true
-		ev.Text = summarize(ev.Messages)
+		ev.Text = summarize(ev.Messages, s.droppedMore)
+		s.droppedMore = 0
+		if len(ev.Messages) == 0 {
+			// Restored with a count only: the summary has no line.
+			ev.Messages = []Message{{ReceivedAt: now}}
+		}
 	case s.options().ModeFor(s.queued[0].Channel) == ModeCollect:
 		first := s.queued[0]
 		var rest []Message
@@ -509,18 +569,40 @@ func (in *Inbox) deliverLocked(s *inboxSession, now time.Time) {
 	ev.Waited = now.Sub(ev.Messages[0].ReceivedAt)
 	ev.Slow = ev.Waited > SlowWait
 	s.activeRun = ev.RunID
+	s.recount()
 	in.pending = append(in.pending, ev)
 	in.noticeLocked(s)
 }
 
+// recount sets s.bytes from what s holds.
+func (s *inboxSession) recount() {
+	s.bytes = 0
+	for _, m := range s.queued {
+		s.bytes += len(m.Text)
+	}
+	for _, m := range s.dropped {
+		s.bytes += len(m.Text)
+	}
+}
+
+// summaryLine is the line that stands for a dropped message's text in a
+// summary: one line, at most SummaryLineLength characters.
+func summaryLine(text string) string {
+	return truncate.Runes(strings.Join(strings.Fields(text), " "), SummaryLineLength, "…")
+}
+
 // summarize lists dropped messages as bullets, each shortened to
-// SummaryLineLength characters.
-func summarize(ms []Message) string {
+// SummaryLineLength characters, and counts the more that were dropped
+// without a line.
+func summarize(ms []Message, more int) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d queued messages were dropped because the queue was full:", len(ms))
+	fmt.Fprintf(&b, "%d queued messages were dropped because the queue was full:", len(ms)+more)
 	for _, m := range ms {
 		b.WriteString("\n- ")
-		b.WriteString(truncate.Runes(strings.Join(strings.Fields(m.Text), " "), SummaryLineLength, "…"))
+		b.WriteString(summaryLine(m.Text))
+	}
+	if more > 0 {
+		fmt.Fprintf(&b, "\n- … and %d more dropped", more)
 	}
 	return b.String()
 }

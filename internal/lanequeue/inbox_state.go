@@ -27,9 +27,11 @@ import "slices"
 type InboxState struct {
 	// Queued are the messages waiting for a turn, oldest first.
 	Queued []Message
-	// Dropped are the messages dropped under DropSummarize, waiting for
-	// their summary turn.
-	Dropped []Message
+	// Dropped are the summary lines of the messages dropped under
+	// DropSummarize, waiting for their summary turn; DroppedMore counts the
+	// messages dropped past Inbox's MaxSummaryLines.
+	Dropped     []Message
+	DroppedMore int
 	// Override is the /queue override in force, nil when the session's
 	// defaults apply.
 	Override *MessageOptions
@@ -37,7 +39,7 @@ type InboxState struct {
 
 // Empty tells whether the state holds nothing.
 func (st InboxState) Empty() bool {
-	return len(st.Queued) == 0 && len(st.Dropped) == 0 && st.Override == nil
+	return len(st.Queued) == 0 && len(st.Dropped) == 0 && st.DroppedMore == 0 && st.Override == nil
 }
 
 // State returns a copy of what the session's inbox holds.
@@ -48,7 +50,7 @@ func (in *Inbox) State(key string) InboxState {
 	if s == nil {
 		return InboxState{}
 	}
-	st := InboxState{Queued: slices.Clone(s.queued), Dropped: slices.Clone(s.dropped)}
+	st := InboxState{Queued: slices.Clone(s.queued), Dropped: slices.Clone(s.dropped), DroppedMore: s.droppedMore}
 	if s.override != nil {
 		o := *s.override
 		st.Override = &o
@@ -69,11 +71,16 @@ func (in *Inbox) Restore(key string, st InboxState) {
 		restored := *o
 		s.override = &restored
 	}
-	if len(st.Queued) == 0 && len(st.Dropped) == 0 {
+	if len(st.Queued) == 0 && len(st.Dropped) == 0 && st.DroppedMore == 0 {
 		return
 	}
 	s.queued = append(slices.Clone(st.Queued), s.queued...)
 	s.dropped = append(slices.Clone(st.Dropped), s.dropped...)
+	if extra := len(s.dropped) - in.maxLines; extra > 0 {
+		s.dropped, s.droppedMore = s.dropped[:in.maxLines], s.droppedMore+extra
+	}
+	s.droppedMore += max(st.DroppedMore, 0)
+	s.recount()
 	s.quietSince = in.clock.Now()
 	in.drainLocked(s)
 }

@@ -22,8 +22,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,33 +46,69 @@ import (
 const (
 	// DefaultMaxRuns is how many runs keep a checkpoint by default.
 	DefaultMaxRuns = 16
-	// DefaultMaxBytes bounds a session's checkpoints by default: the keys
-	// and values of the ConfigMap's data, which the API server caps at
-	// 1 MiB; 64 KiB are left for the rest of the object.
+	// DefaultMaxBytes bounds the checkpoints of one session together by
+	// default.
 	DefaultMaxBytes = 1<<20 - 64<<10
+	// DefaultMaxCheckpointBytes bounds one checkpoint, as encoded, by
+	// default: what one save may write.
+	DefaultMaxCheckpointBytes = 256 << 10
+	// maxObjectData is what one ConfigMap's data may hold: the API server
+	// caps an object at 1 MiB, and 64 KiB are left for the rest of it.
+	maxObjectData = 1<<20 - 64<<10
 
-	// configMapPrefix starts the name of every checkpoint ConfigMap.
+	// slotPrefix starts the name of every checkpoint slot ConfigMap.
+	slotPrefix = "agentlane-ckpt-"
+	// configMapPrefix starts the name of the single checkpoint ConfigMap
+	// of the earlier format, still read (never written).
 	configMapPrefix = "agentlane-checkpoint-"
-	// runKeyPrefix starts the data key of each run's checkpoint.
+	// runKeyPrefix starts the data key of each run's checkpoint in the
+	// earlier format.
 	runKeyPrefix = "run."
+	// checkpointKey is the data key of a slot's checkpoint.
+	checkpointKey = "checkpoint.json"
+
+	// StoreLabel tells what an agentlane ConfigMap holds:
+	// StoreCheckpoint or StoreInbox.
+	StoreLabel      = "agentlane.io/store"
+	StoreCheckpoint = "checkpoint"
+	StoreInbox      = "inbox"
+	// SeqAnnotation is a slot's save sequence number, assigned by the
+	// store: the highest is the session's latest checkpoint.
+	SeqAnnotation = "agentlane.io/checkpoint-seq"
+	// RunAnnotation is the run whose checkpoint a slot holds; a slot
+	// without one is free.
+	RunAnnotation = "agentlane.io/checkpoint-run"
+	// SizeAnnotation is the size of a slot's checkpoint in bytes.
+	SizeAnnotation = "agentlane.io/checkpoint-bytes"
 )
 
 // conflictBackoff spaces the retries of a save that lost a race with
 // another save of the session.
 var conflictBackoff = wait.Backoff{Steps: 12, Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 0.5, Cap: time.Second}
 
-// ConfigMaps stores each session's checkpoints in one ConfigMap of the
-// session's namespace, named by ConfigMapName, labelled agentlane.io/session
-// and controlled by the AgentSession, so that it is deleted with it. Each run
-// keeps its latest checkpoint under the data key run.<runId>, as JSON with
-// the save's sequence number; the highest number is the session's latest.
+// ConfigMaps stores each run's latest checkpoint in a ConfigMap of its own
+// (a slot) in the session's namespace, named SlotName(session, i) for i in
+// [0, MaxRuns), labelled agentlane.io/session and agentlane.io/store=checkpoint
+// and controlled by the AgentSession, so that it is deleted with it. The
+// slot's annotations name its run, its size and the save's sequence number,
+// which the store assigns (one more than the session's highest): the
+// highest is the session's latest checkpoint. A save lists the session's
+// slots by label, metadata only, and writes one slot: its run's, else a
+// free one, else the least recently saved run's (evicting it). Slots of
+// other runs evicted to keep MaxBytes are emptied, never deleted. So a save
+// writes O(its checkpoint), whatever else the session stores, and the
+// manager needs no right to delete ConfigMaps.
 //
 // At most MaxRuns runs keep a checkpoint (fewer if the session's
-// spec.retention.maxRuns is lower) and the data stays under MaxBytes:
-// a save evicts the runs saved least recently until both hold, and refuses
-// with ErrTooLarge a checkpoint that cannot fit on its own. Saves read the
-// ConfigMap and update it at that resourceVersion, retrying on conflict, so
-// that concurrent saves of a session never lose one another's checkpoint.
+// spec.retention.maxRuns is lower), their checkpoints stay under MaxBytes
+// together, and one checkpoint over MaxCheckpointBytes is refused with
+// ErrTooLarge. Writes are fenced on resourceVersion and retried on
+// conflict. Every object written first takes its size from Budget, when
+// set; a save the budget refuses returns a RateLimitedError.
+//
+// Sessions that saved with the earlier format, every run under one
+// ConfigMap named ConfigMapName(session), are still read: a run (or the
+// latest) not found in a slot is looked up there.
 type ConfigMaps struct {
 	// Client creates and updates the ConfigMaps and reads AgentSessions.
 	Client client.Client
@@ -80,9 +118,18 @@ type ConfigMaps struct {
 	Reader client.Reader
 	// MaxRuns bounds the runs that keep a checkpoint; DefaultMaxRuns when 0.
 	MaxRuns int
-	// MaxBytes bounds the ConfigMap's data; DefaultMaxBytes when 0.
+	// MaxBytes bounds a session's checkpoints together; DefaultMaxBytes
+	// when 0.
 	MaxBytes int
-	// Clock dates checkpoints saved without a time; the real clock when nil.
+	// MaxCheckpointBytes bounds one checkpoint; DefaultMaxCheckpointBytes
+	// when 0.
+	MaxCheckpointBytes int
+	// Budget bounds the bytes written per namespace; no bound when nil.
+	Budget *WriteBudget
+	// Keys signs and verifies inbox records; see InboxStore. Records are
+	// neither signed nor kept without it.
+	Keys RecordKey
+	// Clock dates checkpoints; the real clock when nil.
 	Clock clock.PassiveClock
 }
 
@@ -94,23 +141,32 @@ func NewConfigMaps(c client.Client, r client.Reader) *ConfigMaps {
 	return &ConfigMaps{Client: c, Reader: r}
 }
 
-// ConfigMapName is the name of the ConfigMap that holds the checkpoints of
-// the session named session: agentlane-checkpoint-<session>, shortened with
-// a hash of the session's name if that is too long for an object name.
+// ConfigMapName is the name of the ConfigMap of the earlier format that
+// holds every checkpoint of the session named session:
+// agentlane-checkpoint-<session>, shortened with a hash of the session's
+// name if that is too long for an object name.
 func ConfigMapName(session string) string {
-	return objectName(configMapPrefix, session)
+	return objectName(configMapPrefix, session, "")
 }
 
-// objectName is prefix+session, shortened with a hash of the session's
-// name if that is too long for an object name.
-func objectName(prefix, session string) string {
-	name := prefix + session
+// SlotName is the name of the session's checkpoint slot i:
+// agentlane-ckpt-<session>-<i>, the session's name shortened with a hash if
+// that is too long for an object name.
+func SlotName(session string, i int) string {
+	return objectName(slotPrefix, session, "-"+strconv.Itoa(i))
+}
+
+// objectName is prefix+session+suffix, session shortened with a hash of it
+// if that is too long for an object name.
+func objectName(prefix, session, suffix string) string {
+	name := prefix + session + suffix
 	if len(name) <= validation.DNS1123SubdomainMaxLength {
 		return name
 	}
 	sum := sha256.Sum256([]byte(session))
-	suffix := "-" + hex.EncodeToString(sum[:8])
-	return strings.TrimRight(name[:validation.DNS1123SubdomainMaxLength-len(suffix)], "-.") + suffix
+	hash := "-" + hex.EncodeToString(sum[:8])
+	keep := validation.DNS1123SubdomainMaxLength - len(hash) - len(suffix)
+	return strings.TrimRight(name[:keep], "-.") + hash + suffix
 }
 
 // Location is how a checkpoint of runID stored in the ConfigMap named name
@@ -119,15 +175,18 @@ func Location(name, runID string) string {
 	return "configmap/" + name + "#" + runID
 }
 
-func (s *ConfigMaps) limits() (maxRuns, maxBytes int) {
-	maxRuns, maxBytes = s.MaxRuns, s.MaxBytes
+func (s *ConfigMaps) limits() (maxRuns, maxBytes, maxOne int) {
+	maxRuns, maxBytes, maxOne = s.MaxRuns, s.MaxBytes, s.MaxCheckpointBytes
 	if maxRuns <= 0 {
 		maxRuns = DefaultMaxRuns
 	}
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxBytes
 	}
-	return maxRuns, maxBytes
+	if maxOne <= 0 {
+		maxOne = DefaultMaxCheckpointBytes
+	}
+	return maxRuns, maxBytes, min(maxOne, maxBytes, maxObjectData)
 }
 
 func (s *ConfigMaps) now() time.Time {
@@ -135,6 +194,19 @@ func (s *ConfigMaps) now() time.Time {
 		return clock.RealClock{}.Now()
 	}
 	return s.Clock.Now()
+}
+
+// slot is what a save needs of one of a session's slot ConfigMaps, from its
+// metadata.
+type slot struct {
+	index int
+	meta  metav1.ObjectMeta
+	// runID is empty for a free slot.
+	runID string
+	seq   int64
+	size  int
+	// foreign: an earlier session of the same name left it.
+	foreign bool
 }
 
 // Save implements Store.
@@ -147,40 +219,189 @@ func (s *ConfigMaps) Save(ctx context.Context, session types.NamespacedName, cp 
 	if err != nil {
 		return Saved{}, err
 	}
-	maxRuns, maxBytes := s.limits()
+	maxRuns, maxBytes, maxOne := s.limits()
 	if r := owner.Spec.Retention; r != nil && r.MaxRuns != nil {
-		maxRuns = min(maxRuns, int(*r.MaxRuns))
+		maxRuns = max(1, min(maxRuns, int(*r.MaxRuns)))
 	}
-	key := types.NamespacedName{Namespace: session.Namespace, Name: ConfigMapName(session.Name)}
-	var evicted []string
+	value, err := json.Marshal(cp)
+	if err != nil {
+		return Saved{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if len(value) > maxOne {
+		return Saved{}, fmt.Errorf("%w: the checkpoint of run %s takes %d bytes, the store holds at most %d per checkpoint",
+			ErrTooLarge, cp.RunID, len(value), maxOne)
+	}
+	var (
+		name    string
+		evicted []string
+	)
 	err = retry.OnError(conflictBackoff, retriable, func() error {
-		cm := &corev1.ConfigMap{}
-		err := s.Reader.Get(ctx, key, cm)
-		if apierrors.IsNotFound(err) {
-			cm = newConfigMap(key, owner)
-			if evicted, err = put(cm.Data, cp, maxRuns, maxBytes); err != nil {
-				return err
-			}
-			return s.Client.Create(ctx, cm)
-		}
+		slots, err := s.slots(ctx, session, owner)
 		if err != nil {
 			return err
 		}
-		if err := adopt(cm, owner); err != nil {
+		target, clear := plan(slots, cp.RunID, len(value), maxRuns, maxBytes)
+		var seq int64
+		for _, sl := range slots {
+			seq = max(seq, sl.seq)
+		}
+		cm := slotConfigMap(session, target, owner)
+		cm.Annotations[RunAnnotation] = cp.RunID
+		cm.Annotations[SeqAnnotation] = strconv.FormatInt(seq+1, 10)
+		cm.Annotations[SizeAnnotation] = strconv.Itoa(len(value))
+		cm.Data = map[string]string{checkpointKey: string(value)}
+		if err := s.write(ctx, cm, target.meta.ResourceVersion == ""); err != nil {
 			return err
 		}
-		if cm.Data == nil {
-			cm.Data = map[string]string{}
+		name, evicted = cm.Name, nil
+		if target.runID != "" && target.runID != cp.RunID {
+			evicted = append(evicted, target.runID)
 		}
-		if evicted, err = put(cm.Data, cp, maxRuns, maxBytes); err != nil {
-			return err
+		for _, sl := range clear {
+			free := slotConfigMap(session, sl, owner)
+			// A slot another save rewrote meanwhile holds a newer run: it
+			// stays, and the next save evicts again if need be.
+			if err := s.write(ctx, free, false); err != nil && !apierrors.IsConflict(err) {
+				return err
+			}
+			evicted = append(evicted, sl.runID)
 		}
-		return s.Client.Update(ctx, cm)
+		return nil
 	})
 	if err != nil {
-		return Saved{}, fmt.Errorf("save the checkpoint of run %s in ConfigMap %s: %w", cp.RunID, key, err)
+		return Saved{}, fmt.Errorf("save the checkpoint of run %s of session %s: %w", cp.RunID, session, err)
 	}
-	return Saved{Checkpoint: cp, Location: Location(key.Name, cp.RunID), Evicted: evicted}, nil
+	return Saved{Checkpoint: cp, Location: Location(name, cp.RunID), Evicted: evicted}, nil
+}
+
+// plan picks the slot a checkpoint of runID and size is written to and the
+// slots to empty so that at most maxRuns runs and maxBytes are kept. The
+// target is the run's own slot, else a free one (or a new index), else the
+// least recently saved run's; the others are evicted least recently saved
+// first. slots is sorted by index.
+func plan(slots []slot, runID string, size, maxRuns, maxBytes int) (target slot, clear []slot) {
+	byAge := slices.Clone(slots)
+	slices.SortFunc(byAge, func(a, b slot) int {
+		return cmp.Or(cmp.Compare(a.seq, b.seq), cmp.Compare(a.index, b.index))
+	})
+	found := false
+	if i := slices.IndexFunc(slots, func(sl slot) bool { return sl.runID == runID && !sl.foreign }); i >= 0 {
+		target, found = slots[i], true
+	}
+	if !found {
+		// A free slot below maxRuns, or the first index not in use.
+		used := map[int]bool{}
+		for _, sl := range slots {
+			used[sl.index] = true
+			if !found && sl.index < maxRuns && (sl.runID == "" || sl.foreign) {
+				target, found = sl, true
+			}
+		}
+		for i := 0; !found && i < maxRuns; i++ {
+			if !used[i] {
+				target, found = slot{index: i}, true
+			}
+		}
+	}
+	if !found {
+		for _, sl := range byAge {
+			if sl.index < maxRuns {
+				target = sl
+				break
+			}
+		}
+	}
+	count, total := 1, size
+	var others []slot
+	for _, sl := range byAge {
+		if sl.index == target.index || sl.runID == "" || sl.foreign {
+			continue
+		}
+		others = append(others, sl)
+		count++
+		total += sl.size
+	}
+	for _, sl := range others {
+		if count <= maxRuns && total <= maxBytes && sl.index < maxRuns {
+			break
+		}
+		clear = append(clear, sl)
+		count--
+		total -= sl.size
+	}
+	return target, clear
+}
+
+// slots lists the session's slots, sorted by index, from their metadata.
+func (s *ConfigMaps) slots(ctx context.Context, session types.NamespacedName, owner *agentlanev1alpha1.AgentSession) ([]slot, error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
+	if err := s.Reader.List(ctx, list, client.InNamespace(session.Namespace),
+		client.MatchingLabels{agentlanev1alpha1.SessionLabel: session.Name, StoreLabel: StoreCheckpoint}); err != nil {
+		return nil, fmt.Errorf("list the checkpoint slots of session %s: %w", session, err)
+	}
+	var out []slot
+	for i := range list.Items {
+		m := list.Items[i].ObjectMeta
+		index := -1
+		for j := range max(DefaultMaxRuns, s.MaxRuns) {
+			if m.Name == SlotName(session.Name, j) {
+				index = j
+				break
+			}
+		}
+		if index < 0 {
+			continue // labelled so, but not named as a slot of the session
+		}
+		sl := slot{index: index, meta: m}
+		if !metav1.IsControlledBy(&list.Items[i], owner) {
+			ref := metav1.GetControllerOfNoCopy(&list.Items[i])
+			if ref == nil || ref.Kind != "AgentSession" || ref.Name != owner.Name {
+				continue // not agentlane's: Save refuses to write over it
+			}
+			sl.foreign = true
+		} else {
+			sl.runID = m.Annotations[RunAnnotation]
+			sl.seq, _ = strconv.ParseInt(m.Annotations[SeqAnnotation], 10, 64)
+			sl.size, _ = strconv.Atoi(m.Annotations[SizeAnnotation])
+		}
+		out = append(out, sl)
+	}
+	slices.SortFunc(out, func(a, b slot) int { return cmp.Compare(a.index, b.index) })
+	return out, nil
+}
+
+// slotConfigMap is the empty slot sl of session, controlled by owner, at
+// sl's resourceVersion.
+func slotConfigMap(session types.NamespacedName, sl slot, owner *agentlanev1alpha1.AgentSession) *corev1.ConfigMap {
+	cm := newConfigMap(types.NamespacedName{Namespace: session.Namespace, Name: SlotName(session.Name, sl.index)}, owner)
+	cm.ResourceVersion = sl.meta.ResourceVersion
+	cm.Labels[StoreLabel] = StoreCheckpoint
+	cm.Annotations = map[string]string{}
+	return cm
+}
+
+// write creates or updates cm after taking its size from the budget. A
+// ConfigMap of that name that is not agentlane's is refused.
+func (s *ConfigMaps) write(ctx context.Context, cm *corev1.ConfigMap, create bool) error {
+	data, err := json.Marshal(cm)
+	if err != nil {
+		return err
+	}
+	if err := s.Budget.Take(cm.Namespace, len(data)); err != nil {
+		return err
+	}
+	if !create {
+		return s.Client.Update(ctx, cm)
+	}
+	err = s.Client.Create(ctx, cm)
+	if apierrors.IsAlreadyExists(err) {
+		there := &corev1.ConfigMap{}
+		if gerr := s.Reader.Get(ctx, client.ObjectKeyFromObject(cm), there); gerr == nil && metav1.GetControllerOfNoCopy(there) == nil {
+			return fmt.Errorf("ConfigMap %s/%s exists and is not controlled by an AgentSession; delete or rename it", cm.Namespace, cm.Name)
+		}
+	}
+	return err
 }
 
 // Load implements Store.
@@ -194,6 +415,47 @@ func (s *ConfigMaps) Load(ctx context.Context, session types.NamespacedName, run
 	if err != nil {
 		return Checkpoint{}, err
 	}
+	slots, err := s.slots(ctx, session, owner)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	var found *slot
+	for i, sl := range slots {
+		if sl.runID == "" || sl.foreign || (runID != "" && sl.runID != runID) {
+			continue
+		}
+		if found == nil || sl.seq > found.seq {
+			found = &slots[i]
+		}
+	}
+	if found == nil {
+		return s.loadLegacy(ctx, session, owner, runID)
+	}
+	key := types.NamespacedName{Namespace: session.Namespace, Name: found.meta.Name}
+	cm := &corev1.ConfigMap{}
+	if err := s.Reader.Get(ctx, key, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return Checkpoint{}, noCheckpoint(session, runID)
+		}
+		return Checkpoint{}, fmt.Errorf("read ConfigMap %s: %w", key, err)
+	}
+	if !metav1.IsControlledBy(cm, owner) || cm.Annotations[RunAnnotation] != found.runID {
+		// Rewritten by another save since it was listed.
+		return Checkpoint{}, fmt.Errorf("%w: the checkpoint of run %s was replaced while it was read; read again", ErrNoCheckpoint, found.runID)
+	}
+	var cp Checkpoint
+	if err := json.Unmarshal([]byte(cm.Data[checkpointKey]), &cp); err != nil {
+		return Checkpoint{}, fmt.Errorf("the checkpoint in %s of session %s is not valid: %w", key, session, err)
+	}
+	if cp.SchemaVersion > CurrentSchemaVersion {
+		return Checkpoint{}, schemaTooNew(cp.RunID, cp.SchemaVersion)
+	}
+	return cp, nil
+}
+
+// loadLegacy reads runID's checkpoint, or the latest, from the session's
+// ConfigMap of the earlier format.
+func (s *ConfigMaps) loadLegacy(ctx context.Context, session types.NamespacedName, owner *agentlanev1alpha1.AgentSession, runID string) (Checkpoint, error) {
 	key := types.NamespacedName{Namespace: session.Namespace, Name: ConfigMapName(session.Name)}
 	cm := &corev1.ConfigMap{}
 	if err := s.Reader.Get(ctx, key, cm); err != nil {
@@ -221,10 +483,14 @@ func (s *ConfigMaps) session(ctx context.Context, key types.NamespacedName) (*ag
 // retriable tells the errors of a save that lost a race: another save
 // updated or created the ConfigMap first.
 func retriable(err error) bool {
+	var limited *RateLimitedError
+	if errors.As(err, &limited) {
+		return false
+	}
 	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
 }
 
-// newConfigMap is an empty checkpoint ConfigMap controlled by owner.
+// newConfigMap is an empty ConfigMap controlled by owner.
 func newConfigMap(key types.NamespacedName, owner *agentlanev1alpha1.AgentSession) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
@@ -239,9 +505,9 @@ func newConfigMap(key types.NamespacedName, owner *agentlanev1alpha1.AgentSessio
 	}
 }
 
-// adopt makes sure cm holds owner's checkpoints. A ConfigMap left by an
-// earlier AgentSession of the same name (the garbage collector has not
-// deleted it yet) is taken over and emptied; one that no AgentSession
+// adopt makes sure cm belongs to owner. A ConfigMap left by an earlier
+// AgentSession of the same name (the garbage collector has not deleted it
+// yet) is taken over and emptied; one that no AgentSession of that name
 // controls is not agentlane's, and is left alone.
 func adopt(cm *corev1.ConfigMap, owner *agentlanev1alpha1.AgentSession) error {
 	if metav1.IsControlledBy(cm, owner) {
@@ -261,26 +527,24 @@ func adopt(cm *corev1.ConfigMap, owner *agentlanev1alpha1.AgentSession) error {
 	return nil
 }
 
-// record is the value of a run's data key.
+// record is the value of a run's data key in the earlier format.
 type record struct {
 	// Seq orders the saves of a session: the highest is the latest.
 	Seq        int64      `json:"seq"`
 	Checkpoint Checkpoint `json:"checkpoint"`
 }
 
-// stored is what put and get need of a data key without decoding its
-// checkpoint.
+// stored is what get needs of a data key of the earlier format without
+// decoding its checkpoint.
 type stored struct {
 	key, runID string
 	seq        int64
-	size       int
 }
 
-// runKey is the data key of runID's checkpoint.
+// runKey is the data key of runID's checkpoint in the earlier format.
 func runKey(runID string) string { return runKeyPrefix + runID }
 
-// runs lists the run keys of data, least recently saved first. A value that
-// does not decode sorts first, so that it is evicted first.
+// runs lists the run keys of data, least recently saved first.
 func runs(data map[string]string) []stored {
 	var out []stored
 	for k, v := range data {
@@ -294,7 +558,7 @@ func runs(data map[string]string) []stored {
 		if json.Unmarshal([]byte(v), &head) != nil {
 			head.Seq = -1
 		}
-		out = append(out, stored{key: k, runID: runID, seq: head.Seq, size: len(k) + len(v)})
+		out = append(out, stored{key: k, runID: runID, seq: head.Seq})
 	}
 	slices.SortFunc(out, func(a, b stored) int {
 		return cmp.Or(cmp.Compare(a.seq, b.seq), strings.Compare(a.key, b.key))
@@ -302,60 +566,8 @@ func runs(data map[string]string) []stored {
 	return out
 }
 
-// dataSize is what the API server counts against a ConfigMap's limit.
-func dataSize(data map[string]string) int {
-	n := 0
-	for k, v := range data {
-		n += len(k) + len(v)
-	}
-	return n
-}
-
-// put stores cp in data as the latest checkpoint and evicts the runs saved
-// least recently until at most maxRuns runs are kept and data is at most
-// maxBytes. It returns the evicted runs; data is unchanged on error.
-func put(data map[string]string, cp Checkpoint, maxRuns, maxBytes int) (evicted []string, err error) {
-	key := runKey(cp.RunID)
-	var seq int64
-	others := runs(data)
-	for _, r := range others {
-		seq = max(seq, r.seq)
-	}
-	others = slices.DeleteFunc(others, func(r stored) bool { return r.key == key })
-	value, err := json.Marshal(record{Seq: seq + 1, Checkpoint: cp})
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	size := len(key) + len(value)
-	if size > maxBytes {
-		return nil, fmt.Errorf("%w: the checkpoint of run %s takes %d bytes, the store holds at most %d per session",
-			ErrTooLarge, cp.RunID, size, maxBytes)
-	}
-	total := dataSize(data) + size
-	if old, ok := data[key]; ok {
-		total -= len(key) + len(old)
-	}
-	count := len(others) + 1
-	drop := 0
-	for drop < len(others) && (count > maxRuns || total > maxBytes) {
-		total -= others[drop].size
-		count--
-		drop++
-	}
-	if total > maxBytes {
-		// Only keys that are not checkpoints are left to make room.
-		return nil, fmt.Errorf("%w: the checkpoint of run %s takes %d bytes and other data of the ConfigMap leaves %d of the store's %d",
-			ErrTooLarge, cp.RunID, size, maxBytes-(total-size), maxBytes)
-	}
-	for _, r := range others[:drop] {
-		delete(data, r.key)
-		evicted = append(evicted, r.runID)
-	}
-	data[key] = string(value)
-	return evicted, nil
-}
-
-// get returns runID's checkpoint from data, or the latest when runID is "".
+// get returns runID's checkpoint from data of the earlier format, or the
+// latest when runID is "".
 func get(data map[string]string, session types.NamespacedName, runID string) (Checkpoint, error) {
 	key := runKey(runID)
 	if runID == "" {

@@ -58,127 +58,23 @@ func runsOf(data map[string]string) []string {
 	return out
 }
 
-func TestPut(t *testing.T) {
-	big := `"` + strings.Repeat("x", 300) + `"`
-	cases := map[string]struct {
-		// before are the data keys present, and the saves made, in order.
-		before map[string]string
-		saves  []Checkpoint
-		// next is the save under test.
-		next               Checkpoint
-		maxRuns, maxBytes  int
-		wantRuns           []string
-		wantEvicted        []string
-		wantErr            error
-		wantMsg            string
-		wantForeignKeyKept bool
-	}{
-		"the first save": {
-			next:     checkpoint("r1", `{"step":1}`),
-			wantRuns: []string{"r1"},
-		},
-		"runs beyond maxRuns are evicted, least recently saved first": {
-			saves:       []Checkpoint{checkpoint("r1", ""), checkpoint("r2", ""), checkpoint("r3", "")},
-			next:        checkpoint("r4", ""),
-			maxRuns:     2,
-			wantRuns:    []string{"r3", "r4"},
-			wantEvicted: []string{"r1", "r2"},
-		},
-		"saving a run again replaces its checkpoint and makes it the latest": {
-			saves:    []Checkpoint{checkpoint("r1", ""), checkpoint("r2", ""), checkpoint("r1", `{"step":2}`)},
-			next:     checkpoint("r3", ""),
-			maxRuns:  2,
-			wantRuns: []string{"r1", "r3"},
-			// r2 was saved before r1's second save.
-			wantEvicted: []string{"r2"},
-		},
-		"runs are evicted to stay under maxBytes": {
-			saves:       []Checkpoint{checkpoint("r1", big), checkpoint("r2", big)},
-			next:        checkpoint("r3", big),
-			maxBytes:    1000,
-			wantRuns:    []string{"r2", "r3"},
-			wantEvicted: []string{"r1"},
-		},
-		"a checkpoint that cannot fit on its own is refused": {
-			saves:    []Checkpoint{checkpoint("r1", "")},
-			next:     checkpoint("r2", big),
-			maxBytes: 300,
-			wantRuns: []string{"r1"},
-			wantErr:  ErrTooLarge,
-			wantMsg:  "the checkpoint of run r2 takes",
-		},
-		"keys that are not checkpoints count, and stay": {
-			before:             map[string]string{"note": strings.Repeat("n", 600)},
-			saves:              []Checkpoint{checkpoint("r1", "")},
-			next:               checkpoint("r2", big),
-			maxBytes:           1000,
-			wantRuns:           []string{"r1"},
-			wantErr:            ErrTooLarge,
-			wantMsg:            "other data of the ConfigMap",
-			wantForeignKeyKept: true,
-		},
-		"a value that does not decode is evicted first": {
-			before:      map[string]string{"run.junk": "{"},
-			saves:       []Checkpoint{checkpoint("r1", "")},
-			next:        checkpoint("r2", ""),
-			maxRuns:     2,
-			wantRuns:    []string{"r1", "r2"},
-			wantEvicted: []string{"junk"},
-		},
+// legacyData is the data of a checkpoint ConfigMap of the earlier format
+// holding cps, saved in that order.
+func legacyData(t *testing.T, cps ...Checkpoint) map[string]string {
+	t.Helper()
+	data := map[string]string{}
+	for i, cp := range cps {
+		v, err := json.Marshal(record{Seq: int64(i + 1), Checkpoint: cp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		data[runKey(cp.RunID)] = string(v)
 	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			maxRuns, maxBytes := tc.maxRuns, tc.maxBytes
-			if maxRuns == 0 {
-				maxRuns = DefaultMaxRuns
-			}
-			if maxBytes == 0 {
-				maxBytes = DefaultMaxBytes
-			}
-			data := map[string]string{}
-			for k, v := range tc.before {
-				data[k] = v
-			}
-			for _, cp := range tc.saves {
-				if _, err := put(data, cp, DefaultMaxRuns, DefaultMaxBytes); err != nil {
-					t.Fatalf("save %s: %v", cp.RunID, err)
-				}
-			}
-			before := dataSize(data)
-			evicted, err := put(data, tc.next, maxRuns, maxBytes)
-			if tc.wantErr != nil {
-				if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.wantMsg) {
-					t.Fatalf("error = %v, want %v containing %q", err, tc.wantErr, tc.wantMsg)
-				}
-				if dataSize(data) != before {
-					t.Errorf("a refused save changed the data")
-				}
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tc.wantRuns, runsOf(data)); diff != "" {
-				t.Errorf("runs kept (-want,+got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tc.wantEvicted, evicted); diff != "" {
-				t.Errorf("evicted (-want,+got):\n%s", diff)
-			}
-			if err == nil && dataSize(data) > maxBytes {
-				t.Errorf("data holds %d bytes, more than %d", dataSize(data), maxBytes)
-			}
-			if _, ok := data["note"]; ok != tc.wantForeignKeyKept {
-				t.Errorf("foreign key kept = %v, want %v", ok, tc.wantForeignKeyKept)
-			}
-		})
-	}
+	return data
 }
 
 func TestGet(t *testing.T) {
-	data := map[string]string{}
-	for _, cp := range []Checkpoint{checkpoint("r1", `{"n":1}`), checkpoint("r2", `{"n":2}`), checkpoint("r1", `{"n":3}`)} {
-		if _, err := put(data, cp, DefaultMaxRuns, DefaultMaxBytes); err != nil {
-			t.Fatal(err)
-		}
-	}
+	data := legacyData(t, checkpoint("r2", `{"n":2}`), checkpoint("r1", `{"n":3}`))
 	newer := map[string]string{"run.r9": fmt.Sprintf(`{"seq":1,"checkpoint":{"schemaVersion":%d,"runId":"r9","future":true}}`, CurrentSchemaVersion+1)}
 	cases := map[string]struct {
 		data      map[string]string
@@ -239,11 +135,11 @@ func TestConfigMapsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if saved.Location != "configmap/agentlane-checkpoint-s1#01jrun" {
+	if saved.Location != "configmap/agentlane-ckpt-s1-0#01jrun" {
 		t.Errorf("location = %q", saved.Location)
 	}
 	cm := &corev1.ConfigMap{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: session.Namespace, Name: "agentlane-checkpoint-s1"}, cm); err != nil {
+	if err := c.Get(ctx, types.NamespacedName{Namespace: session.Namespace, Name: "agentlane-ckpt-s1-0"}, cm); err != nil {
 		t.Fatal(err)
 	}
 	if !metav1.IsControlledBy(cm, sess) || cm.Labels[agentlanev1alpha1.SessionLabel] != "s1" {
@@ -267,11 +163,13 @@ func TestConfigMapsRoundTrip(t *testing.T) {
 func TestConfigMapsOwnership(t *testing.T) {
 	ctx := context.Background()
 	earlier := &agentlanev1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: session.Namespace, Name: session.Name, UID: "uid-0"}}
-	stale := newConfigMap(types.NamespacedName{Namespace: session.Namespace, Name: ConfigMapName(session.Name)}, earlier)
-	if _, err := put(stale.Data, checkpoint("old", ""), DefaultMaxRuns, DefaultMaxBytes); err != nil {
-		t.Fatal(err)
-	}
-	s, _, _ := fakeStore(t, stale)
+	stale := newConfigMap(types.NamespacedName{Namespace: session.Namespace, Name: SlotName(session.Name, 0)}, earlier)
+	stale.Labels[StoreLabel] = StoreCheckpoint
+	stale.Annotations = map[string]string{RunAnnotation: "old", SeqAnnotation: "7"}
+	stale.Data[checkpointKey] = `{"runId":"old"}`
+	staleLegacy := newConfigMap(types.NamespacedName{Namespace: session.Namespace, Name: ConfigMapName(session.Name)}, earlier)
+	staleLegacy.Data = legacyData(t, checkpoint("old", ""))
+	s, _, _ := fakeStore(t, stale, staleLegacy)
 	if _, err := s.Load(ctx, session, "old"); !errors.Is(err, ErrNoCheckpoint) {
 		t.Errorf("Load of the earlier session's run: %v, want ErrNoCheckpoint", err)
 	}
@@ -286,10 +184,10 @@ func TestConfigMapsOwnership(t *testing.T) {
 		t.Errorf("the earlier session's run survived the takeover: %v", err)
 	}
 
-	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: session.Namespace, Name: ConfigMapName(session.Name)},
+	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: session.Namespace, Name: SlotName(session.Name, 0)},
 		Data: map[string]string{"app.conf": "x"}}
 	s, _, c := fakeStore(t, foreign)
-	if _, err := s.Save(ctx, session, checkpoint("r1", "")); err == nil || !strings.Contains(err.Error(), "is not controlled by AgentSession s1") {
+	if _, err := s.Save(ctx, session, checkpoint("r1", "")); err == nil || !strings.Contains(err.Error(), "is not controlled by an AgentSession") {
 		t.Errorf("Save over a foreign ConfigMap: %v, want a refusal", err)
 	}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(foreign), foreign); err != nil || foreign.Data["app.conf"] != "x" || len(foreign.Data) != 1 {

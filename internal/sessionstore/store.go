@@ -22,13 +22,17 @@ limitations under the License.
 // another, loads the latest checkpoint (or a given run's) and continues under
 // a new run ID. A store keeps the latest checkpoint of each of the session's
 // last runs: saving a run again replaces its checkpoint, and the runs saved
-// least recently are evicted first when a bound is reached.
+// least recently are evicted first when a bound is reached. Which checkpoint
+// is the latest, and when it was saved, is the store's to say: a caller's
+// time is not kept.
 //
 // The errors are distinct so that callers can tell them apart: ErrNoStore
 // (the manager runs without a store), ErrNoCheckpoint (nothing saved for the
 // session or for the run), ErrSchemaTooNew (a checkpoint written by a newer
-// build), ErrTooLarge (a checkpoint that cannot fit) and ErrInvalid (a
-// checkpoint that cannot be stored as given).
+// build), ErrTooLarge (a checkpoint that cannot fit), ErrInvalid (a
+// checkpoint that cannot be stored as given), ErrRateLimited (the
+// namespace's write budget is spent for now) and ErrForged (a stored record
+// the manager did not write).
 package sessionstore
 
 import (
@@ -72,7 +76,8 @@ type Checkpoint struct {
 	Turn int `json:"turn"`
 	// Round counts the tool rounds of the turn completed when it was saved.
 	Round int `json:"round"`
-	// Time is when it was saved; zero on Save means now.
+	// Time is when it was saved: the store's clock, whatever the caller
+	// gave.
 	Time time.Time `json:"time"`
 	// Identity is the session's identity labels, restored on resume.
 	Identity agentlanev1alpha1.Identity `json:"identity,omitzero"`
@@ -152,7 +157,8 @@ func ValidateRunID(runID string) error {
 }
 
 // prepare checks cp and fills what Save fills: the current schema version
-// when it is 0 and now when Time is zero.
+// when it is 0, and Time, always now: the time orders the session's
+// checkpoints against a passivation request, so it is never the caller's.
 func prepare(cp Checkpoint, now time.Time) (Checkpoint, error) {
 	if err := ValidateRunID(cp.RunID); err != nil {
 		return cp, err
@@ -170,9 +176,6 @@ func prepare(cp Checkpoint, now time.Time) (Checkpoint, error) {
 	if cp.SchemaVersion == 0 {
 		cp.SchemaVersion = CurrentSchemaVersion
 	}
-	if cp.Time.IsZero() {
-		cp.Time = now
-	}
-	cp.Time = cp.Time.UTC()
+	cp.Time = now.UTC()
 	return cp, nil
 }

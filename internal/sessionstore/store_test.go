@@ -44,8 +44,8 @@ func TestPrepare(t *testing.T) {
 			cp:   Checkpoint{RunID: "01jrun", Turn: 2, Round: 3},
 			want: Checkpoint{SchemaVersion: CurrentSchemaVersion, RunID: "01jrun", Turn: 2, Round: 3, Time: t0},
 		},
-		"keeps a given time, in UTC": {
-			cp:   Checkpoint{RunID: "r", Time: t0.In(time.FixedZone("CET", 3600))},
+		"a caller's time is replaced by the store's": {
+			cp:   Checkpoint{RunID: "r", Time: t0.Add(100 * 365 * 24 * time.Hour).In(time.FixedZone("CET", 3600))},
 			want: Checkpoint{SchemaVersion: CurrentSchemaVersion, RunID: "r", Time: t0},
 		},
 		"a newer schema is refused": {
