@@ -178,7 +178,7 @@ func (f *flights[K, V]) do(ctx context.Context, key K, fn func() (V, error)) (V,
 			return fl.v, fl.err
 		case <-ctx.Done():
 			var zero V
-			return zero, apiError(http.StatusServiceUnavailable, sessionapi.CodeInternal, "the request ended while its access review was in flight")
+			return zero, apiError(http.StatusInternalServerError, sessionapi.CodeInternal, "the request ended while its access review was in flight")
 		}
 	}
 	if f.m == nil {
