@@ -101,6 +101,10 @@ func delegateQueue(ns string, mutate func(*agentlanev1alpha1.Lane)) {
 	lq := &agentlanev1alpha1.LaneQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dq"},
 		Spec: agentlanev1alpha1.LaneQueueSpec{DefaultLane: "review", Lanes: []agentlanev1alpha1.Lane{lane}}}
 	Expect(k8sClient.Create(ctx, lq)).To(Succeed())
+	// The controller reads the queue from the manager's cache.
+	Eventually(func() error {
+		return managerCache.Get(ctx, client.ObjectKeyFromObject(lq), &agentlanev1alpha1.LaneQueue{})
+	}).Should(Succeed())
 }
 
 // producerSession creates the session that delegates.
@@ -113,6 +117,9 @@ func producerSession(ns, name string, mutate func(*agentlanev1alpha1.AgentSessio
 		mutate(s)
 	}
 	Expect(k8sClient.Create(ctx, s)).To(Succeed())
+	Eventually(func() error {
+		return managerCache.Get(ctx, client.ObjectKeyFromObject(s), &agentlanev1alpha1.AgentSession{})
+	}).Should(Succeed())
 	return s
 }
 
