@@ -197,8 +197,8 @@ func (q *Queue) startTimerLocked(a *attemptCtx, startedAt int64) {
 	t.started = startedAt
 	a.waitingSince = 0
 	a.started = unixTime(startedAt)
-	a.deadline = unixTime(startedAt + a.timeout)
-	t.due = startedAt + a.timeout
+	t.due = after(startedAt, a.timeout)
+	a.deadline = unixTime(t.due)
 	q.due.PushOrUpdate(t)
 }
 
@@ -215,7 +215,7 @@ func (q *Queue) stopTimerLocked(a *attemptCtx, now int64) {
 	a.started, a.deadline = time.Time{}, time.Time{}
 	t.due = dueNever
 	if d := int64(t.ls.lane.cfg.StartTimeout); d > 0 {
-		t.due = now + d
+		t.due = after(now, d)
 	}
 	q.due.PushOrUpdate(t)
 }

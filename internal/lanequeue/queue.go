@@ -332,7 +332,7 @@ func (q *Queue) admitLocked(t *Ticket, cmd Command, now int64, needHandler bool)
 	t.seq = q.seq
 	t.submit = now
 	if t.deadline == 0 && q.defaultDeadline > 0 {
-		t.deadline = now + q.defaultDeadline
+		t.deadline = after(now, q.defaultDeadline)
 	}
 	if q.fairness == FairWeightedTenant {
 		t.tag = q.nextTagLocked(ln, t.labels.TenantID)

@@ -112,6 +112,10 @@ func (p RetryPolicy) Delay(retry int) time.Duration {
 	}
 	d := p.InitialDelay
 	for i := 1; i < retry && d < p.MaxDelay; i++ {
+		if d > p.MaxDelay/2 {
+			// Doubling would pass the cap (or overflow a huge one).
+			return p.MaxDelay
+		}
 		d *= 2
 	}
 	return min(d, p.MaxDelay)
@@ -226,7 +230,7 @@ func (q *Queue) failLocked(t *Ticket, timedOut bool, r Result, err error, now in
 		delay := policy.Delay(max(counted, 1))
 		q.cmdEventLocked(evType, t, now, err)
 		t.state = stRetrying
-		t.due = now + int64(delay)
+		t.due = after(now, int64(delay))
 		q.due.PushOrUpdate(t)
 		q.addPendingLocked(t.ls, 1, now)
 		if held != nil {

@@ -29,6 +29,20 @@ import (
 // dueNever is the due time of an attempt whose timeout has not started.
 const dueNever = math.MaxInt64
 
+// after returns the time d after t (both in nanoseconds), saturated just
+// below dueNever: a duration too large for the clock (a timeout of a
+// hundred years, a huge retry delay) means "not in this process's life",
+// never a time that wrapped around into the past and fires at once.
+func after(t, d int64) int64 {
+	if d <= 0 {
+		return t + d
+	}
+	if t > dueNever-1-d {
+		return dueNever - 1
+	}
+	return t + d
+}
+
 func dueLess(a, b *Ticket) bool {
 	if a.due != b.due {
 		return a.due < b.due
