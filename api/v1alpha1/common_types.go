@@ -17,7 +17,18 @@ limitations under the License.
 package v1alpha1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The bounds of every timeout of the API (a lane's timeout and
+// startTimeout, a queue's defaultTimeout, a session's lane override, an
+// ExternalTask's timeout), which the API server enforces at admission; the
+// Session API holds a command's requested timeout to the same bounds.
+const (
+	MinTimeout = 100 * time.Millisecond
+	MaxTimeout = 24 * time.Hour
 )
 
 // Labels the operator puts on the objects it creates (ExternalTasks, Jobs,

@@ -79,8 +79,9 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 		Labels:     identity.Scheduler(sc.session.Spec.Identity),
 	}
 	if req.Timeout != nil {
-		if req.Timeout.Duration <= 0 {
-			return apiError(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "timeout must be a positive duration, such as 30s")
+		if req.Timeout.Duration < agentlanev1alpha1.MinTimeout || req.Timeout.Duration > agentlanev1alpha1.MaxTimeout {
+			return apiErrorf(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "timeout must be a duration between %s and %s, such as 30s",
+				agentlanev1alpha1.MinTimeout, agentlanev1alpha1.MaxTimeout)
 		}
 		cmd.Timeout = req.Timeout.Duration
 	} else if t := sc.session.Spec.LaneTimeout(lane); t != nil {
