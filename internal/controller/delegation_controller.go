@@ -56,9 +56,11 @@ type Inboxes interface {
 const delegationRecheck = 30 * time.Second
 
 // DelegationReconciler runs the Delegate lanes (aegis's delegation queues).
-// A delegated task is an ExternalTask labelled agentlane.io/delegated; the
-// ExternalTask controller leaves it alone (delegation.IsDelegated). Each pass takes one lane of one
-// LaneQueue and, reading around the cache so that its counts are exact:
+// A delegated task is an ExternalTask labelled agentlane.io/delegated with
+// command type delegate (delegation.IsDelegated); the ExternalTask
+// controller leaves it alone. Each pass takes one lane of one LaneQueue
+// and, reading its tasks from the cache with exact counts (see listLane)
+// and its worker sessions around the cache:
 //   - fails the tasks whose worker session went away, or that were in
 //     flight when the manager restarted and whose worker session lost its
 //     run ("failed: interrupted"), and re-posts a first turn that a
@@ -103,6 +105,10 @@ type DelegationReconciler struct {
 	// checked holds the tasks started by an earlier manager run whose
 	// worker this run has found busy.
 	checked sync.Map // types.NamespacedName -> struct{}
+	// written remembers the task versions this controller's status writes
+	// replaced, so that a pass never acts on a cache that has not caught
+	// up with them.
+	written writtenVersions
 }
 
 var _ reconcile.Reconciler = &DelegationReconciler{}
@@ -182,6 +188,10 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{}, err
 	}
 	tasks, workers, err := r.listLane(ctx, dl)
+	if errors.Is(err, errStaleCache) {
+		// The watch event of the controller's own write brings it back.
+		return ctrl.Result{RequeueAfter: retrySoon}, nil
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -263,14 +273,28 @@ func (r *DelegationReconciler) lane(ctx context.Context, ns, queue, lane string)
 	return dl, nil
 }
 
-// listLane reads the lane's delegated tasks, oldest first, and its worker
-// sessions by name.
+// errStaleCache: the manager's cache does not show one of the controller's
+// own writes yet.
+var errStaleCache = errors.New("the cache has not caught up with the delegation controller's writes")
+
+// listLane reads the lane's delegated tasks, oldest first, from the
+// manager's cache (without their payloads: a pass costs the API server
+// nothing however many tasks the lane keeps), and its worker sessions by
+// name around the cache. The counts are exact: a cache that does not show
+// one of the controller's own writes yet is errStaleCache, and a task
+// another writer finished meanwhile only holds its slot until its watch
+// event brings the lane back.
 func (r *DelegationReconciler) listLane(ctx context.Context, dl *delegateLane) ([]agentlanev1alpha1.ExternalTask, map[string]*agentlanev1alpha1.AgentSession, error) {
 	in := []client.ListOption{client.InNamespace(dl.namespace),
 		client.MatchingLabels{agentlanev1alpha1.QueueLabel: dl.queue, agentlanev1alpha1.LaneLabel: dl.name}}
 	tasks := &agentlanev1alpha1.ExternalTaskList{}
-	if err := r.APIReader.List(ctx, tasks, append(in, client.MatchingLabels{agentlanev1alpha1.DelegatedLabel: "true"})...); err != nil {
+	if err := r.List(ctx, tasks, append(in, client.MatchingLabels{agentlanev1alpha1.DelegatedLabel: "true"})...); err != nil {
 		return nil, nil, err
+	}
+	for i := range tasks.Items {
+		if r.written.stale(client.ObjectKeyFromObject(&tasks.Items[i]), tasks.Items[i].ResourceVersion) {
+			return nil, nil, errStaleCache
+		}
 	}
 	// The label selects; the immutable command type decides.
 	tasks.Items = slices.DeleteFunc(tasks.Items, func(t agentlanev1alpha1.ExternalTask) bool { return !delegation.IsDelegated(&t) })
@@ -324,4 +348,29 @@ func (r *DelegationReconciler) sweep(ctx context.Context, lq *agentlanev1alpha1.
 // WithDelegationBounds sets the bounds of the delegation controller.
 func WithDelegationBounds(b delegation.Bounds) SetupOption {
 	return func(o *setupOptions) { o.Delegation = b }
+}
+
+// writeStatus writes the task's status and remembers the version it
+// replaced.
+func (r *DelegationReconciler) writeStatus(ctx context.Context, t *agentlanev1alpha1.ExternalTask) error {
+	rv := t.ResourceVersion
+	if err := r.Status().Update(ctx, t); err != nil {
+		return err
+	}
+	r.written.wrote(client.ObjectKeyFromObject(t), rv)
+	return nil
+}
+
+// withPayload reads the task's payload, which the manager's cache does not
+// keep, from the API server. The payload is immutable.
+func (r *DelegationReconciler) withPayload(ctx context.Context, t *agentlanev1alpha1.ExternalTask) error {
+	if t.Spec.Payload != nil {
+		return nil
+	}
+	full := &agentlanev1alpha1.ExternalTask{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(t), full); err != nil {
+		return err
+	}
+	t.Spec.Payload = full.Spec.Payload
+	return nil
 }

@@ -20,7 +20,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -85,6 +87,26 @@ func (c cachedReads) List(ctx context.Context, list client.ObjectList, opts ...c
 	return managerCache.List(ctx, list, opts...)
 }
 
+// taskReads counts the ExternalTask reads that reach the API server.
+type taskReads struct {
+	client.Reader
+	n atomic.Int64
+}
+
+func (c *taskReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*agentlanev1alpha1.ExternalTask); ok {
+		c.n.Add(1)
+	}
+	return c.Reader.Get(ctx, key, obj, opts...)
+}
+
+func (c *taskReads) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := list.(*agentlanev1alpha1.ExternalTaskList); ok {
+		c.n.Add(1)
+	}
+	return c.Reader.List(ctx, list, opts...)
+}
+
 // delegateQueue creates LaneQueue dq in ns with one Delegate lane, review,
 // whose workers get at most 600 tokens.
 func delegateQueue(ns string, mutate func(*agentlanev1alpha1.Lane)) {
@@ -140,6 +162,10 @@ func delegatedTask(producer *agentlanev1alpha1.AgentSession, name, text string) 
 			Payload:     &runtime.RawExtension{Raw: payload},
 		}}
 	Expect(k8sClient.Create(ctx, t)).To(Succeed())
+	// The controller lists the lane's tasks from the manager's cache.
+	Eventually(func() error {
+		return managerCache.Get(ctx, client.ObjectKeyFromObject(t), &agentlanev1alpha1.ExternalTask{})
+	}).Should(Succeed())
 	return t
 }
 
@@ -293,6 +319,24 @@ var _ = Describe("Delegation controller", func() {
 		passUntil(c, func(g Gomega, t *agentlanev1alpha1.ExternalTask) {
 			g.Expect(t.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskRunning))
 		})
+	})
+
+	It("reads no task from the API server in a pass that starts nothing, however many the lane keeps", func() {
+		delegateQueue(ns, func(l *agentlanev1alpha1.Lane) { l.MaxConcurrency = 1 })
+		lead := producerSession(ns, "lead", nil)
+		tasks := make([]*agentlanev1alpha1.ExternalTask, 0, 6)
+		for i := range 6 {
+			tasks = append(tasks, delegatedTask(lead, fmt.Sprintf("t%d", i), strings.Repeat("x", 60<<10)))
+		}
+		passUntil(tasks[5], func(g Gomega, t *agentlanev1alpha1.ExternalTask) {
+			g.Expect(cond(t, agentlanev1alpha1.ExternalTaskClaimedCondition)).To(HaveField("Reason", delegationWaitingReason))
+		})
+		reads := &taskReads{Reader: k8sClient}
+		r.APIReader = reads
+		for range 5 {
+			pass()
+		}
+		Expect(reads.n.Load()).To(BeZero(), "a pass read tasks, with their payloads, from the API server")
 	})
 
 	DescribeTable("refuses a producer whose delegation depth is not valid",

@@ -106,7 +106,7 @@ func (r *DelegationReconciler) deliverResult(ctx context.Context, dl *delegateLa
 		}
 	}
 	setCondition(&t.Status, t.Generation, metav1.NewTime(r.Clock.Now()), agentlanev1alpha1.ExternalTaskDeliveredCondition, status, reason, msg)
-	if err := r.Status().Update(ctx, t); err != nil {
+	if err := r.writeStatus(ctx, t); err != nil {
 		return err
 	}
 	logf.FromContext(ctx).Info("Delegated task settled", "externalTask", t.Name, "phase", t.Status.Phase, "delivered", reason)
@@ -208,7 +208,7 @@ func (r *DelegationReconciler) end(ctx context.Context, t *agentlanev1alpha1.Ext
 		string(phase), reason)
 	setCondition(st, t.Generation, now, agentlanev1alpha1.ExternalTaskFinishedCondition, metav1.ConditionTrue,
 		string(phase), reason)
-	if err := r.Status().Update(ctx, t); err != nil {
+	if err := r.writeStatus(ctx, t); err != nil {
 		logf.FromContext(ctx).V(1).Info("Could not end the delegated task; trying again", "externalTask", t.Name, "reason", err.Error())
 		t.Status = *old
 		return retrySoon
@@ -243,6 +243,10 @@ func (r *DelegationReconciler) startQueued(ctx context.Context, dl *delegateLane
 			// A new task whose producer cannot delegate here, or whose
 			// first turn no session can take, fails at once, rather than
 			// after waiting for a slot.
+			if err := r.withPayload(ctx, t); err != nil {
+				logf.FromContext(ctx).Error(err, "Read the delegated task's payload", "externalTask", t.Name)
+				continue
+			}
 			if problem := firstTurnProblem(t); problem != "" {
 				r.fail(ctx, t, problem)
 				continue
@@ -293,7 +297,7 @@ func (r *DelegationReconciler) markWaiting(ctx context.Context, dl *delegateLane
 	setCondition(st, t.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse, reason, msg)
 	setCondition(st, t.Generation, now, agentlanev1alpha1.ExternalTaskFinishedCondition, metav1.ConditionFalse,
 		agentlanev1alpha1.ExternalTaskInProgressReason, "the task has not finished")
-	if err := r.Status().Update(ctx, t); err != nil {
+	if err := r.writeStatus(ctx, t); err != nil {
 		logf.FromContext(ctx).V(1).Info("Could not mark the task waiting", "externalTask", t.Name, "reason", err.Error())
 	}
 }
@@ -308,6 +312,10 @@ func (r *DelegationReconciler) start(ctx context.Context, dl *delegateLane, t *a
 	}
 	if problem != "" {
 		r.fail(ctx, t, problem)
+		return false
+	}
+	if err := r.withPayload(ctx, t); err != nil {
+		logf.FromContext(ctx).Error(err, "Read the delegated task's payload", "externalTask", t.Name)
 		return false
 	}
 	if problem := firstTurnProblem(t); problem != "" {
@@ -358,7 +366,7 @@ func (r *DelegationReconciler) start(ctx context.Context, dl *delegateLane, t *a
 		fmt.Sprintf("worker session %s created; its first turn is not posted yet", worker.Name))
 	setCondition(st, t.Generation, now, agentlanev1alpha1.ExternalTaskFinishedCondition, metav1.ConditionFalse,
 		agentlanev1alpha1.ExternalTaskInProgressReason, "the task has not finished")
-	if err := r.Status().Update(ctx, t); err != nil {
+	if err := r.writeStatus(ctx, t); err != nil {
 		logf.FromContext(ctx).V(1).Info("Could not record the started task", "externalTask", t.Name, "reason", err.Error())
 		return true
 	}
@@ -452,6 +460,10 @@ func (r *DelegationReconciler) adoptWorker(ctx context.Context, t *agentlanev1al
 // inbox refuses the turn for good; other errors are tried again until the
 // task's deadline.
 func (r *DelegationReconciler) postFirstTurn(ctx context.Context, t *agentlanev1alpha1.ExternalTask, worker *agentlanev1alpha1.AgentSession) string {
+	if err := r.withPayload(ctx, t); err != nil {
+		logf.FromContext(ctx).V(1).Info("First turn not read yet", "externalTask", t.Name, "reason", err.Error())
+		return ""
+	}
 	if err := r.Inboxes.Deliver(ctx, client.ObjectKeyFromObject(worker), "turn-"+t.Name, firstTurn(t)); err != nil {
 		if refusedForGood(err) {
 			return fmt.Sprintf("worker session %s refused the first turn: %v", worker.Name, err)
@@ -462,7 +474,7 @@ func (r *DelegationReconciler) postFirstTurn(ctx context.Context, t *agentlanev1
 	now := metav1.NewTime(r.Clock.Now())
 	setCondition(&t.Status, t.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionTrue,
 		agentlanev1alpha1.ExternalTaskWorkerSessionReason, fmt.Sprintf("worker session %s has the task as its first turn", worker.Name))
-	if err := r.Status().Update(ctx, t); err != nil {
+	if err := r.writeStatus(ctx, t); err != nil {
 		logf.FromContext(ctx).V(1).Info("Could not record the posted turn", "externalTask", t.Name, "reason", err.Error())
 	}
 	return ""
