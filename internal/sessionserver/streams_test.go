@@ -17,6 +17,8 @@ limitations under the License.
 package sessionserver
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -167,6 +169,69 @@ var _ = Describe("Session API long-lived calls", func() {
 		Expect(res.Queued).To(BeTrue())
 	})
 
+	It("keeps an event stream and a waiting call open past the read and write timeouts", func() {
+		a.newSession("s1", nil)
+		url := startWithTimeouts(300 * time.Millisecond)
+		s := clientOf(url, a.token).Session(a.ns, "s1")
+		events, err := s.Events(ctx, sessionapi.EventsOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { _ = events.Close() })
+		got := make(chan sessionapi.Event, 64)
+		go func() {
+			defer close(got)
+			for {
+				ev, err := events.Next()
+				if err != nil {
+					return
+				}
+				got <- ev
+			}
+		}()
+		_, err = s.Submit(ctx, sessionapi.SubmitRequest{ID: "w1", Type: "bash", Lane: "execute"})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = s.Submit(ctx, queued("w2", nil))
+		Expect(err).NotTo(HaveOccurred())
+		// A connection of its own, which a client cannot retry on.
+		waited := make(chan *sessionapi.Command, 1)
+		go func() {
+			defer GinkgoRecover()
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet,
+				fmt.Sprintf("%s/v1/namespaces/%s/sessions/s1/commands/w2?wait=5m", url, a.ns), nil)
+			Expect(err).NotTo(HaveOccurred())
+			req.Header.Set("Authorization", "Bearer "+a.token)
+			resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+			Expect(err).NotTo(HaveOccurred(), "the waiting call's connection failed")
+			defer func() { _ = resp.Body.Close() }()
+			Expect(resp.StatusCode).To(Equal(http.StatusOK))
+			var c sessionapi.Command
+			Expect(json.NewDecoder(resp.Body).Decode(&c)).To(Succeed())
+			waited <- &c
+		}()
+		// Both calls outlast the timeouts several times over.
+		time.Sleep(time.Second)
+		Expect(waited).NotTo(Receive())
+		_, err = s.Report(ctx, "w1", sessionapi.ReportRequest{Attempt: 1, Result: sessionapi.Result{Success: true}})
+		Expect(err).NotTo(HaveOccurred())
+		var w2 *sessionapi.Command
+		Eventually(waited).Should(Receive(&w2))
+		Expect(w2.Grant).NotTo(BeNil(), "the wait ended before w2 was granted: %+v", w2)
+		Eventually(func() bool {
+			for {
+				select {
+				case ev, ok := <-got:
+					if !ok {
+						return false
+					}
+					if ev.Type == "completed" && ev.CommandID == "w1" {
+						return true
+					}
+				default:
+					return false
+				}
+			}
+		}).Should(BeTrue(), "the stream did not deliver w1's completion")
+	})
+
 	It("reviews at most the failed-authentication burst for 300 concurrent bad tokens from one address", func() {
 		a.newSession("s1", nil)
 		const burst = 20
@@ -210,6 +275,29 @@ func serveWithTTL(ttl time.Duration) string {
 	srv := httptest.NewServer(alt.Handler())
 	DeferCleanup(srv.Close)
 	return srv.URL
+}
+
+// startWithTimeouts serves the Session API from a new Server on the
+// suite's schedulers, over plain HTTP on loopback, with read and write
+// timeouts of d, until the spec ends; it returns its URL. The schedulers
+// report to it meanwhile.
+func startWithTimeouts(d time.Duration) string {
+	GinkgoHelper()
+	alt := &Server{Addr: "127.0.0.1:0", TLS: TLS{InsecureHTTP: true}, Client: server.Client, Schedulers: server.Schedulers,
+		Budgets: server.Budgets, Auth: server.Auth, RetainedEvents: retainedEvents, Store: server.Store,
+		ReadTimeout: d, WriteTimeout: d}
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- alt.Start(sctx) }()
+	addr, err := alt.BoundAddr(sctx)
+	Expect(err).NotTo(HaveOccurred())
+	observer.use(alt)
+	DeferCleanup(func() {
+		observer.use(server)
+		stop()
+		Expect(<-done).To(Succeed())
+	})
+	return "http://" + addr
 }
 
 func clientOf(url, token string) *sessionapi.Client {
