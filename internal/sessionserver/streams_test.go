@@ -95,7 +95,7 @@ var _ = Describe("Session API long-lived calls", func() {
 		Expect(msg).To(ContainSubstring("--session-api-max-streams-per-caller"))
 	})
 
-	It("ends an event stream and a waiting call once the caller's RoleBinding is removed", func() {
+	It("ends an event stream and the waiting calls once the caller's RoleBinding is removed", func() {
 		a.newSession("s1", nil)
 		alt := serveWithTTL(time.Second)
 		s := clientOf(alt, a.token).Session(a.ns, "s1")
@@ -126,9 +126,16 @@ var _ = Describe("Session API long-lived calls", func() {
 			_, err := s.Get(ctx, "w2", 5*time.Minute)
 			waited <- err
 		}()
+		submitted := make(chan error, 1)
+		go func() {
+			// Waits up to MaxWait for its grant, behind w1 and w2.
+			_, err := s.Submit(ctx, sessionapi.SubmitRequest{ID: "w3", Type: "bash", Lane: "execute"})
+			submitted <- err
+		}()
 		// Authorized again every half TTL, both stay while allowed.
 		Consistently(ended, 2500*time.Millisecond).ShouldNot(Receive())
 		Expect(waited).NotTo(Receive())
+		Expect(submitted).NotTo(Receive())
 
 		revokedAt := time.Now()
 		Expect(k8sClient.Delete(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: a.ns, Name: "agent-session-user"}})).To(Succeed())
@@ -143,7 +150,9 @@ var _ = Describe("Session API long-lived calls", func() {
 		var werr error
 		Eventually(waited, 5*time.Second).Should(Receive(&werr))
 		expectCode(werr, http.StatusForbidden, sessionapi.CodeForbidden)
-		GinkgoWriter.Printf("stream and wait ended %v after the RoleBinding was removed (TTL 1s)\n", time.Since(revokedAt))
+		Eventually(submitted, 5*time.Second).Should(Receive(&werr))
+		expectCode(werr, http.StatusForbidden, sessionapi.CodeForbidden)
+		GinkgoWriter.Printf("stream and waits ended %v after the RoleBinding was removed (TTL 1s)\n", time.Since(revokedAt))
 	})
 
 	It("refuses runtime=true to a token that may only get the session, and keeps steer messages queued", func() {
