@@ -295,6 +295,7 @@ func startWithTimeouts(d time.Duration) string {
 	alt := &Server{Addr: "127.0.0.1:0", TLS: TLS{InsecureHTTP: true}, Client: server.Client, Schedulers: server.Schedulers,
 		Budgets: server.Budgets, Auth: server.Auth, RetainedEvents: retainedEvents, Store: server.Store,
 		ReadTimeout: d, WriteTimeout: d}
+	alt.Observer() // as SetupWithManager does, before it starts
 	sctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- alt.Start(sctx) }()
