@@ -45,7 +45,6 @@ import (
 	"github.com/agentlane/agentlane/internal/scheduling"
 	"github.com/agentlane/agentlane/internal/servingcert"
 	"github.com/agentlane/agentlane/internal/sessionserver"
-	"github.com/agentlane/agentlane/internal/sessionstore"
 )
 
 var scheme = runtime.NewScheme()
@@ -71,6 +70,7 @@ type options struct {
 	audiences        string
 	apiServerTokens  bool
 	sessionStore     string
+	store            storeOptions
 	idGenerator      string
 	delegation       delegation.Bounds
 	zap              zap.Options
@@ -105,6 +105,7 @@ func parseFlags() *options {
 	bindSessionAPIBounds(flag.CommandLine, o.api)
 	flag.IntVar(&o.api.MaxPendingPerSession, "session-api-max-pending-per-session", sessionserver.DefaultMaxPendingPerSession, "The most commands one session may have submitted through the Session API and not yet ended; over it 429 QueueFull.")
 	flag.Int64Var(&o.api.MaxPendingBytesPerSession, "session-api-max-pending-bytes-per-session", sessionserver.DefaultMaxPendingBytesPerSession, "The most payload bytes one session's pending commands may hold; over it 429 QueueFull.")
+	o.addStoreFlags()
 	flag.Int64Var(&o.api.MaxPendingBytes, "session-api-max-pending-bytes", sessionserver.DefaultMaxPendingBytes, "The most payload bytes the pending commands of every session together may hold; over it 429 QueueFull.")
 	flag.IntVar(&o.api.Delegations.PendingPerSession, "session-api-max-delegations-pending-per-session", sessionserver.DefaultDelegationsPendingPerSession, "The most delegations one session may have that have not finished; over it POST /delegations gets 429 QueueFull.")
 	flag.IntVar(&o.api.Delegations.PerSession, "session-api-max-delegations-per-session", sessionserver.DefaultDelegationsPerSession, "The most delegations the cluster may keep for one session, finished ones included until retention removes them; over it 429 QueueFull.")
@@ -203,8 +204,7 @@ func main() {
 	if o.api.Addr != "0" {
 		o.api.Schedulers, o.api.Budgets, o.api.Checkpoints = schedulers, shared.Budgets, shared.Passivations
 		if o.sessionStore == "configmap" {
-			// Checkpoints are read around the cache: see sessionstore.ConfigMaps.
-			o.api.Store = sessionstore.NewConfigMaps(mgr.GetClient(), mgr.GetAPIReader())
+			o.api.Store = o.newStore(mgr)
 		}
 		if err := o.api.SetupWithManager(mgr); err != nil {
 			log.Error(err, "unable to set up the Session API")

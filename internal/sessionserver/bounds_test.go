@@ -136,6 +136,7 @@ var _ = Describe("Session API bounds", func() {
 		a.newSession("s2", nil)
 		const bound = 1 << 20
 		limitPending(pendingLimits{perSession: 1000, perSessionBytes: 1 << 30, totalBytes: bound})
+		limitShare(1) // one namespace: the server-wide bound is the one at work
 		big, err := json.Marshal(map[string]string{"command": strings.Repeat("x", 100<<10)})
 		Expect(err).NotTo(HaveOccurred())
 

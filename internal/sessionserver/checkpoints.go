@@ -38,9 +38,10 @@ import (
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
-// The ConfigMap session store reads checkpoint ConfigMaps around the cache
-// and writes them; it never lists or watches them.
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update
+// The ConfigMap session store reads checkpoint ConfigMaps around the cache,
+// lists a session's slots by label (metadata only) and writes them; it
+// never watches or deletes them.
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;create;update
 
 // statusBackoff spaces the retries of status.lastCheckpoint when the
 // session changed since it was read: the controller updates its status
@@ -51,21 +52,31 @@ func (s *Server) saveCheckpoint(w http.ResponseWriter, r *http.Request, sc *sess
 	if s.Store == nil {
 		return errNoStore()
 	}
+	if err := s.allowCheckpoint(sc.key); err != nil {
+		return err
+	}
 	var req sessionapi.Checkpoint
 	if err := readCheckpoint(r, &req); err != nil {
 		return err
 	}
+	// The time is the store's, never the caller's: it orders the
+	// checkpoint against a passivation request.
 	cp := sessionstore.Checkpoint{
 		SchemaVersion: req.SchemaVersion,
 		RunID:         req.RunID,
 		Turn:          req.Turn,
 		Round:         req.Round,
-		Time:          req.Time,
 		Identity:      checkpointIdentity(req.Identity, sc.session.Spec.Identity),
 		State:         req.State,
 	}
-	if cp.Time.IsZero() {
-		cp.Time = s.Clock.Now()
+	// The status write that shows the checkpoint rewrites the whole
+	// AgentSession in etcd: it is charged to the namespace's write budget
+	// with the checkpoint, before either is written.
+	if c, ok := s.Store.(charger); ok {
+		size, _ := json.Marshal(sc.session)
+		if err := c.Charge(sc.key.Namespace, len(size)); err != nil {
+			return storeError(err, http.StatusBadRequest)
+		}
 	}
 	saved, err := s.Store.Save(r.Context(), sc.key, cp)
 	if err != nil {
@@ -88,6 +99,12 @@ func (s *Server) saveCheckpoint(w http.ResponseWriter, r *http.Request, sc *sess
 		Evicted:    saved.Evicted,
 	})
 	return nil
+}
+
+// charger is a store that keeps a write budget per namespace
+// (sessionstore.ConfigMaps).
+type charger interface {
+	Charge(namespace string, n int) error
 }
 
 func (s *Server) loadCheckpoint(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
@@ -201,6 +218,13 @@ func storeError(err error, tooNewStatus int) error {
 		return apiError(tooNewStatus, sessionapi.CodeSchemaTooNew, err.Error())
 	case errors.Is(err, sessionstore.ErrTooLarge):
 		return apiError(http.StatusRequestEntityTooLarge, sessionapi.CodeTooLarge, err.Error())
+	case errors.Is(err, sessionstore.ErrRateLimited):
+		var limited *sessionstore.RateLimitedError
+		after := time.Second
+		if errors.As(err, &limited) {
+			after = min(max(limited.RetryAfter, time.Second), time.Hour)
+		}
+		return rateLimited(after, "%s (--session-store-namespace-write-rate)", err.Error())
 	case errors.Is(err, sessionstore.ErrInvalid):
 		return apiError(http.StatusBadRequest, sessionapi.CodeInvalidRequest, err.Error())
 	}

@@ -48,6 +48,7 @@ var suiteServer *Server
 // around the cache as the manager does, and keeps the server for the specs.
 func withStore(mgr ctrl.Manager, s *Server) *Server {
 	s.Store = sessionstore.NewConfigMaps(mgr.GetClient(), mgr.GetAPIReader())
+	s.Recorder = mgr.GetEventRecorder("agentlane-session-api")
 	suiteServer = s
 	return s
 }
@@ -64,11 +65,12 @@ func expectCode(err error, status int, code string) string {
 	return e.Message
 }
 
-// checkpointConfigMap reads the ConfigMap holding the session's checkpoints.
+// checkpointConfigMap reads the ConfigMap holding the session's first
+// checkpoint slot.
 func (t tenant) checkpointConfigMap(session string) *corev1.ConfigMap {
 	GinkgoHelper()
 	cm := &corev1.ConfigMap{}
-	Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: t.ns, Name: "agentlane-checkpoint-" + session}, cm)).To(Succeed())
+	Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: t.ns, Name: sessionstore.SlotName(session, 0)}, cm)).To(Succeed())
 	return cm
 }
 
@@ -124,7 +126,7 @@ var _ = Describe("Checkpoints", func() {
 		saved, err := s.SaveCheckpoint(ctx, sessionapi.Checkpoint{RunID: "run-1", Turn: 0, Round: 2,
 			Identity: sessionapi.Identity{CorrelationID: "req-9"}, State: json.RawMessage(`{"nextStep":2}`)})
 		Expect(err).NotTo(HaveOccurred())
-		Expect(saved.Location).To(Equal("configmap/agentlane-checkpoint-s1#run-1"))
+		Expect(saved.Location).To(Equal("configmap/agentlane-ckpt-s1-0#run-1"))
 		want := saved.Checkpoint
 		Expect(want.SchemaVersion).To(Equal(sessionstore.CurrentSchemaVersion))
 		Expect(want.Time).NotTo(BeZero())
@@ -142,7 +144,7 @@ var _ = Describe("Checkpoints", func() {
 		cm := a.checkpointConfigMap("s1")
 		Expect(metav1.IsControlledBy(cm, sess)).To(BeTrue(), "owners %v", cm.OwnerReferences)
 		Expect(cm.Labels).To(HaveKeyWithValue(agentlanev1alpha1.SessionLabel, "s1"))
-		Expect(cm.Data).To(HaveKey("run.run-1"))
+		Expect(cm.Annotations).To(HaveKeyWithValue(sessionstore.RunAnnotation, "run-1"))
 
 		_, err = s.SaveCheckpoint(ctx, sessionapi.Checkpoint{RunID: "run-2", Turn: 1, Round: 1,
 			Identity: sessionapi.Identity{TenantID: "someone-else"}})
@@ -162,7 +164,7 @@ var _ = Describe("Checkpoints", func() {
 			g.Expect(cp).NotTo(BeNil())
 			g.Expect(cp.RunID).To(Equal("run-2"))
 			g.Expect(cp.Turn).To(Equal(int32(1)))
-			g.Expect(cp.Location).To(Equal("configmap/agentlane-checkpoint-s1#run-2"))
+			g.Expect(cp.Location).To(Equal("configmap/agentlane-ckpt-s1-1#run-2"))
 			g.Expect(cp.Time.Time).To(BeTemporally("~", latest.Time, time.Second))
 		}).Should(Succeed())
 		Consistently(func(g Gomega) {
@@ -210,7 +212,7 @@ var _ = Describe("Checkpoints", func() {
 		_, err = s.SaveCheckpoint(ctx, sessionapi.Checkpoint{RunID: "run-1"})
 		Expect(err).NotTo(HaveOccurred())
 		cm := a.checkpointConfigMap("s1")
-		cm.Data["run.run-1"] = strings.Replace(cm.Data["run.run-1"], `"schemaVersion":1`, `"schemaVersion":2`, 1)
+		cm.Data["checkpoint.json"] = strings.Replace(cm.Data["checkpoint.json"], `"schemaVersion":1`, `"schemaVersion":2`, 1)
 		Expect(k8sClient.Update(ctx, cm)).To(Succeed())
 		for _, run := range []string{"", "run-1"} {
 			_, err = s.LoadCheckpoint(ctx, run)

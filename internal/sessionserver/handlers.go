@@ -320,8 +320,8 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, sc *session
 	if err := readJSON(r, &m); err != nil {
 		return err
 	}
-	if strings.TrimSpace(m.Text) == "" {
-		return apiError(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "text is required")
+	if err := s.validateMessage(&m); err != nil {
+		return err
 	}
 	if m.ID == "" {
 		m.ID = s.ids.NewID()

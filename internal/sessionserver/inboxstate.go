@@ -20,11 +20,18 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 
 	"github.com/agentlane/agentlane/internal/lanequeue"
 	"github.com/agentlane/agentlane/internal/scheduling"
@@ -39,26 +46,46 @@ const inboxSaveTimeout = 10 * time.Second
 // inboxRecord is what a session's inbox holds, as the session store keeps
 // it for a restarted manager.
 type inboxRecord struct {
-	Queued   []sessionapi.Message     `json:"queued,omitempty"`
-	Dropped  []sessionapi.Message     `json:"dropped,omitempty"`
-	Override *sessionapi.QueueOptions `json:"override,omitempty"`
+	Queued  []sessionapi.Message `json:"queued,omitempty"`
+	Dropped []sessionapi.Message `json:"dropped,omitempty"`
+	// DroppedMore counts the messages dropped past the summary lines kept.
+	DroppedMore int                      `json:"droppedMore,omitempty"`
+	Override    *sessionapi.QueueOptions `json:"override,omitempty"`
 	// Lost counts the oldest messages left out to keep the record within
 	// sessionstore.MaxInboxBytes.
 	Lost int `json:"lost,omitempty"`
 }
 
+// EventInboxRecordRefused is the reason of the Warning event recorded on an
+// AgentSession whose stored inbox record does not verify: someone else
+// wrote or altered it, and it was not applied.
+const EventInboxRecordRefused = "InboxRecordRefused"
+
 // inboxKeeper keeps each session's queued messages and /queue override in
 // the session store, so that a restarted manager puts them back. A post
-// saves before it is answered; a turn that took messages saves in the
-// background. The first call of this server that touches a session's inbox
-// restores what the store holds. Without a store that keeps inboxes,
-// nothing is kept.
+// saves before it is answered, unless the session's record was written less
+// than interval ago or the namespace's write budget is spent: then the
+// change is written with the ones that follow, once the interval has passed
+// (or the budget has room). A turn that took messages saves the same way in
+// the background. So a session's record is written at most once per
+// interval. The first call of this server that touches a session's inbox
+// restores what the store holds; a record that does not verify (written by
+// someone else than the manager) is refused with a Warning event. Without a
+// store that keeps inboxes, nothing is kept.
 type inboxKeeper struct {
 	store      sessionstore.InboxStore
 	schedulers *scheduling.Schedulers
 	log        logr.Logger
 	// announce puts the inbox_restored event on the session's stream.
 	announce func(types.NamespacedName, sessionapi.Event)
+
+	// interval is the least time between two writes of a session's
+	// record; clock measures it.
+	interval time.Duration
+	clock    clock.Clock
+	// recorder and client record the Warning of a refused record.
+	recorder events.EventRecorder
+	client   client.Client
 
 	mu       sync.Mutex
 	sessions map[types.NamespacedName]*keptInbox
@@ -70,6 +97,10 @@ type keptInbox struct {
 	restored bool
 	// saved is the hash of the record last written, to skip rewriting it.
 	saved [sha256.Size]byte
+	// written is when the record was last written; flushing is set while a
+	// deferred write waits for its time.
+	written  time.Time
+	flushing bool
 }
 
 func newInboxKeeper(store sessionstore.Store, sch *scheduling.Schedulers, log logr.Logger,
@@ -111,6 +142,11 @@ func (k *inboxKeeper) restore(ctx context.Context, key types.NamespacedName, inb
 		return
 	}
 	data, err := k.store.LoadInbox(ctx, key)
+	if errors.Is(err, sessionstore.ErrForged) {
+		s.restored = true
+		k.refused(ctx, key, err)
+		return
+	}
 	if err != nil {
 		k.log.Error(err, "Cannot read the session's kept inbox; trying again at its next call", "session", key)
 		return
@@ -126,7 +162,7 @@ func (k *inboxKeeper) restore(ctx context.Context, key types.NamespacedName, inb
 		return
 	}
 	st := rec.state()
-	if len(st.Queued) > 0 || len(st.Dropped) > 0 || rec.Lost > 0 {
+	if len(st.Queued) > 0 || len(st.Dropped) > 0 || rec.Lost > 0 || rec.DroppedMore > 0 {
 		ev := sessionapi.Event{Type: sessionapi.EventInboxRestored, Lost: uint64(rec.Lost),
 			Messages: append(append([]sessionapi.Message{}, rec.Dropped...), rec.Queued...)}
 		k.announce(key, ev)
@@ -134,7 +170,25 @@ func (k *inboxKeeper) restore(ctx context.Context, key types.NamespacedName, inb
 	inbox.Restore(key.Name, st)
 }
 
-// save writes what the session's inbox holds now.
+// refused logs and records that the session's stored inbox record was not
+// written by the manager; the next save replaces it.
+func (k *inboxKeeper) refused(ctx context.Context, key types.NamespacedName, err error) {
+	k.log.Info("Warning: the session's stored inbox record was not written by this manager; it is not applied", "session", key, "error", err.Error())
+	if k.recorder == nil || k.client == nil {
+		return
+	}
+	sess := &agentlanev1alpha1.AgentSession{}
+	if k.client.Get(ctx, key, sess) != nil {
+		return
+	}
+	k.recorder.Eventf(sess, nil, corev1.EventTypeWarning, EventInboxRecordRefused, "RestoreInbox",
+		"The stored inbox record %s does not verify with the manager's key (written or altered by someone else); it was not applied",
+		sessionstore.InboxConfigMapName(key.Name))
+}
+
+// save writes what the session's inbox holds now, or later with the changes
+// that follow when the session's record was written less than interval ago
+// or the namespace's write budget is spent.
 func (k *inboxKeeper) save(ctx context.Context, key types.NamespacedName, inbox *lanequeue.Inbox) {
 	if k.store == nil {
 		return
@@ -142,17 +196,68 @@ func (k *inboxKeeper) save(ctx context.Context, key types.NamespacedName, inbox 
 	s := k.session(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.flushing {
+		return // the deferred write takes this change too
+	}
+	now := k.now()
+	if due := s.written.Add(k.interval); k.interval > 0 && now.Before(due) {
+		k.deferLocked(key, s, inbox, due.Sub(now))
+		return
+	}
+	k.writeLocked(ctx, key, s, inbox)
+}
+
+// writeLocked writes the record now, deferring it when the write budget
+// refuses it.
+func (k *inboxKeeper) writeLocked(ctx context.Context, key types.NamespacedName, s *keptInbox, inbox *lanequeue.Inbox) {
 	data := recordOf(inbox.State(key.Name))
 	sum := sha256.Sum256(data)
 	if sum == s.saved {
 		return
 	}
-	if err := k.store.SaveInbox(ctx, key, data); err != nil {
+	err := k.store.SaveInbox(ctx, key, data)
+	var limited *sessionstore.RateLimitedError
+	if errors.As(err, &limited) && limited.RetryAfter < time.Hour {
+		k.deferLocked(key, s, inbox, limited.RetryAfter)
+		return
+	}
+	if err != nil {
 		k.log.Error(err, "Cannot keep the session's inbox; a manager restart would lose it", "session", key)
 		return
 	}
 	s.saved = sum
+	s.written = k.now()
 }
+
+// deferLocked writes the session's record after d, with whatever it holds
+// then.
+func (k *inboxKeeper) deferLocked(key types.NamespacedName, s *keptInbox, inbox *lanequeue.Inbox, d time.Duration) {
+	s.flushing = true
+	t := k.clockOrReal().NewTimer(d)
+	go func() {
+		<-t.C()
+		ctx, cancel := context.WithTimeout(context.Background(), inboxSaveTimeout)
+		defer cancel()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.flushing = false
+		k.mu.Lock()
+		current := k.sessions[key] == s
+		k.mu.Unlock()
+		if current {
+			k.writeLocked(ctx, key, s, inbox)
+		}
+	}()
+}
+
+func (k *inboxKeeper) clockOrReal() clock.Clock {
+	if k.clock == nil {
+		return clock.RealClock{}
+	}
+	return k.clock
+}
+
+func (k *inboxKeeper) now() time.Time { return k.clockOrReal().Now() }
 
 // turnTaken saves, in the background, the inbox of a session whose turn
 // took messages.
@@ -172,12 +277,13 @@ func (k *inboxKeeper) turnTaken(queue types.NamespacedName, session string) {
 }
 
 // recordOf is the JSON of st, without its oldest messages if it would be
-// over sessionstore.MaxInboxBytes; empty when st holds nothing.
+// over sessionstore.MaxInboxBytes; empty when st holds nothing. Each
+// message is encoded once to know its size, and the record once.
 func recordOf(st lanequeue.InboxState) []byte {
 	if st.Empty() {
 		return nil
 	}
-	rec := inboxRecord{}
+	rec := inboxRecord{DroppedMore: st.DroppedMore}
 	for _, m := range st.Queued {
 		rec.Queued = append(rec.Queued, messageOf(m))
 	}
@@ -188,23 +294,33 @@ func recordOf(st lanequeue.InboxState) []byte {
 		opts := queueOptionsOf(*o)
 		rec.Override = &opts
 	}
-	for {
-		data, _ := json.Marshal(rec) // every field encodes
-		if len(data) <= sessionstore.MaxInboxBytes || len(rec.Dropped)+len(rec.Queued) == 0 {
-			return data
-		}
+	data, _ := json.Marshal(rec) // every field encodes
+	if len(data) <= sessionstore.MaxInboxBytes {
+		return data
+	}
+	size := len(data)
+	sizeOf := func(m sessionapi.Message) int {
+		b, _ := json.Marshal(m)
+		return len(b) + 1 // and its comma
+	}
+	// "lost":N takes at most 20 bytes.
+	for size+20 > sessionstore.MaxInboxBytes && len(rec.Dropped)+len(rec.Queued) > 0 {
 		if len(rec.Dropped) > 0 {
+			size -= sizeOf(rec.Dropped[0])
 			rec.Dropped = rec.Dropped[1:]
 		} else {
+			size -= sizeOf(rec.Queued[0])
 			rec.Queued = rec.Queued[1:]
 		}
 		rec.Lost++
 	}
+	data, _ = json.Marshal(rec)
+	return data
 }
 
 // state is the inbox state rec keeps.
 func (rec inboxRecord) state() lanequeue.InboxState {
-	var st lanequeue.InboxState
+	st := lanequeue.InboxState{DroppedMore: max(rec.DroppedMore, 0)}
 	for _, m := range rec.Queued {
 		st.Queued = append(st.Queued, inboxMessage(m))
 	}

@@ -47,6 +47,16 @@ type pendingLimits struct {
 	perSession, perSessionBytes, totalBytes int64
 }
 
+// namespaceBytes is the most bytes one namespace's pending commands may
+// hold: share of totalBytes (all of it when share is 0), so that while one
+// namespace floods, the rest stays for the others.
+func (l pendingLimits) namespaceBytes(share float64) int64 {
+	if share <= 0 || share >= 1 {
+		return l.totalBytes
+	}
+	return int64(float64(l.totalBytes) * share)
+}
+
 // pendingLedger accounts the commands the API accepted and that have not
 // ended, and their payload bytes, per session and in all. A command is
 // reserved before it is submitted and released exactly once: when its
@@ -58,8 +68,13 @@ type pendingLedger struct {
 	// sessions holds the count and bytes of every session with a pending
 	// command; a session with none has no entry.
 	sessions map[types.NamespacedName]*pendingUsage
-	// total is the sum of every session's bytes.
-	total int64
+	// total is the sum of every session's bytes; namespaces holds the sum
+	// of the bytes of each namespace's sessions, for the namespaces with a
+	// pending command.
+	total      int64
+	namespaces map[string]int64
+	// share is the fraction of totalBytes one namespace may hold.
+	share float64
 	// byCommand holds the pending entries by namespace and command id, in
 	// the order they were reserved: an id can be reused once its command
 	// ended, before its terminal event is seen.
@@ -79,7 +94,7 @@ type pendingEntry struct {
 
 func newPendingLedger(l pendingLimits) *pendingLedger {
 	return &pendingLedger{limits: l, sessions: map[types.NamespacedName]*pendingUsage{},
-		byCommand: map[types.NamespacedName][]*pendingEntry{}}
+		byCommand: map[types.NamespacedName][]*pendingEntry{}, namespaces: map[string]int64{}}
 }
 
 // setLimits replaces the bounds and returns the previous ones; what is
@@ -90,6 +105,14 @@ func (p *pendingLedger) setLimits(l pendingLimits) pendingLimits {
 	prev := p.limits
 	p.limits = l
 	return prev
+}
+
+// setShare sets the fraction of the server-wide bytes one namespace may
+// hold.
+func (p *pendingLedger) setShare(share float64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.share = share
 }
 
 // reserve accounts the session's command id of the given payload size, or
@@ -108,6 +131,9 @@ func (p *pendingLedger) reserve(session types.NamespacedName, id string, bytes i
 	case u.bytes+bytes > p.limits.perSessionBytes:
 		return nil, queueFull("session %q has %d bytes of pending payloads; %d more would pass the per-session bound of %d bytes (--session-api-max-pending-bytes-per-session)",
 			session.Name, u.bytes, bytes, p.limits.perSessionBytes)
+	case p.namespaces[session.Namespace]+bytes > p.limits.namespaceBytes(p.share):
+		return nil, queueFull("namespace %q holds %d bytes of pending payloads; %d more would pass its share of the server, %d bytes (--session-api-pending-namespace-share of --session-api-max-pending-bytes)",
+			session.Namespace, p.namespaces[session.Namespace], bytes, p.limits.namespaceBytes(p.share))
 	case p.total+bytes > p.limits.totalBytes:
 		return nil, queueFull("the server holds %d bytes of pending payloads; %d more would pass its bound of %d bytes (--session-api-max-pending-bytes)",
 			p.total, bytes, p.limits.totalBytes)
@@ -116,6 +142,7 @@ func (p *pendingLedger) reserve(session types.NamespacedName, id string, bytes i
 	u.count++
 	u.bytes += bytes
 	p.total += bytes
+	p.namespaces[session.Namespace] += bytes
 	e := &pendingEntry{session: session, id: id, bytes: bytes}
 	k := types.NamespacedName{Namespace: session.Namespace, Name: id}
 	p.byCommand[k] = append(p.byCommand[k], e)
@@ -179,6 +206,10 @@ func (p *pendingLedger) removeLocked(k types.NamespacedName, i int) {
 	p.total -= e.bytes
 	if u.count == 0 {
 		delete(p.sessions, e.session)
+	}
+	p.namespaces[e.session.Namespace] -= e.bytes
+	if p.namespaces[e.session.Namespace] == 0 {
+		delete(p.namespaces, e.session.Namespace)
 	}
 }
 

@@ -145,6 +145,9 @@ type Server struct {
 	MaxPendingPerSession      int
 	MaxPendingBytesPerSession int64
 	MaxPendingBytes           int64
+	// StoreBounds bound what messages and checkpoints make the manager
+	// hold and write (storebounds.go).
+	StoreBounds StoreBounds
 	// Delegations bound the delegations of each session and namespace
 	// (delegation.go).
 	Delegations DelegationBounds
@@ -192,6 +195,8 @@ type Server struct {
 	failedAuth atomic.Pointer[keyedLimiter]
 	// pending accounts the commands submitted and not yet ended.
 	pending *pendingLedger
+	// storeLimits bound checkpoint saves per session and namespace.
+	storeLimits storeLimits
 	// long counts the long-lived calls open.
 	long longLedger
 	// delegations admits delegations against Delegations.
@@ -293,6 +298,7 @@ func (s *Server) init() {
 	s.log = logf.Log.WithName("session-api")
 	s.inboxes = newInboxKeeper(s.Store, s.Schedulers, s.log, s.hub.ClusterEvent)
 	s.hub.inboxes = s.inboxes
+	s.initStoreBounds()
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: the API
@@ -621,6 +627,8 @@ func schedulerError(err error) error {
 		return apiError(http.StatusNotFound, sessionapi.CodeCommandNotFound, err.Error())
 	case errors.Is(err, lanequeue.ErrStaleAttempt):
 		return apiError(http.StatusConflict, sessionapi.CodeStaleAttempt, err.Error())
+	case errors.Is(err, lanequeue.ErrInboxFull):
+		return inboxFull(err)
 	case errors.Is(err, lanequeue.ErrClosed):
 		return apiError(http.StatusServiceUnavailable, sessionapi.CodeSessionNotReady, err.Error())
 	}

@@ -139,3 +139,10 @@ func (b *WriteBudget) evictLocked(now time.Time) {
 		}
 	}
 }
+
+// Charge takes n bytes from the namespace's write budget for a write the
+// caller makes itself beside the store's (the session's status after a
+// save), or returns a RateLimitedError.
+func (s *ConfigMaps) Charge(namespace string, n int) error {
+	return s.Budget.Take(namespace, n)
+}

@@ -1,0 +1,52 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sessionserver
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/agentlane/agentlane/internal/lanequeue"
+	"github.com/agentlane/agentlane/pkg/sessionapi"
+)
+
+// inboxFullRetry is the Retry-After of a message refused because the
+// session's inbox is full: room comes back when a turn takes the queued
+// messages.
+const inboxFullRetry = 2 * lanequeue.DefaultDebounce
+
+// validateMessage refuses a posted message the inbox must not hold: blank
+// text (400 InvalidRequest), or text over StoreBounds.MaxMessageBytes (413
+// TooLarge).
+func (s *Server) validateMessage(m *sessionapi.Message) error {
+	if strings.TrimSpace(m.Text) == "" {
+		return apiError(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "text is required")
+	}
+	if n, limit := len(m.Text), s.StoreBounds.MaxMessageBytes; n > limit {
+		return apiErrorf(http.StatusRequestEntityTooLarge, sessionapi.CodeTooLarge,
+			"the message's text is %d bytes, over the bound of %d (--session-api-max-message-bytes)", n, limit)
+	}
+	return nil
+}
+
+// inboxFull is the 429 QueueFull answer to a message the session's inbox
+// has no room for (lanequeue.ErrInboxFull).
+func inboxFull(err error) error {
+	e := apiErrorf(http.StatusTooManyRequests, sessionapi.CodeQueueFull, "%s; retry once a turn took the queued messages", err.Error())
+	e.RetryAfter = inboxFullRetry
+	return e
+}
