@@ -158,18 +158,18 @@ type inboxSession struct {
 	defaults     MessageOptions
 	override     *MessageOptions
 	acceptsSteer bool
-	queued []Message
+	queued       []Message
 	// dropped are the summary lines of the messages dropped under
 	// DropSummarize (each Text shortened to SummaryLineLength), at most
 	// maxLines; droppedMore counts those dropped past them.
 	dropped     []Message
 	droppedMore int
 	// bytes is the text of queued and dropped.
-	bytes        int
-	activeRun    string
-	quietSince   time.Time // last post, for debounce
-	timer        clock.Timer
-	timerAt      time.Time
+	bytes      int
+	activeRun  string
+	quietSince time.Time // last post, for debounce
+	timer      clock.Timer
+	timerAt    time.Time
 	// noticedThrough: the queued messages received up to it have been
 	// reported waiting (InboxWaiting); noticeTimer fires when the next one
 	// will have waited SlowWait.
