@@ -17,6 +17,7 @@ limitations under the License.
 package sessionserver
 
 import (
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -80,4 +81,32 @@ func TestPendingLedger(t *testing.T) {
 	check(s2, 1, 50, 50)
 	p.ended(types.NamespacedName{Namespace: "ns", Name: "other"}, "x") // another session's command of the same id
 	check(s2, 1, 50, 50)
+}
+
+// A namespace may hold at most its share of the server-wide bytes; another
+// namespace still has the rest.
+func TestPendingLedgerNamespaceShare(t *testing.T) {
+	p := newPendingLedger(pendingLimits{perSession: 100, perSessionBytes: 1000, totalBytes: 1000})
+	p.setShare(0.25)
+	a1 := types.NamespacedName{Namespace: "a", Name: "s1"}
+	a2 := types.NamespacedName{Namespace: "a", Name: "s2"}
+	b1 := types.NamespacedName{Namespace: "b", Name: "s1"}
+	if _, err := p.reserve(a1, "c1", 150); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.reserve(a2, "c2", 100); err != nil {
+		t.Fatal(err)
+	}
+	_, err := p.reserve(a2, "c3", 1)
+	if !sessionapi.IsCode(err, sessionapi.CodeQueueFull) || !strings.Contains(err.Error(), "its share of the server, 250 bytes") {
+		t.Fatalf("namespace a past its share: %v, want QueueFull naming the share", err)
+	}
+	e, err := p.reserve(b1, "c1", 250)
+	if err != nil {
+		t.Fatalf("namespace b: %v", err)
+	}
+	p.release(e)
+	if _, err := p.reserve(b1, "c1", 250); err != nil {
+		t.Fatalf("namespace b after a release: %v", err)
+	}
 }
