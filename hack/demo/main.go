@@ -127,6 +127,16 @@ func run(o options) error {
 		step("stopping the processes")
 		d.procs.stopAll()
 	}()
+	if err := d.installPolicies(ctx); err != nil {
+		return err
+	}
+	var workers []string
+	for i := range d.workers {
+		workers = append(workers, workerName(i))
+	}
+	if err := d.identities(ctx, env, workers); err != nil {
+		return err
+	}
 	if err := d.startProcesses(); err != nil {
 		return err
 	}
@@ -153,6 +163,9 @@ func run(o options) error {
 		return err
 	}
 	if err := d.kubectlGet(ctx); err != nil {
+		return err
+	}
+	if err := d.policiesHold(ctx, checked); err != nil {
 		return err
 	}
 	if err := d.procs.alive(); err != nil {
@@ -208,12 +221,12 @@ func (d *demo) startProcesses() error {
 	}
 	fmt.Printf("    manager          pid %-7d log %s\n", m.cmd.Process.Pid, m.log)
 	for i := range d.workers {
-		node := fmt.Sprintf("node-%c", 'a'+i)
+		node := nodeName(i)
 		addr, err := freeAddress()
 		if err != nil {
 			return err
 		}
-		name := "worker-" + node
+		name := workerName(i)
 		p, err := d.procs.start(name, filepath.Join(d.binDir, "worker"),
 			"--name="+name, "--node-name="+node, "--namespace=default", "--grace-period=5s",
 			"--heartbeat-interval=1s", "--metrics-bind-address="+addr, "--metrics-secure=false")
@@ -225,6 +238,10 @@ func (d *demo) startProcesses() error {
 	}
 	return nil
 }
+
+// nodeName and workerName name the i-th worker and its simulated node.
+func nodeName(i int) string   { return fmt.Sprintf("node-%c", 'a'+i) }
+func workerName(i int) string { return "worker-" + nodeName(i) }
 
 // applySamples creates the samples of config/samples and the demo's own
 // sessions in the default namespace.

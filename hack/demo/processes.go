@@ -30,7 +30,9 @@ import (
 type processes struct {
 	dir        string
 	kubeconfig string
-	running    []*process
+	// kubeconfigs are the processes, by name, that run as another user.
+	kubeconfigs map[string]string
+	running     []*process
 }
 
 // process is one started program; done is closed once it exited, with its
@@ -52,7 +54,11 @@ func (p *processes) start(name, bin string, args ...string) (*process, error) {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+p.kubeconfig)
+	kubeconfig := p.kubeconfig
+	if k, ok := p.kubeconfigs[name]; ok {
+		kubeconfig = k
+	}
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
