@@ -196,8 +196,11 @@ func (a *KubeAuthorizer) Authenticate(ctx context.Context, r *http.Request) (Cal
 		c = v.(cachedCaller)
 	}
 	if !hit || a.now().After(c.expires) {
+		// A token whose last review found it valid is asked about again
+		// without a charge to its address's failed authentications.
+		known := hit && c.ok
 		var err error
-		if c, err = a.tokenFlights.do(ctx, key, func() (cachedCaller, error) { return a.reviewToken(ctx, r, token, key) }); err != nil {
+		if c, err = a.tokenFlights.do(ctx, key, func() (cachedCaller, error) { return a.reviewToken(ctx, r, token, key, known) }); err != nil {
 			return Caller{}, err
 		}
 	}
@@ -217,12 +220,16 @@ func (a *KubeAuthorizer) Authenticate(ctx context.Context, r *http.Request) (Cal
 // reviewToken asks the API server who token is and caches the answer for
 // TTL. The request's address pays first: one token of its
 // failed-authentication bucket, set aside and put back if the token is
-// valid, and one of its slots for reviews in flight.
-func (a *KubeAuthorizer) reviewToken(ctx context.Context, r *http.Request, token string, key [32]byte) (cachedCaller, error) {
+// valid (not for a known token, one that proved valid before), and one of
+// its slots for reviews in flight.
+func (a *KubeAuthorizer) reviewToken(ctx context.Context, r *http.Request, token string, key [32]byte, known bool) (cachedCaller, error) {
 	adm := admissionFrom(ctx)
-	settle, err := adm.charge()
-	if err != nil {
-		return cachedCaller{}, err
+	settle := func(bool) {}
+	if !known {
+		var err error
+		if settle, err = adm.charge(); err != nil {
+			return cachedCaller{}, err
+		}
 	}
 	charged := true // unless the token proves valid or no review is made
 	defer func() { settle(charged) }()

@@ -196,6 +196,9 @@ var _ = Describe("Session API bounds", func() {
 
 	It("reviews a flood of bad tokens a handful of times, then refuses the address 429 before any review", func() {
 		a.newSession("s1", nil)
+		// The tenant's runtime, on the same address, was reviewed before.
+		_, err := a.session("s1").Stats(ctx)
+		Expect(err).NotTo(HaveOccurred())
 		limitFailedAuth(0.001, 5)
 		before := reviews.tokenReviews.Load()
 		var unauthenticated, limited int
@@ -227,6 +230,10 @@ var _ = Describe("Session API bounds", func() {
 			Expect(err).To(HaveOccurred())
 		}
 		Expect(reviews.tokenReviews.Load() - before).To(BeNumerically("<=", 5))
+
+		By("the runtime whose token proved valid keeps its answers while its address is refused")
+		_, err = a.session("s1").Stats(ctx)
+		Expect(err).NotTo(HaveOccurred())
 	})
 })
 

@@ -80,8 +80,7 @@ func (adm *reviewAdmission) charge() (settle func(charged bool), err error) {
 	}
 	held, ok, after := adm.failedAuth.hold(adm.addr)
 	if !ok {
-		return nil, &sessionapi.Error{Status: http.StatusTooManyRequests, Code: sessionapi.CodeRateLimited, RetryAfter: after,
-			Message: fmt.Sprintf("too many requests from %s failed authentication; retry after %ds", adm.addr, retryAfterSeconds(after))}
+		return nil, failedAuthError(adm.addr, after)
 	}
 	return func(charged bool) {
 		held(charged)
@@ -91,6 +90,13 @@ func (adm *reviewAdmission) charge() (settle func(charged bool), err error) {
 			adm.mu.Unlock()
 		}
 	}, nil
+}
+
+// failedAuthError refuses a request of addr, whose failed authentications
+// are over their rate, for after.
+func failedAuthError(addr string, after time.Duration) error {
+	return &sessionapi.Error{Status: http.StatusTooManyRequests, Code: sessionapi.CodeRateLimited, RetryAfter: after,
+		Message: fmt.Sprintf("too many requests from %s failed authentication; retry after %ds", addr, retryAfterSeconds(after))}
 }
 
 // wasCharged tells whether a review of the request was charged.

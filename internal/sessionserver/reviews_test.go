@@ -167,3 +167,36 @@ func TestCallerCacheEvictsLeastRecentlyUsed(t *testing.T) {
 		t.Errorf("the least recently used answer was kept (%d reviews), want it evicted", got)
 	}
 }
+
+// TestKnownTokenIsNotChargedToItsAddress: once an address's failed
+// authentications are over their rate, a new token of that address is
+// refused before its review, while a token that proved valid before is
+// reviewed again when its answer expires, without a charge.
+func TestKnownTokenIsNotChargedToItsAddress(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1_000_000, 0))
+	reviews := &tokenReviews{}
+	a := &KubeAuthorizer{Client: reviews, Clock: clk}
+	failed := newKeyedLimiter(0.0001, 1, 0, clk)
+	authenticate := func(token string) error {
+		adm := &reviewAdmission{addr: "10.0.0.1", failedAuth: failed}
+		_, err := a.Authenticate(withAdmission(context.Background(), adm), requestFrom("10.0.0.1", token))
+		return err
+	}
+	if err := authenticate("runtime"); err != nil {
+		t.Fatalf("first review of a valid token: %v", err)
+	}
+	if _, ok, _ := failed.hold("10.0.0.1"); !ok {
+		t.Fatal("the valid token's review was charged to its address")
+	}
+	// The address's one token is now taken: it is over its rate.
+	if err := authenticate("stranger"); !sessionapi.IsCode(err, sessionapi.CodeRateLimited) {
+		t.Fatalf("a new token of an address over its rate: %v, want RateLimited", err)
+	}
+	clk.SetTime(clk.Now().Add(2 * DefaultReviewTTL))
+	if err := authenticate("runtime"); err != nil {
+		t.Fatalf("the known token once its answer expired: %v", err)
+	}
+	if n := reviews.count.Load(); n != 2 {
+		t.Errorf("%d TokenReviews, want 2 (the known token twice, the refused one none)", n)
+	}
+}

@@ -548,15 +548,18 @@ func (s *Server) open(r *http.Request, verbs ...string) (*sessionCall, error) {
 	key := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("session")}
 	addr := clientAddr(r)
 	failedAuth := s.failedAuth.Load()
-	if over, after := failedAuth.exhausted(addr); over {
-		return nil, &sessionapi.Error{Status: http.StatusTooManyRequests, Code: sessionapi.CodeRateLimited, RetryAfter: after,
-			Message: fmt.Sprintf("too many requests from %s failed authentication; retry after %ds", addr, retryAfterSeconds(after))}
-	}
 	adm := &reviewAdmission{addr: addr, failedAuth: failedAuth}
 	ctx := withAdmission(r.Context(), adm)
+	// The address's failed authentications are looked at only for a token
+	// that did not prove valid: a runtime whose token was reviewed keeps
+	// working while another client of its address (a node, a NAT) floods
+	// bad tokens.
 	caller, err := s.Auth.Authenticate(ctx, r)
 	if err != nil {
 		if sessionapi.IsCode(err, sessionapi.CodeUnauthenticated) && !adm.wasCharged() {
+			if over, after := failedAuth.exhausted(addr); over {
+				return nil, failedAuthError(addr, after)
+			}
 			failedAuth.allow(addr)
 		}
 		return nil, err
