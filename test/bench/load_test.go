@@ -26,9 +26,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -110,7 +112,6 @@ type loadTenant struct {
 	ns       string
 	sessions []string
 	token    string
-	client   *sessionapi.Client
 }
 
 // steadyTenant is a tenant whose runtime submits short Internal commands.
@@ -176,9 +177,6 @@ func (e *env) loadTenant(ns string, sessions int, lanes []agentlanev1alpha1.Lane
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if lt.client, err = sessionapi.NewClient(e.sessionAPI, sessionapi.WithToken(lt.token)); err != nil {
-		e.t.Fatal(err)
-	}
 	return lt
 }
 
@@ -224,28 +222,40 @@ func (e *env) loadPhase(steady, flood *loadTenant, d time.Duration) loadRun {
 			}
 		}
 	})
-	var answers sync.Map
+	var flooder *floodProcess
 	if flood != nil {
-		e.startFlood(ctx, &wg, flood, &answers)
+		flooder = e.startFlooder(floodSpec{API: e.sessionAPI, Namespace: flood.ns, Sessions: flood.sessions, Token: flood.token,
+			Duration: d, Conns: *flagLoadConns, Streams: *flagLoadStreams})
 	}
 	lat := e.steadyLoad(ctx, steady, &run)
 	wg.Wait()
+	if flooder != nil {
+		run.answers = flooder.wait(e.t)
+	}
 	after := e.snapshot()
 	run.etcdBytes = e.etcdWALBytes() - etcdBefore
 	run.peakRSS = max(peak.Load(), after.usage.rssBytes)
 	run.writes = writeCounts(before.api, after.api)
 	run.p50, run.p99 = percentiles(lat)
-	answers.Range(func(k, v any) bool {
-		run.answers[k.(string)] = int(v.(*atomic.Int64).Load())
-		return true
-	})
 	return run
 }
+
+// steadyAddress is the loopback address the steady tenant's runtime calls
+// from. The flooding tenant calls from 127.0.0.1: on a cluster two tenants'
+// runtimes are different pods with addresses of their own, and the Session
+// API bounds some things per client address.
+const steadyAddress = "127.0.0.2"
 
 // steadyLoad submits the steady tenant's commands at flagLoadRate until ctx
 // ends, each on the next session, reports each granted one as done and
 // returns the submit-to-start latencies.
 func (e *env) steadyLoad(ctx context.Context, lt *loadTenant, run *loadRun) []time.Duration {
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(steadyAddress)}}
+	c, err := sessionapi.NewClient(e.sessionAPI, sessionapi.WithToken(lt.token),
+		sessionapi.WithHTTPClient(&http.Client{Transport: &http.Transport{DialContext: dialer.DialContext, MaxIdleConnsPerHost: 16}}))
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	var mu sync.Mutex
 	var lat []time.Duration
 	var wg sync.WaitGroup
@@ -267,7 +277,7 @@ func (e *env) steadyLoad(ctx context.Context, lt *loadTenant, run *loadRun) []ti
 		case <-tick.C:
 		}
 		run.sent++
-		s := lt.client.Session(lt.ns, lt.sessions[i%len(lt.sessions)])
+		s := c.Session(lt.ns, lt.sessions[i%len(lt.sessions)])
 		wg.Go(func() {
 			// The steady tenant's own calls must not end with the phase.
 			cctx, cancel := context.WithTimeout(e.ctx, time.Minute)
@@ -291,16 +301,106 @@ func (e *env) steadyLoad(ctx context.Context, lt *loadTenant, run *loadRun) []ti
 	}
 }
 
-// startFlood starts the flooding tenant's attacks; each runs until ctx
-// ends and counts its answers in answers by surface and status.
-func (e *env) startFlood(ctx context.Context, wg *sync.WaitGroup, lt *loadTenant, answers *sync.Map) {
-	hc := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 256, MaxIdleConnsPerHost: 256}}
-	count := func(surface string, status int) {
-		v, _ := answers.LoadOrStore(fmt.Sprintf("%s %d", surface, status), new(atomic.Int64))
-		v.(*atomic.Int64).Add(1)
+// floodSpec is what the flooder process attacks, and for how long.
+type floodSpec struct {
+	API       string
+	Namespace string
+	Sessions  []string
+	Token     string
+	Duration  time.Duration
+	Conns     int
+	Streams   int
+}
+
+// floodSpecEnv carries a floodSpec to the flooder process.
+const floodSpecEnv = "AGENTLANE_LOAD_FLOOD_SPEC"
+
+// floodNice is the flooder process's nice value. On one 2-core machine a
+// flooding client takes CPU that the manager and the steady tenant need;
+// a real attacker's client runs on other machines. The flooder still
+// sends as fast as it gets answers.
+const floodNice = 10
+
+// floodProcess is a running flooder.
+type floodProcess struct {
+	cmd *exec.Cmd
+	out bytes.Buffer
+}
+
+// startFlooder runs TestLoadFlooder of this test binary as its own process.
+func (e *env) startFlooder(spec floodSpec) *floodProcess {
+	e.t.Helper()
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		e.t.Fatal(err)
 	}
+	f := &floodProcess{cmd: exec.Command(os.Args[0], "-test.run=^TestLoadFlooder$", "-test.count=1")}
+	f.cmd.Env = append(os.Environ(), floodSpecEnv+"="+string(raw))
+	f.cmd.Stdout, f.cmd.Stderr = &f.out, &f.out
+	if err := f.cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := syscall.Setpriority(syscall.PRIO_PROCESS, f.cmd.Process.Pid, floodNice); err != nil {
+		e.t.Logf("flooder priority: %v", err)
+	}
+	return f
+}
+
+// floodAnswersPrefix starts the flooder's line of answers.
+const floodAnswersPrefix = "flood answers: "
+
+// wait waits for the flooder and returns its answers.
+func (f *floodProcess) wait(t *testing.T) map[string]int {
+	t.Helper()
+	if err := f.cmd.Wait(); err != nil {
+		t.Fatalf("flooder: %v\n%s", err, f.out.String())
+	}
+	for line := range strings.Lines(f.out.String()) {
+		if rest, ok := strings.CutPrefix(line, floodAnswersPrefix); ok {
+			answers := map[string]int{}
+			if err := json.Unmarshal([]byte(rest), &answers); err != nil {
+				t.Fatalf("flooder answers: %v", err)
+			}
+			return answers
+		}
+	}
+	t.Fatalf("the flooder printed no answers:\n%s", f.out.String())
+	return nil
+}
+
+// TestLoadFlooder is the flooding tenant of TestLoad, run by it as a
+// process of its own.
+func TestLoadFlooder(t *testing.T) {
+	raw := os.Getenv(floodSpecEnv)
+	if raw == "" {
+		t.Skip("run by TestLoad")
+	}
+	var spec floodSpec
+	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), spec.Duration)
+	defer cancel()
+	answers, err := json.Marshal(flood(ctx, spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("%s%s\n", floodAnswersPrefix, answers)
+}
+
+// flood attacks every surface of the spec's sessions at once until ctx
+// ends, and returns the answers by surface and HTTP status (0: no answer).
+func flood(ctx context.Context, spec floodSpec) map[string]int {
+	var mu sync.Mutex
+	answers := map[string]int{}
+	count := func(surface string, status int) {
+		mu.Lock()
+		answers[fmt.Sprintf("%s %d", surface, status)]++
+		mu.Unlock()
+	}
+	hc := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 256, MaxIdleConnsPerHost: 256}}
 	call := func(surface, token, method, path string, body []byte) {
-		req, err := http.NewRequestWithContext(ctx, method, e.sessionAPI+path, bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, method, spec.API+path, bytes.NewReader(body))
 		if err != nil {
 			return
 		}
@@ -318,8 +418,9 @@ func (e *env) startFlood(ctx context.Context, wg *sync.WaitGroup, lt *loadTenant
 		count(surface, resp.StatusCode)
 	}
 	sessionPath := func(i int, rest string) string {
-		return fmt.Sprintf("/v1/namespaces/%s/sessions/%s%s", lt.ns, lt.sessions[i%len(lt.sessions)], rest)
+		return fmt.Sprintf("/v1/namespaces/%s/sessions/%s%s", spec.Namespace, spec.Sessions[i%len(spec.Sessions)], rest)
 	}
+	var wg sync.WaitGroup
 	loop := func(workers int, fn func(w, i int)) {
 		for w := range workers {
 			wg.Go(func() {
@@ -329,37 +430,39 @@ func (e *env) startFlood(ctx context.Context, wg *sync.WaitGroup, lt *loadTenant
 			})
 		}
 	}
-	big := strings.Repeat("x", 1<<20)
 	mustJSON := func(v any) []byte {
 		b, _ := json.Marshal(v)
 		return b
 	}
+	big := strings.Repeat("x", 1<<20)
 	// Messages of 1 MiB, past the inbox's cap, while a run is active.
 	loop(4, func(w, i int) {
-		call("messages", lt.token, http.MethodPost, sessionPath(w, "/messages"), mustJSON(sessionapi.Message{Text: big}))
+		call("messages", spec.Token, http.MethodPost, sessionPath(w, "/messages"), mustJSON(sessionapi.Message{Text: big}))
 	})
 	// Small checkpoints as fast as they are taken, and large ones.
 	loop(4, func(w, i int) {
-		state := json.RawMessage(fmt.Sprintf(`{"n":%d,"pad":%q}`, i, strings.Repeat("p", 80)))
+		pad := 80
 		if w == 0 {
-			state = json.RawMessage(fmt.Sprintf(`{"n":%d,"pad":%q}`, i, strings.Repeat("p", 900<<10)))
+			pad = 900 << 10
 		}
-		call("checkpoints", lt.token, http.MethodPut, sessionPath(w, "/checkpoints"), mustJSON(sessionapi.Checkpoint{RunID: fmt.Sprintf("run-%d", i%8), Turn: i, State: state}))
+		state := json.RawMessage(fmt.Sprintf(`{"n":%d,"pad":%q}`, i, strings.Repeat("p", pad)))
+		call("checkpoints", spec.Token, http.MethodPut, sessionPath(w, "/checkpoints"),
+			mustJSON(sessionapi.Checkpoint{RunID: fmt.Sprintf("run-%d", i%8), Turn: i, State: state}))
 	})
 	// Commands with 64 KiB payloads onto a lane that starts one at a time.
 	pad := strings.Repeat("c", 64<<10)
 	loop(4, func(w, i int) {
-		call("commands", lt.token, http.MethodPost, sessionPath(w, "/commands"),
+		call("commands", spec.Token, http.MethodPost, sessionPath(w, "/commands"),
 			mustJSON(sessionapi.SubmitRequest{Type: "read", Lane: "tools", Payload: mustJSON(map[string]string{"pad": pad}), Wait: &metav1.Duration{Duration: time.Millisecond}}))
 	})
-	// Delegations of 64 KiB first turns.
+	// Delegations of 64 KiB first turns, and their list.
 	loop(2, func(w, i int) {
-		call("delegations", lt.token, http.MethodPost, sessionPath(w, "/delegations"), mustJSON(sessionapi.DelegationRequest{Lane: "review", Text: pad}))
+		call("delegations", spec.Token, http.MethodPost, sessionPath(w, "/delegations"), mustJSON(sessionapi.DelegationRequest{Lane: "review", Text: pad}))
 	})
 	loop(1, func(w, i int) {
-		call("delegation-list", lt.token, http.MethodGet, sessionPath(i, "/delegations"), nil)
+		call("delegation-list", spec.Token, http.MethodGet, sessionPath(i, "/delegations"), nil)
 	})
-	// Bad tokens from one address, many at once.
+	// Bad tokens, many at once.
 	loop(32, func(w, i int) {
 		call("bad-tokens", fmt.Sprintf("forged-%d-%d", w, i), http.MethodGet, sessionPath(i, "/stats"), nil)
 	})
@@ -371,9 +474,9 @@ func (e *env) startFlood(ctx context.Context, wg *sync.WaitGroup, lt *loadTenant
 				c.Close()
 			}
 		}()
-		for i := 0; i < *flagLoadStreams && ctx.Err() == nil; i++ {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.sessionAPI+sessionPath(i, "/events"), nil)
-			req.Header.Set("Authorization", "Bearer "+lt.token)
+		for i := 0; i < spec.Streams && ctx.Err() == nil; i++ {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, spec.API+sessionPath(i, "/events"), nil)
+			req.Header.Set("Authorization", "Bearer "+spec.Token)
 			resp, err := http.DefaultTransport.RoundTrip(req)
 			if err != nil {
 				count("streams", 0)
@@ -397,8 +500,8 @@ func (e *env) startFlood(ctx context.Context, wg *sync.WaitGroup, lt *loadTenant
 				c.Close()
 			}
 		}()
-		host := strings.TrimPrefix(e.sessionAPI, "http://")
-		for i := 0; i < *flagLoadConns && ctx.Err() == nil; i++ {
+		host := strings.TrimPrefix(spec.API, "http://")
+		for i := 0; i < spec.Conns && ctx.Err() == nil; i++ {
 			c, err := (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, "tcp", host)
 			if err != nil {
 				count("idle-conns", 0)
@@ -423,9 +526,12 @@ func (e *env) startFlood(ctx context.Context, wg *sync.WaitGroup, lt *loadTenant
 				}
 			}
 		}
-		v, _ := answers.LoadOrStore("idle-conns open at the end", new(atomic.Int64))
-		v.(*atomic.Int64).Store(int64(alive))
+		mu.Lock()
+		answers["idle-conns open at the end"] = alive
+		mu.Unlock()
 	})
+	wg.Wait()
+	return answers
 }
 
 // etcdWALBytes is how many bytes etcd has written to its write-ahead log.
