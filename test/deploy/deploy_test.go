@@ -60,6 +60,26 @@ const (
 var clusterScoped = []string{"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
 	"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 
+// installPolicies applies, for real, what config/default renders for its
+// admission policies to act: the Namespace, the CRDs, the policies and
+// their bindings, the service accounts and RBAC, and the policies'
+// ConfigMap named configMap.
+func installPolicies(configMap string) {
+	for _, o := range rendered {
+		switch o.GetKind() {
+		case "Namespace", "CustomResourceDefinition", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+			"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+		case "ConfigMap":
+			if o.GetName() != configMap {
+				continue
+			}
+		default:
+			continue
+		}
+		Expect(k8sClient.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), fieldOwner, client.ForceOwnership)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
+	}
+}
+
 // find returns the rendered object of kind and name, or nil.
 func find(kind, name string) *unstructured.Unstructured {
 	for _, o := range rendered {

@@ -68,19 +68,7 @@ var _ = Describe("config/policy manager rules, installed", Ordered, func() {
 
 	BeforeAll(func() {
 		By("installing the Namespace, the CRDs, RBAC and config/policy's objects for real")
-		for _, o := range rendered {
-			switch o.GetKind() {
-			case "Namespace", "CustomResourceDefinition", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
-				"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
-			case "ConfigMap":
-				if o.GetName() != "agentlane-template-policy" {
-					continue
-				}
-			default:
-				continue
-			}
-			Expect(k8sClient.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), fieldOwner, client.ForceOwnership)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
-		}
+		installPolicies("agentlane-template-policy")
 		manager = impersonating(managerUser, nil)
 		By("waiting until the API server enforces the policy")
 		Eventually(func(g Gomega) {

@@ -167,19 +167,7 @@ spec:
 
 	BeforeAll(func() {
 		By("installing the Namespace, the CRDs, RBAC and config/policy's objects for real")
-		for _, o := range rendered {
-			switch o.GetKind() {
-			case "Namespace", "CustomResourceDefinition", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
-				"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
-			case "ConfigMap":
-				if o.GetName() != "agentlane-template-policy" {
-					continue
-				}
-			default:
-				continue
-			}
-			Expect(k8sClient.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), fieldOwner, client.ForceOwnership)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
-		}
+		installPolicies("agentlane-template-policy")
 		for ns, level := range map[string]string{restricted: "", baseline: "baseline", privileged: "privileged", allowing: ""} {
 			n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
 			if level != "" {

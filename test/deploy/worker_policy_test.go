@@ -145,19 +145,7 @@ var _ = Describe("config/policy worker rules, installed", Ordered, func() {
 
 	BeforeAll(func() {
 		By("installing the Namespace, the CRDs, RBAC and config/policy's objects for real")
-		for _, o := range rendered {
-			switch o.GetKind() {
-			case "Namespace", "CustomResourceDefinition", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
-				"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
-			case "ConfigMap":
-				if o.GetName() != "agentlane-worker-policy" {
-					continue
-				}
-			default:
-				continue
-			}
-			Expect(k8sClient.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), fieldOwner, client.ForceOwnership)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
-		}
+		installPolicies("agentlane-worker-policy")
 		for _, name := range []string{unserved} {
 			Expect(client.IgnoreAlreadyExists(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}))).To(Succeed())
 		}
