@@ -34,3 +34,66 @@ app.kubernetes.io/name: agentlane
 agentlane.io/worker-pool: {{ . }}
 {{- end }}
 {{- end }}
+
+{{/*
+The manager's bound flags from sessionAPI.bounds, sessionStore and
+delegation: one --flag=value per value set; a value left empty ("" or null)
+passes no flag, so the manager's default applies. A key the chart does not
+know fails the render rather than being dropped.
+*/}}
+{{- define "agentlane.boundArgs" -}}
+{{- $groups := list
+  (list "sessionAPI.bounds" .Values.sessionAPI.bounds (dict
+    "retainedEvents" "session-api-retained-events"
+    "maxPayloadBytes" "session-api-max-payload-bytes"
+    "rate" "session-api-rate"
+    "burst" "session-api-burst"
+    "failedAuthRate" "session-api-failed-auth-rate"
+    "failedAuthBurst" "session-api-failed-auth-burst"
+    "maxConnections" "session-api-max-connections"
+    "maxConnectionsPerAddress" "session-api-max-connections-per-address"
+    "readTimeout" "session-api-read-timeout"
+    "writeTimeout" "session-api-write-timeout"
+    "idleTimeout" "session-api-idle-timeout"
+    "maxHeaderBytes" "session-api-max-header-bytes"
+    "http2MaxConcurrentStreams" "session-api-http2-max-concurrent-streams"
+    "maxStreamsPerCaller" "session-api-max-streams-per-caller"
+    "maxStreamsPerSession" "session-api-max-streams-per-session"
+    "maxWaitsPerCaller" "session-api-max-waits-per-caller"
+    "maxWaitsPerSession" "session-api-max-waits-per-session"
+    "maxReviewsInFlight" "session-api-max-reviews-in-flight"
+    "maxReviewsInFlightPerAddress" "session-api-max-reviews-in-flight-per-address"
+    "reauthorizeInterval" "session-api-reauthorize-interval"
+    "maxPendingPerSession" "session-api-max-pending-per-session"
+    "maxPendingBytesPerSession" "session-api-max-pending-bytes-per-session"
+    "maxPendingBytes" "session-api-max-pending-bytes"
+    "pendingNamespaceShare" "session-api-pending-namespace-share"
+    "maxMessageBytes" "session-api-max-message-bytes"
+    "checkpointRate" "session-api-checkpoint-rate"
+    "checkpointBurst" "session-api-checkpoint-burst"
+    "namespaceCheckpointRate" "session-api-namespace-checkpoint-rate"
+    "namespaceCheckpointBurst" "session-api-namespace-checkpoint-burst"
+    "inboxWriteInterval" "session-api-inbox-write-interval"
+    "maxDelegationsPendingPerSession" "session-api-max-delegations-pending-per-session"
+    "maxDelegationsPerSession" "session-api-max-delegations-per-session"
+    "maxDelegationsPendingPerNamespace" "session-api-max-delegations-pending-per-namespace"
+    "maxDelegationsPerNamespace" "session-api-max-delegations-per-namespace"))
+  (list "sessionStore" .Values.sessionStore (dict
+    "maxCheckpointBytes" "session-store-max-checkpoint-bytes"
+    "namespaceWriteRate" "session-store-namespace-write-rate"
+    "namespaceWriteBurst" "session-store-namespace-write-burst"))
+  (list "delegation" .Values.delegation (dict
+    "maxDepth" "delegation-max-depth"
+    "maxChildren" "delegation-max-children"
+    "timeout" "delegation-timeout")) }}
+{{- range $g := $groups }}
+{{- $name := index $g 0 }}{{ $flags := index $g 2 }}
+{{- range $k, $v := (index $g 1 | default dict) }}
+{{- $flag := get $flags $k }}
+{{- if not $flag }}{{ fail (printf "%s.%s: the chart passes no such flag (see values.yaml)" $name $k) }}{{ end }}
+{{- if and (not (kindIs "invalid" $v)) (ne (toString $v) "") }}
+- --{{ $flag }}={{ if and (kindIs "float64" $v) (eq $v (float64 (int64 $v))) }}{{ int64 $v }}{{ else }}{{ $v }}{{ end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
