@@ -63,8 +63,8 @@ func TestDemo(t *testing.T) {
 			failed++
 		}
 	}
-	if held != 9 || failed != 0 {
-		t.Errorf("want the 9 checks held, got %d held and %d failed:\n%s", held, failed, text)
+	if held != 11 || failed != 0 {
+		t.Errorf("want the 11 checks held, got %d held and %d failed:\n%s", held, failed, text)
 	}
 	for _, want := range []string{
 		"worker-node-a", "worker-node-b", "worker-node-c", // per-worker summary
