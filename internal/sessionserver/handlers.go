@@ -65,8 +65,20 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 	if err != nil {
 		return schedulerError(err)
 	}
-	if t, err := s.delegateLane(r.Context(), sc, lane); err == nil && t != nil {
+	target, err := s.delegateLane(r.Context(), sc, lane)
+	if err != nil {
+		return err
+	}
+	if target != nil {
 		return s.delegateCommand(w, r, sc, id, lane, req.Payload)
+	}
+	if req.Type == DelegateCommandType {
+		// The type names delegated work: a task of it outside a Delegate
+		// lane would be one label away from being taken as delegated,
+		// past the depth and bounds a delegation is checked against.
+		return apiErrorf(http.StatusBadRequest, sessionapi.CodeCommandTypeRefused,
+			"command type %q is reserved for delegations, and lane %q does not delegate: submit it to a lane whose externalTarget.type is Delegate, or use POST /delegations",
+			DelegateCommandType, lane)
 	}
 	cmd := lanequeue.Command{
 		ID:         id,
