@@ -182,8 +182,8 @@ func (k *inboxKeeper) refused(ctx context.Context, key types.NamespacedName, err
 		return
 	}
 	k.recorder.Eventf(sess, nil, corev1.EventTypeWarning, EventInboxRecordRefused, "RestoreInbox",
-		"The stored inbox record %s does not verify with the manager's key (written or altered by someone else); it was not applied",
-		sessionstore.InboxConfigMapName(key.Name))
+		"The stored inbox record %s does not verify with the manager's key (written or altered by someone else); nothing of it was applied: %v",
+		sessionstore.InboxConfigMapName(key.Name), err)
 }
 
 // save writes what the session's inbox holds now, or later with the changes
@@ -277,8 +277,10 @@ func (k *inboxKeeper) turnTaken(queue types.NamespacedName, session string) {
 }
 
 // recordOf is the JSON of st, without its oldest messages if it would be
-// over sessionstore.MaxInboxBytes; empty when st holds nothing. Each
-// message is encoded once to know its size, and the record once.
+// over sessionstore.MaxInboxBytes or hold more than
+// sessionstore.MaxInboxMessages queued messages; empty when st holds
+// nothing. Each message is encoded once to know its size, and the record
+// once.
 func recordOf(st lanequeue.InboxState) []byte {
 	if st.Empty() {
 		return nil
@@ -293,6 +295,10 @@ func recordOf(st lanequeue.InboxState) []byte {
 	if o := st.Override; o != nil {
 		opts := queueOptionsOf(*o)
 		rec.Override = &opts
+	}
+	if n := len(rec.Queued) - sessionstore.MaxInboxMessages; n > 0 {
+		rec.Queued = rec.Queued[n:]
+		rec.Lost += n
 	}
 	data, _ := json.Marshal(rec) // every field encodes
 	if len(data) <= sessionstore.MaxInboxBytes {

@@ -27,6 +27,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -131,6 +132,10 @@ type ConfigMaps struct {
 	Keys RecordKey
 	// Clock dates checkpoints; the real clock when nil.
 	Clock clock.PassiveClock
+
+	// rewrite holds the sessions whose next inbox save writes every part.
+	rewriteMu sync.Mutex
+	rewrite   map[types.NamespacedName]bool
 }
 
 var _ Store = &ConfigMaps{}

@@ -17,6 +17,7 @@ limitations under the License.
 package sessionstore
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -24,6 +25,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,18 +36,24 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 )
 
 const (
 	// inboxConfigMapPrefix starts the name of every inbox ConfigMap.
 	inboxConfigMapPrefix = "agentlane-inbox-"
-	// inboxKey is the data key of the inbox record.
+	// inboxKey is the data key of the inbox record of the earlier format,
+	// still read (never written).
 	inboxKey = "inbox.json"
 	// inboxSigKey is the data key of the record's signature.
 	inboxSigKey = "inbox.sig"
 	// MaxInboxBytes bounds one session's inbox record, well within the
 	// 1 MiB the API server allows an object.
 	MaxInboxBytes = 512 << 10
+	// MaxInboxMessages bounds the messages of one session's inbox record,
+	// and so its slots.
+	MaxInboxMessages = 1024
 )
 
 // ErrForged: a stored inbox record whose signature does not verify with the
@@ -53,12 +63,16 @@ var ErrForged = errors.New("stored record not written by this manager")
 
 // InboxStore keeps one record per session of what the session's inbox
 // holds (its queued messages and /queue override), so that a restarted
-// manager finds it again. The record is opaque to the store, which signs it
-// with the manager's key: whoever may write ConfigMaps in the namespace
-// cannot make the manager take a record of theirs.
+// manager finds it again. The record is JSON, opaque to the store but for
+// its "queued" array, whose elements a store may keep apart so that adding
+// or taking a message writes that message only (see ConfigMaps.SaveInbox);
+// LoadInbox returns an equivalent record (its keys may be reordered). The
+// store signs what it keeps with the manager's key: whoever may write
+// ConfigMaps in the namespace cannot make the manager take a record of
+// theirs.
 type InboxStore interface {
 	// SaveInbox replaces the session's record; an empty one clears it. A
-	// record over MaxInboxBytes is refused, and one the namespace's write
+	// record over MaxInboxBytes or MaxInboxMessages is refused, and one the namespace's write
 	// budget has no room for gets a RateLimitedError.
 	SaveInbox(ctx context.Context, session types.NamespacedName, record []byte) error
 	// LoadInbox returns the session's record, nil when it has none, and
@@ -103,22 +117,51 @@ func (s *ConfigMaps) key(ctx context.Context) ([]byte, error) {
 	return s.Keys.Key(ctx)
 }
 
-// signature is the HMAC-SHA256 of record for the ConfigMap key of the
-// session owner: a record is valid only where the manager wrote it, for the
-// session it wrote it for (not an earlier session of that name).
+// signature is the HMAC-SHA256 of a record of the earlier format for the
+// ConfigMap key of the session owner: a record is valid only where the
+// manager wrote it, for the session it wrote it for (not an earlier session
+// of that name).
 func signature(key []byte, cm types.NamespacedName, owner types.UID, record string) string {
+	return sign(key, legacyDomain, cm, owner, record)
+}
+
+// sign is the HMAC-SHA256 of parts in domain, bound to the ConfigMap cm and
+// the AgentSession's UID.
+func sign(key []byte, domain string, cm types.NamespacedName, owner types.UID, parts ...string) string {
 	mac := hmac.New(sha256.New, key)
-	fmt.Fprintf(mac, "agentlane-inbox-v1\x00%s\x00%s\x00%s\x00", cm.Namespace, cm.Name, owner)
-	mac.Write([]byte(record))
+	fmt.Fprintf(mac, "%s\x00%s\x00%s\x00%s\x00", domain, cm.Namespace, cm.Name, owner)
+	for i, p := range parts {
+		if i > 0 {
+			mac.Write([]byte{0})
+		}
+		mac.Write([]byte(p))
+	}
 	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
 }
 
-// SaveInbox implements InboxStore: the record is kept in the ConfigMap
-// InboxConfigMapName, labelled agentlane.io/store=inbox and controlled by
-// the AgentSession like its checkpoints, with its signature.
+// SaveInbox implements InboxStore. A record that is a JSON object with a
+// "queued" array is kept in parts, so that a save writes what changed, not
+// the whole record: each element of "queued" in a slot ConfigMap of its own
+// (InboxSlotName, labelled agentlane.io/store=inbox-message), the rest of
+// the object (the head) in the ConfigMap InboxConfigMapName (labelled
+// agentlane.io/store=inbox). Any other record is kept whole as the head.
+// Each part is signed, bound to its ConfigMap, the AgentSession's UID and,
+// for a message, its sequence number, which orders the messages. A save
+// lists the session's slots by label, metadata only, keeps the slots whose
+// messages the record still holds in the same order, writes each new
+// message to a free slot, empties the slots of messages no longer held
+// (never deletes them) and rewrites the head only when it changed: posting
+// a message writes one slot, a turn that takes messages empties theirs.
+// All ConfigMaps are controlled by the AgentSession. The earlier format,
+// the whole record signed in the head ConfigMap, is still read, and
+// replaced by the next save.
 func (s *ConfigMaps) SaveInbox(ctx context.Context, session types.NamespacedName, record []byte) error {
 	if len(record) > MaxInboxBytes {
 		return fmt.Errorf("the inbox record of session %s is %d bytes, over %d: %w", session, len(record), MaxInboxBytes, ErrTooLarge)
+	}
+	head, items := splitInbox(record)
+	if len(items) > MaxInboxMessages {
+		return fmt.Errorf("the inbox record of session %s holds %d messages, over %d: %w", session, len(items), MaxInboxMessages, ErrTooLarge)
 	}
 	owner, err := s.session(ctx, session)
 	if err != nil {
@@ -128,65 +171,152 @@ func (s *ConfigMaps) SaveInbox(ctx context.Context, session types.NamespacedName
 	if err != nil {
 		return fmt.Errorf("the key that signs inbox records: %w", err)
 	}
-	key := types.NamespacedName{Namespace: session.Namespace, Name: InboxConfigMapName(session.Name)}
-	data := map[string]string{inboxKey: string(record), inboxSigKey: signature(secret, key, owner.UID, string(record))}
+	rewrite := s.takeRewrite(session)
 	err = retry.OnError(conflictBackoff, retriable, func() error {
-		cm := &corev1.ConfigMap{}
-		err := s.Reader.Get(ctx, key, cm)
-		if apierrors.IsNotFound(err) {
-			if len(record) == 0 {
-				return nil
-			}
-			cm = newConfigMap(key, owner)
-			cm.Labels[StoreLabel] = StoreInbox
-			cm.Data = data
-			return s.write(ctx, cm, true)
-		}
+		slots, err := s.inboxSlots(ctx, session, owner)
 		if err != nil {
 			return err
 		}
-		if err := adopt(cm, owner); err != nil {
+		add, clear, seq := planInbox(slots, items, rewrite)
+		// New messages first, then the head, then the slots to empty: a
+		// save cut short leaves messages twice rather than none (and a
+		// record of the earlier format in the head wins over the slots).
+		for _, a := range add {
+			seq++
+			if err := s.writeInboxSlot(ctx, session, owner, a.slot, seq, a.item, secret); err != nil {
+				return err
+			}
+		}
+		if err := s.writeInboxHead(ctx, session, owner, head, secret); err != nil {
 			return err
 		}
-		if cm.Data[inboxKey] == data[inboxKey] && cm.Data[inboxSigKey] == data[inboxSigKey] {
-			return nil
+		for _, sl := range clear {
+			if err := s.writeInboxSlot(ctx, session, owner, sl, sl.seq, "", secret); err != nil {
+				return err
+			}
 		}
-		cm.Labels[StoreLabel] = StoreInbox
-		cm.Data = data
-		return s.write(ctx, cm, false)
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("save the inbox of session %s in ConfigMap %s: %w", session, key, err)
+		if rewrite {
+			s.markRewrite(session)
+		}
+		return fmt.Errorf("save the inbox of session %s: %w", session, err)
 	}
 	return nil
 }
 
-// LoadInbox implements InboxStore.
+// writeInboxHead writes the head ConfigMap when it does not hold head
+// (signed) already.
+func (s *ConfigMaps) writeInboxHead(ctx context.Context, session types.NamespacedName, owner *agentlanev1alpha1.AgentSession, head string, secret []byte) error {
+	key := types.NamespacedName{Namespace: session.Namespace, Name: InboxConfigMapName(session.Name)}
+	data := map[string]string{}
+	if head != "" {
+		data = map[string]string{headKey: head, headSigKey: sign(secret, headDomain, key, owner.UID, head)}
+	}
+	cm := &corev1.ConfigMap{}
+	err := s.Reader.Get(ctx, key, cm)
+	if apierrors.IsNotFound(err) {
+		if len(data) == 0 {
+			return nil
+		}
+		cm = newConfigMap(key, owner)
+		cm.Labels[StoreLabel] = StoreInbox
+		cm.Data = data
+		return s.write(ctx, cm, true)
+	}
+	if err != nil {
+		return err
+	}
+	if err := adopt(cm, owner); err != nil {
+		return err
+	}
+	if maps.Equal(cm.Data, data) && cm.Labels[StoreLabel] == StoreInbox {
+		return nil
+	}
+	cm.Labels[StoreLabel] = StoreInbox
+	cm.Data = data
+	return s.write(ctx, cm, false)
+}
+
+// LoadInbox implements InboxStore: the head and the messages of the live
+// slots, ordered by their sequence numbers, as one record. A part whose
+// signature does not verify makes it ErrForged, and the next save rewrites
+// every part.
 func (s *ConfigMaps) LoadInbox(ctx context.Context, session types.NamespacedName) ([]byte, error) {
+	data, err := s.loadInbox(ctx, session)
+	if errors.Is(err, ErrForged) {
+		s.markRewrite(session)
+	}
+	return data, err
+}
+
+func (s *ConfigMaps) loadInbox(ctx context.Context, session types.NamespacedName) ([]byte, error) {
 	owner, err := s.session(ctx, session)
 	if err != nil {
 		return nil, err
-	}
-	key := types.NamespacedName{Namespace: session.Namespace, Name: InboxConfigMapName(session.Name)}
-	cm := &corev1.ConfigMap{}
-	if err := s.Reader.Get(ctx, key, cm); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("read ConfigMap %s: %w", key, err)
-	}
-	if !metav1.IsControlledBy(cm, owner) || cm.Data[inboxKey] == "" {
-		return nil, nil // left by an earlier session of that name, or cleared
 	}
 	secret, err := s.key(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("the key that signs inbox records: %w", err)
 	}
-	want := signature(secret, key, owner.UID, cm.Data[inboxKey])
-	if !hmac.Equal([]byte(want), []byte(cm.Data[inboxSigKey])) {
-		return nil, fmt.Errorf("the inbox record in ConfigMap %s: %w (its signature does not verify)", key, ErrForged)
+	key := types.NamespacedName{Namespace: session.Namespace, Name: InboxConfigMapName(session.Name)}
+	cm := &corev1.ConfigMap{}
+	err = s.Reader.Get(ctx, key, cm)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("read ConfigMap %s: %w", key, err)
 	}
-	return []byte(cm.Data[inboxKey]), nil
+	var head string
+	if err == nil && metav1.IsControlledBy(cm, owner) {
+		if legacy := cm.Data[inboxKey]; legacy != "" {
+			// The earlier format: the whole record, signed as one.
+			want := signature(secret, key, owner.UID, legacy)
+			if !hmac.Equal([]byte(want), []byte(cm.Data[inboxSigKey])) {
+				return nil, fmt.Errorf("the inbox record in ConfigMap %s: %w (its signature does not verify)", key, ErrForged)
+			}
+			return []byte(legacy), nil
+		}
+		head = cm.Data[headKey]
+		if head != "" && !hmac.Equal([]byte(sign(secret, headDomain, key, owner.UID, head)), []byte(cm.Data[headSigKey])) {
+			return nil, fmt.Errorf("the inbox record in ConfigMap %s: %w (its signature does not verify)", key, ErrForged)
+		}
+	}
+	list := &corev1.ConfigMapList{}
+	if err := s.Reader.List(ctx, list, client.InNamespace(session.Namespace),
+		client.MatchingLabels{agentlanev1alpha1.SessionLabel: session.Name, StoreLabel: StoreInboxMessage}); err != nil {
+		return nil, fmt.Errorf("list the inbox slots of session %s: %w", session, err)
+	}
+	type message struct {
+		seq  int64
+		text string
+	}
+	var msgs []message
+	for i := range list.Items {
+		cm := &list.Items[i]
+		index, err := strconv.Atoi(cm.Annotations[InboxSlotAnnotation])
+		if err != nil || cm.Name != InboxSlotName(session.Name, index) ||
+			!metav1.IsControlledBy(cm, owner) || cm.Data[messageKey] == "" {
+			continue // not a slot of the session, left by an earlier session of that name, or free
+		}
+		seq, _ := strconv.ParseInt(cm.Annotations[InboxSeqAnnotation], 10, 64)
+		slotKey := types.NamespacedName{Namespace: cm.Namespace, Name: cm.Name}
+		text := cm.Data[messageKey]
+		want := sign(secret, messageDomain, slotKey, owner.UID, strconv.FormatInt(seq, 10), text)
+		if !hmac.Equal([]byte(want), []byte(cm.Data[messageSigKey])) {
+			return nil, fmt.Errorf("the inbox message in ConfigMap %s: %w (its signature does not verify)", slotKey, ErrForged)
+		}
+		msgs = append(msgs, message{seq: seq, text: text})
+	}
+	slices.SortFunc(msgs, func(a, b message) int { return cmp.Compare(a.seq, b.seq) })
+	items := make([]string, len(msgs))
+	for i, m := range msgs {
+		items[i] = m.text
+	}
+	data, err := joinInbox(head, items)
+	if err != nil {
+		return nil, fmt.Errorf("the inbox record of session %s: %w", session, err)
+	}
+	return data, nil
 }
 
 // DefaultKeySecret is the name of the Secret that keeps the key.
