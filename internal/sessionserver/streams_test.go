@@ -103,7 +103,7 @@ var _ = Describe("Session API long-lived calls", func() {
 		events, err := s.Events(ctx, sessionapi.EventsOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func() { _ = events.Close() })
-		got := make(chan sessionapi.Event, 16)
+		got := make(chan sessionapi.Event, 256)
 		ended := make(chan error, 1)
 		go func() {
 			for {
@@ -140,14 +140,10 @@ var _ = Describe("Session API long-lived calls", func() {
 		revokedAt := time.Now()
 		Expect(k8sClient.Delete(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: a.ns, Name: "agent-session-user"}})).To(Succeed())
 
-		var last sessionapi.Event
-		Eventually(got, 5*time.Second).Should(Receive(&last))
-		for last.Type != eventStreamError {
-			Eventually(got, 5*time.Second).Should(Receive(&last))
-		}
-		Expect(last.Error).To(HavePrefix(sessionapi.CodeForbidden + ": "))
-		Eventually(ended, 5*time.Second).Should(Receive())
+		// The stream's last event, error, ends it with the refusal's code.
 		var werr error
+		Eventually(ended, 5*time.Second).Should(Receive(&werr))
+		expectCode(werr, http.StatusForbidden, sessionapi.CodeForbidden)
 		Eventually(waited, 5*time.Second).Should(Receive(&werr))
 		expectCode(werr, http.StatusForbidden, sessionapi.CodeForbidden)
 		Eventually(submitted, 5*time.Second).Should(Receive(&werr))

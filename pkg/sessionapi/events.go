@@ -28,6 +28,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,32 @@ var errLineTooLong = fmt.Errorf("sessionapi: event stream: a line or an event is
 // errStreamIdle drops a connection that sent nothing, not even a keepalive,
 // for the client's streamIdle.
 var errStreamIdle = errors.New("sessionapi: event stream: the server sent nothing for too long")
+
+// EventError is the type of the last event of a stream the server ended
+// because its caller lost access (a later review refused the token or the
+// RBAC); its error is "<code>: <message>". Next returns it as an *Error with
+// that code (Forbidden, Unauthenticated) and the stream ends: it does not
+// reconnect.
+const EventError = "error"
+
+// streamError is the *Error an error event's text "<code>: <message>"
+// stands for, with the status a call refused alike gets.
+func streamError(text string) *Error {
+	code, msg, ok := strings.Cut(text, ": ")
+	if !ok || code == "" || strings.ContainsAny(code, " \t") {
+		code, msg = CodeInternal, text
+	}
+	status := http.StatusInternalServerError
+	switch code {
+	case CodeForbidden:
+		status = http.StatusForbidden
+	case CodeUnauthenticated:
+		status = http.StatusUnauthorized
+	case CodeSessionNotFound:
+		status = http.StatusNotFound
+	}
+	return &Error{Status: status, Code: code, Message: msg}
+}
 
 // EventsOptions say where an event stream starts and how it outlives a
 // dropped connection.
@@ -101,7 +128,9 @@ func (s *SessionClient) Events(ctx context.Context, opts EventsOptions) (*EventS
 // Next blocks for the next event. It returns ctx.Err() once the context
 // given to Events ends, and io.EOF once the stream was closed or, without
 // Reconnect, the server ended it; other errors of a connection without
-// Reconnect are returned as they are. All of these end the stream. An event
+// Reconnect are returned as they are. An error event (EventError: the
+// server refused the caller on a later review) is returned as an *Error with
+// its code, with or without Reconnect. All of these end the stream. An event
 // whose data is not an Event is returned as an error that does not.
 func (es *EventStream) Next() (Event, error) {
 	for es.err == nil {
@@ -157,6 +186,13 @@ func (es *EventStream) Next() (Event, error) {
 		}
 		if ev.Type == "" {
 			ev.Type = raw.event
+		}
+		if ev.Type == EventError {
+			// The server ended the stream, its caller refused: reconnecting
+			// would be refused too.
+			es.disconnect()
+			es.err = streamError(ev.Error)
+			continue
 		}
 		return ev, nil
 	}

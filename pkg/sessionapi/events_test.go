@@ -420,3 +420,62 @@ func TestEventStreamEnds(t *testing.T) {
 		}
 	})
 }
+
+// A stream the server ends with an error event (its caller lost access)
+// ends with that *Error, and does not reconnect.
+func TestEventStreamErrorEventEndsStream(t *testing.T) {
+	for _, tc := range []struct {
+		code   string
+		status int
+	}{{CodeForbidden, http.StatusForbidden}, {CodeUnauthenticated, http.StatusUnauthorized}} {
+		for _, reconnect := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/reconnect=%v", tc.code, reconnect), func(t *testing.T) {
+				srv := &streamServer{t: t, serve: func(n int, w http.ResponseWriter, r *http.Request) {
+					if n > 0 {
+						t.Errorf("connection %d after the error event", n)
+						return
+					}
+					data, _ := json.Marshal(Event{Type: EventError, Time: time.Unix(0, 0).UTC(),
+						Error: tc.code + ": user alice may not get agentsessions/api: x"})
+					sendSSE(w, sseEvent(1, "turn")+"event: error\ndata: "+string(data)+"\n\n")
+				}}
+				s := newTestSession(t, srv)
+				es, err := s.Events(testContext(t), EventsOptions{Reconnect: reconnect})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer es.Close()
+				nextIDs(t, es, 1)
+				for range 2 {
+					ev, err := es.Next()
+					var e *Error
+					if !errors.As(err, &e) {
+						t.Fatalf("Next: %+v, %v; want the stream's *Error", ev, err)
+					}
+					if e.Code != tc.code || e.Status != tc.status || e.Message != "user alice may not get agentsessions/api: x" {
+						t.Errorf("Next: %#v, want code %s, status %d and the server's message", e, tc.code, tc.status)
+					}
+					if !IsCode(err, tc.code) {
+						t.Errorf("IsCode(%v, %s) is false", err, tc.code)
+					}
+				}
+				if got := len(srv.seen()); got != 1 {
+					t.Errorf("%d connections, want 1", got)
+				}
+			})
+		}
+	}
+}
+
+func TestStreamErrorText(t *testing.T) {
+	for text, want := range map[string]Error{
+		"Forbidden: no":          {Status: http.StatusForbidden, Code: CodeForbidden, Message: "no"},
+		"Unauthenticated: a: b":  {Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Message: "a: b"},
+		"something went wrong":   {Status: http.StatusInternalServerError, Code: CodeInternal, Message: "something went wrong"},
+		"not a code: but a text": {Status: http.StatusInternalServerError, Code: CodeInternal, Message: "not a code: but a text"},
+	} {
+		if got := streamError(text); *got != want {
+			t.Errorf("streamError(%q) = %#v, want %#v", text, *got, want)
+		}
+	}
+}

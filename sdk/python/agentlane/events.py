@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, FrozenSet, Iterator, List, Optional
 
 from . import types as t
-from .errors import ApiError, EventStreamError
+from .errors import (CODE_FORBIDDEN, CODE_INTERNAL, CODE_SESSION_NOT_FOUND, CODE_UNAUTHENTICATED, ApiError,
+                     EventStreamError)
 from .wire import from_wire
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,6 +35,20 @@ IDLE_TIMEOUT = 45.0
 _FINAL_STATUSES = frozenset([400, 401, 403, 404])
 # Events that report loss; no History filter drops them.
 _LOSS_EVENTS = frozenset([t.EVENT_GAP, t.EVENT_EVENTS_LOST])
+
+
+# The status of a call refused with the code an error event carries.
+_ERROR_STATUSES = {CODE_FORBIDDEN: 403, CODE_UNAUTHENTICATED: 401, CODE_SESSION_NOT_FOUND: 404}
+
+
+def stream_error(text: str) -> ApiError:
+    """The ApiError an error event's text, "<code>: <message>", stands for,
+    with the status a call refused alike gets; a text without a code is an
+    Internal error's message."""
+    code, sep, message = text.partition(": ")
+    if not sep or not code or " " in code or "\t" in code:
+        code, message = CODE_INTERNAL, text
+    return ApiError(_ERROR_STATUSES.get(code, 500), code, message)
 
 
 @dataclass
@@ -131,8 +146,11 @@ class EventStream:
     dropped connection, or one silent for idle_timeout seconds, is opened
     again after a backoff from min_backoff doubling to max_backoff, resuming
     after the last event seen; a reply of 400, 401, 403 or 404 to a
-    reconnect raises ApiError. The first connection is made at once and is
-    not retried: its error is raised by the constructor.
+    reconnect raises ApiError, and so does an error event (the server ended
+    the stream because its caller lost access), with its code (Forbidden,
+    Unauthenticated), with or without reconnect; the stream then ends. The
+    first connection is made at once and is not retried: its error is raised
+    by the constructor.
 
     Not for concurrent iteration; close() may be called from any thread.
     """
@@ -208,6 +226,11 @@ class EventStream:
                 continue
             self._backoff = 0.0
             ev = self._decode(frame)
+            if ev is not None and ev.type == t.EVENT_ERROR:
+                # The server ended the stream, its caller refused: a
+                # reconnect would be refused too.
+                self.close()
+                raise stream_error(ev.error or "")
             if ev is not None and self.history.keeps(ev):
                 return ev
 

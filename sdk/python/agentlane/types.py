@@ -379,6 +379,10 @@ EVENT_INBOX_RESTORED = "inbox_restored"
 # resume across a manager restart (after is the id resumed from).
 EVENT_EVENTS_LOST = "events_lost"
 EVENT_GAP = "gap"
+# The last event of a stream the server ended because its caller lost
+# access; its error is "<code>: <message>". EventStream raises it as an
+# ApiError with that code (Forbidden, Unauthenticated) and ends.
+EVENT_ERROR = "error"
 # The cluster's:
 EVENT_BUDGET_THRESHOLD_HIT = "BudgetThresholdHit"
 EVENT_PASSIVATION_REQUESTED = "PassivationRequested"

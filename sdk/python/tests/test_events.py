@@ -138,6 +138,31 @@ class ReconnectTest(unittest.TestCase):
         with self.assertRaises(StopIteration):
             next(stream)
 
+    def test_an_error_event_raises_its_code_and_ends_the_stream(self) -> None:
+        t = "2026-01-01T00:00:00Z"
+        for code, status in [("Forbidden", 403), ("Unauthenticated", 401)]:
+            for reconnect in (True, False):
+                with self.subTest(code=code, reconnect=reconnect):
+                    server, session = self.serve([
+                        (200, sse({"id": 1, "type": "turn", "time": t},
+                                  {"type": "error", "time": t, "error": code + ": user alice may not get: x"})),
+                        (200, sse({"id": 2, "type": "turn", "time": t})),
+                    ])
+                    stream = session.stream_events(reconnect=reconnect, min_backoff=0, max_backoff=0)
+                    self.assertEqual(1, next(stream).id)
+                    with self.assertRaises(ApiError) as ctx:
+                        next(stream)
+                    self.assertEqual((code, status, "user alice may not get: x"),
+                                     (ctx.exception.code, ctx.exception.status, ctx.exception.message))
+                    with self.assertRaises(StopIteration):
+                        next(stream)
+                    self.assertEqual(1, len(server.requests), "no reconnect after the error event")
+
+    def test_an_error_event_without_a_code_is_internal(self) -> None:
+        err = agentlane.events.stream_error("something broke")
+        self.assertEqual(("Internal", 500, "something broke"), (err.code, err.status, err.message))
+        self.assertEqual("error", agentlane.EVENT_ERROR)
+
     def test_the_first_connection_is_not_retried(self) -> None:
         _, session = self.serve([(401, b'{"code":"Unauthenticated","message":"no token"}')])
         with self.assertRaises(ApiError) as ctx:
