@@ -126,21 +126,27 @@ var _ = Describe("config/components/cert-manager", Ordered, func() {
 })
 
 var _ = Describe("config/rbac for TLS and metrics", func() {
-	It("lets the manager read and replace only its certificate's Secret, in its own namespace", func() {
+	It("lets the manager read and replace only its certificate's Secret, and read its store key's, in its own namespace", func() {
 		o := find("Role", "agentlane-manager-role")
 		Expect(o).NotTo(BeNil(), "the manager's namespaced Role is not rendered")
 		Expect(o.GetNamespace()).To(Equal(namespace))
 		role := as[rbacv1.Role](o)
+		named := map[string][]string{}
 		for _, r := range role.Rules {
 			if !strings.Contains(strings.Join(r.Resources, ","), "secrets") {
 				continue
 			}
 			if len(r.ResourceNames) == 0 {
 				Expect(r.Verbs).To(Equal([]string{"create"}), "secrets of any name only for create")
-			} else {
-				Expect(r.ResourceNames).To(Equal([]string{"agentlane-session-api-tls"}))
+			}
+			for _, name := range r.ResourceNames {
+				named[name] = append(named[name], r.Verbs...)
 			}
 		}
+		Expect(named).To(Equal(map[string][]string{
+			"agentlane-session-api-tls":   {"get", "update"},
+			"agentlane-session-store-key": {"get"},
+		}))
 		binding := as[rbacv1.RoleBinding](find("RoleBinding", "agentlane-manager-rolebinding"))
 		Expect(binding.RoleRef.Kind).To(Equal("Role"))
 		Expect(binding.Subjects).To(ContainElement(HaveField("Name", "agentlane-controller-manager")))
