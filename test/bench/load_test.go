@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -49,6 +50,7 @@ var (
 	flagLoadRate     = flag.Float64("load-rate", 10, "commands per second of the steady tenant")
 	flagLoadConns    = flag.Int("load-conns", 2000, "idle connections the flooding tenant opens (no credential)")
 	flagLoadStreams  = flag.Int("load-streams", 500, "event streams the flooding tenant tries to hold on its token")
+	flagLoadSkip     = flag.String("load-skip", "", "comma-separated surfaces the flooder leaves alone (messages, checkpoints, commands, delegations, delegation-list, bad-tokens, streams, idle-conns), to find what costs what")
 	flagLoadAssert   = flag.Bool("load-assert", true, "fail when a documented bound is exceeded (docs/security.md, 'Flooding one tenant')")
 )
 
@@ -225,7 +227,7 @@ func (e *env) loadPhase(steady, flood *loadTenant, d time.Duration) loadRun {
 	var flooder *floodProcess
 	if flood != nil {
 		flooder = e.startFlooder(floodSpec{API: e.sessionAPI, Namespace: flood.ns, Sessions: flood.sessions, Token: flood.token,
-			Duration: d, Conns: *flagLoadConns, Streams: *flagLoadStreams})
+			Duration: d, Conns: *flagLoadConns, Streams: *flagLoadStreams, Skip: strings.Split(*flagLoadSkip, ",")})
 	}
 	lat := e.steadyLoad(ctx, steady, &run)
 	wg.Wait()
@@ -310,6 +312,8 @@ type floodSpec struct {
 	Duration  time.Duration
 	Conns     int
 	Streams   int
+	// Skip names surfaces left alone.
+	Skip []string
 }
 
 // floodSpecEnv carries a floodSpec to the flooder process.
@@ -421,7 +425,10 @@ func flood(ctx context.Context, spec floodSpec) map[string]int {
 		return fmt.Sprintf("/v1/namespaces/%s/sessions/%s%s", spec.Namespace, spec.Sessions[i%len(spec.Sessions)], rest)
 	}
 	var wg sync.WaitGroup
-	loop := func(workers int, fn func(w, i int)) {
+	loop := func(surface string, workers int, fn func(w, i int)) {
+		if slices.Contains(spec.Skip, surface) {
+			return
+		}
 		for w := range workers {
 			wg.Go(func() {
 				for i := 0; ctx.Err() == nil; i++ {
@@ -436,11 +443,11 @@ func flood(ctx context.Context, spec floodSpec) map[string]int {
 	}
 	big := strings.Repeat("x", 1<<20)
 	// Messages of 1 MiB, past the inbox's cap, while a run is active.
-	loop(4, func(w, i int) {
+	loop("messages", 4, func(w, i int) {
 		call("messages", spec.Token, http.MethodPost, sessionPath(w, "/messages"), mustJSON(sessionapi.Message{Text: big}))
 	})
 	// Small checkpoints as fast as they are taken, and large ones.
-	loop(4, func(w, i int) {
+	loop("checkpoints", 4, func(w, i int) {
 		pad := 80
 		if w == 0 {
 			pad = 900 << 10
@@ -451,23 +458,26 @@ func flood(ctx context.Context, spec floodSpec) map[string]int {
 	})
 	// Commands with 64 KiB payloads onto a lane that starts one at a time.
 	pad := strings.Repeat("c", 64<<10)
-	loop(4, func(w, i int) {
+	loop("commands", 4, func(w, i int) {
 		call("commands", spec.Token, http.MethodPost, sessionPath(w, "/commands"),
 			mustJSON(sessionapi.SubmitRequest{Type: "read", Lane: "tools", Payload: mustJSON(map[string]string{"pad": pad}), Wait: &metav1.Duration{Duration: time.Millisecond}}))
 	})
 	// Delegations of 64 KiB first turns, and their list.
-	loop(2, func(w, i int) {
+	loop("delegations", 2, func(w, i int) {
 		call("delegations", spec.Token, http.MethodPost, sessionPath(w, "/delegations"), mustJSON(sessionapi.DelegationRequest{Lane: "review", Text: pad}))
 	})
-	loop(1, func(w, i int) {
+	loop("delegation-list", 1, func(w, i int) {
 		call("delegation-list", spec.Token, http.MethodGet, sessionPath(i, "/delegations"), nil)
 	})
 	// Bad tokens, many at once.
-	loop(32, func(w, i int) {
+	loop("bad-tokens", 32, func(w, i int) {
 		call("bad-tokens", fmt.Sprintf("forged-%d-%d", w, i), http.MethodGet, sessionPath(i, "/stats"), nil)
 	})
 	// Event streams held open on the one token.
 	wg.Go(func() {
+		if slices.Contains(spec.Skip, "streams") {
+			return
+		}
 		var open []io.Closer
 		defer func() {
 			for _, c := range open {
@@ -494,6 +504,9 @@ func flood(ctx context.Context, spec floodSpec) map[string]int {
 	})
 	// Idle connections without a credential, each after one request.
 	wg.Go(func() {
+		if slices.Contains(spec.Skip, "idle-conns") {
+			return
+		}
 		var open []net.Conn
 		defer func() {
 			for _, c := range open {
