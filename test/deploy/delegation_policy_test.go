@@ -79,13 +79,24 @@ var _ = Describe("config/policy delegation marks, installed", Ordered, func() {
 
 	BeforeAll(func() {
 		By("installing the Namespace, the CRDs, RBAC and config/policy's objects for real")
-		installPolicies("")
+		// The template policy covers every AgentSession and refuses them
+		// all while its ConfigMap is missing.
+		installPolicies("agentlane-template-policy")
 		admin = k8sClient
 		manager = impersonating(managerUser, nil)
 		Eventually(func(g Gomega) {
 			l := &metav1.PartialObjectMetadataList{}
 			l.SetGroupVersionKind(agentlanev1alpha1.GroupVersion.WithKind("ExternalTaskList"))
 			g.Expect(admin.List(ctx, l, client.InNamespace(served))).To(Succeed())
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+
+		By("waiting until the API server sees the template policy's ConfigMap")
+		Eventually(func(g Gomega) {
+			s := &agentlanev1alpha1.AgentSession{
+				ObjectMeta: metav1.ObjectMeta{Namespace: served, Name: "dm-probe"},
+				Spec:       agentlanev1alpha1.AgentSessionSpec{QueueRef: agentlanev1alpha1.LaneQueueReference{Name: "q"}},
+			}
+			g.Expect(admin.Create(ctx, s, client.DryRunAll)).To(Succeed())
 		}).WithTimeout(30 * time.Second).Should(Succeed())
 
 		By("waiting until the API server enforces the policy")
