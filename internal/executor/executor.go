@@ -48,6 +48,10 @@ import (
 	"unicode/utf8"
 )
 
+// ErrNotStarted is wrapped by the error of a task whose command was never
+// started because the attempt was stopped first: nothing of it ran.
+var ErrNotStarted = errors.New("the command was not started")
+
 // DefaultMaxOutputBytes bounds the stdout and stderr a task result keeps.
 const DefaultMaxOutputBytes = 64 * 1024
 

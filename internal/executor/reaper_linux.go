@@ -50,7 +50,8 @@ import (
 // The init talks to the program over two pipes it inherits: fd 3, on which
 // the program writes one byte to stop the task gracefully, or which it closes
 // (or which closes when the program dies) to stop it at once; and fd 4, where
-// the init writes how the task ended ("exit N", "signal N" or "start ERROR").
+// the init writes how the task ended ("exit N", "signal N", "start ERROR", or
+// "notstarted" when the stop came before the task started).
 // The init is not dumpable (PR_SET_DUMPABLE 0), so the task, running as the
 // same user, cannot trace it or read its memory; it can still kill it, which
 // the program notices (no status) and answers by killing the processes
@@ -98,6 +99,13 @@ func runTaskInit(args []string) int {
 	// The task may signal its init; only SIGKILL stops it.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE)
 
+	// A stop that came while this process was starting finds the task not
+	// started: it is reported as such, so that a worker shutting down hands
+	// the attempt back instead of counting a run that never began.
+	if stopRequested(initCtlFD) {
+		fmt.Fprint(status, statusNotStarted)
+		return 0
+	}
 	argv := fs.Args()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
@@ -168,6 +176,17 @@ func runTaskInit(args []string) int {
 		fmt.Fprint(status, "signal 9")
 	}
 	return 0
+}
+
+// statusNotStarted is the init's status for a task it never started.
+const statusNotStarted = "notstarted"
+
+// stopRequested tells, without waiting, whether the program asked the init
+// to stop: a byte to read on fd, or its write end closed.
+func stopRequested(fd int) bool {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0 && fds[0].Revents&(unix.POLLIN|unix.POLLHUP) != 0
 }
 
 // killTree kills every descendant of this process, again until none is
@@ -360,6 +379,10 @@ func (p *ProcessExecutor) executeUnderInit(ctx context.Context, initPath string,
 	ic.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// Only a killed init leaves processes holding the output pipes.
 	ic.WaitDelay = grace
+	if ctx.Err() != nil {
+		// Already stopped: the init finds the stop before it starts the task.
+		_, _ = ctlW.Write([]byte{initStop})
+	}
 	err = startInit(ic)
 	_ = ctlR.Close()
 	_ = statusW.Close()
@@ -387,6 +410,9 @@ func (p *ProcessExecutor) executeUnderInit(ctx context.Context, initPath string,
 	status, _ := io.ReadAll(statusR)
 	initDone(ic.Process.Pid)
 
+	if string(status) == statusNotStarted {
+		return Output{}, fmt.Errorf("%w: stopped before it started: %w", ErrNotStarted, context.Cause(ctx))
+	}
 	if stopped {
 		return p.output(stdout, stderr, -1), fmt.Errorf("process stopped: %w", context.Cause(ctx))
 	}

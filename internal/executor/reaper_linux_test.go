@@ -19,6 +19,7 @@ package executor
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -167,4 +168,25 @@ func waitForFile(t *testing.T, path string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("%s never appeared", path)
+}
+
+// TestInitStoppedBeforeTheTaskStarts: a stop that reaches the init before it
+// started the task is reported as ErrNotStarted, and the task never runs,
+// so that a worker shutting down hands the attempt back uncounted.
+func TestInitStoppedBeforeTheTaskStarts(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "marker")
+	reg := NewSandboxedRegistry(1024, Sandbox{Root: t.TempDir(), Init: testInit(t)})
+	reg.Register("bash", &ProcessExecutor{Shell: true, KillGrace: 200 * time.Millisecond})
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("shutting down"))
+	payload, _ := json.Marshal(map[string]string{"command": "echo ran > " + marker})
+	_, err := reg.Run(ctx, Task{CommandType: "bash", Payload: payload})
+	if !errors.Is(err, ErrNotStarted) {
+		t.Fatalf("Run after the stop: %v, want ErrNotStarted", err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Errorf("the task ran: %v", err)
+	}
 }

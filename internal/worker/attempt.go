@@ -336,12 +336,18 @@ func (a *attempts) finish(ctx context.Context, task *agentlanev1alpha1.ExternalT
 
 // run runs a claimed attempt under ctx, unless ctx was already stopped
 // (the attempt was taken away, or the grace period ran out): then the
-// command is not started and the error wraps errNotStarted.
+// command is not started and the error wraps errNotStarted, as it does
+// when the executor reports that the stop came before the command started.
 func (a *attempts) run(ctx context.Context, task *agentlanev1alpha1.ExternalTask) (executor.Output, error) {
 	if err := context.Cause(ctx); errors.Is(err, errAttemptLost) || errors.Is(err, errShuttingDown) {
 		return executor.Output{}, fmt.Errorf("%w: %w", errNotStarted, err)
 	}
-	return a.execute(ctx, task)
+	out, err := a.execute(ctx, task)
+	if errors.Is(err, executor.ErrNotStarted) {
+		// The stop came while the task's init was starting.
+		err = fmt.Errorf("%w: %w", errNotStarted, err)
+	}
+	return out, err
 }
 
 // settle writes what came of a run. ctx is the run's context: when it was
