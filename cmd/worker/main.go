@@ -241,7 +241,10 @@ func (o options) registry(ctx context.Context) (*executor.Registry, error) {
 		return o.tasks.registry(o.maxOutputSize), nil
 	}
 	ctrl.Log.WithName("worker").Info("Waiting for the runner", "socket", o.runnerSocket)
-	runner, err := executor.ListenRunner(ctx, o.runnerSocket, o.maxOutputSize)
+	// The runner's connection outlives the signal that starts the worker's
+	// drain: running tasks finish within the grace period, and the runner
+	// goes when this process ends.
+	runner, err := executor.ListenRunner(context.WithoutCancel(ctx), o.runnerSocket, o.maxOutputSize)
 	if err != nil {
 		return nil, err
 	}

@@ -137,6 +137,34 @@ func TestWorkerProcess(t *testing.T) {
 		g.Expect(long.Status.StartedAt).NotTo(BeNil(), "the attempt ran")
 	})
 
+	t.Run("a worker with a runner lets a running task finish within its grace period on SIGTERM", func(t *testing.T) {
+		g := NewWithT(t)
+		g.SetDefaultEventuallyTimeout(20 * time.Second)
+		dir, err := os.MkdirTemp("", "agentlane-drain-") // short: a socket path is at most 107 bytes
+		g.Expect(err).NotTo(HaveOccurred())
+		t.Cleanup(func() { _ = os.RemoveAll(dir) })
+		socket := filepath.Join(dir, "runner.sock")
+		startProcess(t, bin, kubeconfigPath, "runner", "--socket="+socket, "--task-root="+filepath.Join(dir, "tasks"))
+		p := startProcess(t, bin, kubeconfigPath, "--name=drain-w", "--namespace=default", "--heartbeat-interval=200ms",
+			"--grace-period=20s", "--runner-socket="+socket)
+		g.Eventually(func(g Gomega) {
+			lease := &coordinationv1.Lease{}
+			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "agentlane-worker-drain-w"}, lease)).To(Succeed())
+		}).Should(Succeed())
+		task := dispatched(t, c, "drain-task", "sleep 2; echo finished", "drain-w", "")
+		g.Eventually(func(g Gomega) {
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(task), task)).To(Succeed())
+			g.Expect(task.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskRunning))
+		}).Should(Succeed())
+
+		// The runner's connection outlives the signal: the task finishes.
+		g.Expect(p.cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
+		g.Eventually(p.exited).Should(Receive(BeNil()), "exit status 0")
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(task), task)).To(Succeed())
+		g.Expect(task.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskSucceeded), "result: %+v", task.Status.Result)
+		g.Expect(stdout(t, task)).To(Equal("finished\n"))
+	})
+
 	t.Run("tasks run in-process see nothing of the worker", func(t *testing.T) {
 		testIsolation(t, c, bin, kubeconfigPath, false)
 	})
