@@ -526,20 +526,13 @@ var _ = Describe("config/default", func() {
 	})
 })
 
-func mustAtoi(s string) int {
-	GinkgoHelper()
-	n, err := strconv.Atoi(s)
-	Expect(err).NotTo(HaveOccurred(), "port %q", s)
-	return n
-}
-
-var _ = Describe("config/policy, installed", Ordered, func() {
-	const tenant = "tenant-templates"
-
-	// session is an AgentSession whose runtime pod spec is spec.
-	session := func(name, spec string) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{}
-		Expect(yaml.Unmarshal([]byte(fmt.Sprintf(`
+// templateDocs are the objects that carry a pod template, by kind, each
+// with the indentation of its pod spec.
+var templateDocs = map[string]struct {
+	doc   string
+	depth int
+}{
+	"session": {`
 apiVersion: agentlane.io/v1alpha1
 kind: AgentSession
 metadata: {name: %s, namespace: %s}
@@ -549,13 +542,8 @@ spec:
     podTemplate:
       spec:
 %s
-`, name, tenant, spec)), &u.Object)).To(Succeed())
-		return u
-	}
-	// queue is a LaneQueue whose Job lane's pod spec is spec.
-	queue := func(name, spec string) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{}
-		Expect(yaml.Unmarshal([]byte(fmt.Sprintf(`
+`, 8},
+	"job": {`
 apiVersion: agentlane.io/v1alpha1
 kind: LaneQueue
 metadata: {name: %s, namespace: %s}
@@ -572,15 +560,8 @@ spec:
           template:
             spec:
 %s
-`, name, tenant, spec)), &u.Object)).To(Succeed())
-		return u
-	}
-	// delegateQueue is a LaneQueue whose Delegate lane's worker sessions
-	// have the pod spec spec.
-	delegateQueue := func(name, spec string) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{}
-		extra := strings.Repeat(" ", 6)
-		Expect(yaml.Unmarshal([]byte(fmt.Sprintf(`
+`, 14},
+	"delegate": {`
 apiVersion: agentlane.io/v1alpha1
 kind: LaneQueue
 metadata: {name: %s, namespace: %s}
@@ -599,12 +580,43 @@ spec:
               podTemplate:
                 spec:
 %s
-`, name, tenant, extra+strings.ReplaceAll(spec, "\n", "\n"+extra))), &u.Object)).To(Succeed())
-		return u
+`, 18},
+}
+
+// templateObject is an object of kind ("session": an AgentSession, "job": a
+// LaneQueue with a Job lane, "delegate": a LaneQueue with a Delegate lane)
+// named name in ns whose one pod template has the pod spec spec (YAML, block
+// or flow style).
+func templateObject(kind, ns, name, spec string) *unstructured.Unstructured {
+	GinkgoHelper()
+	t, ok := templateDocs[kind]
+	Expect(ok).To(BeTrue(), "no template object of kind %q", kind)
+	pad := strings.Repeat(" ", t.depth)
+	body := pad + strings.ReplaceAll(strings.TrimSpace(spec), "\n", "\n"+pad)
+	u := &unstructured.Unstructured{}
+	Expect(yaml.Unmarshal([]byte(fmt.Sprintf(t.doc, name, ns, body)), &u.Object)).To(Succeed())
+	return u
+}
+
+func mustAtoi(s string) int {
+	GinkgoHelper()
+	n, err := strconv.Atoi(s)
+	Expect(err).NotTo(HaveOccurred(), "port %q", s)
+	return n
+}
+
+var _ = Describe("config/policy, installed", Ordered, func() {
+	const tenant = "tenant-templates"
+
+	// session is an AgentSession whose runtime pod spec is spec, queue a
+	// LaneQueue whose Job lane's pod spec is spec, delegateQueue a LaneQueue
+	// whose Delegate lane's worker sessions have the pod spec spec.
+	session := func(name, spec string) *unstructured.Unstructured {
+		return templateObject("session", tenant, name, spec)
 	}
-	indent := func(s string, by int) string {
-		pad := strings.Repeat(" ", by)
-		return pad + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n"+pad)
+	queue := func(name, spec string) *unstructured.Unstructured { return templateObject("job", tenant, name, spec) }
+	delegateQueue := func(name, spec string) *unstructured.Unstructured {
+		return templateObject("delegate", tenant, name, spec)
 	}
 	const (
 		plain       = "containers: [{name: agent, image: agent:v1}]"
@@ -634,7 +646,7 @@ spec:
 		Eventually(func(g Gomega) {
 			// Refused by the policy, not unknown to the client's REST mapper
 			// because the CRDs were only just installed.
-			for _, probe := range []*unstructured.Unstructured{session("probe", indent(privileged, 14)), queue("probe", indent(privileged, 14))} {
+			for _, probe := range []*unstructured.Unstructured{session("probe", privileged), queue("probe", privileged)} {
 				err := k8sClient.Create(ctx, probe, client.DryRunAll)
 				g.Expect(err).To(HaveOccurred())
 				g.Expect(meta.IsNoMatchError(err)).To(BeFalse(), "%v", err)
@@ -644,7 +656,7 @@ spec:
 
 	DescribeTable("refuses templates that reach into the node, naming the template",
 		func(obj func(name, spec string) *unstructured.Unstructured, spec, fragment string) {
-			err := k8sClient.Create(ctx, obj("bad", indent(spec, 14)))
+			err := k8sClient.Create(ctx, obj("bad", spec))
 			Expect(err).To(HaveOccurred(), "admitted")
 			Expect(apierrors.IsForbidden(err) || apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
 			Expect(err.Error()).To(ContainSubstring(fragment))
@@ -663,8 +675,8 @@ spec:
 	)
 
 	It("admits plain templates, and what the cluster's ConfigMap allows", func() {
-		Expect(k8sClient.Create(ctx, session("plain", indent(plain, 14)))).To(Succeed())
-		Expect(k8sClient.Create(ctx, queue("plain", indent(plain, 14)))).To(Succeed())
+		Expect(k8sClient.Create(ctx, session("plain", plain))).To(Succeed())
+		Expect(k8sClient.Create(ctx, queue("plain", plain))).To(Succeed())
 
 		cm := &corev1.ConfigMap{}
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "agentlane-template-policy"}, cm)).To(Succeed())
@@ -676,9 +688,9 @@ spec:
 			Expect(k8sClient.Update(ctx, cm)).To(Succeed())
 		})
 		Eventually(func() error {
-			return k8sClient.Create(ctx, session("privileged", indent(privileged, 14)), client.DryRunAll)
+			return k8sClient.Create(ctx, session("privileged", privileged), client.DryRunAll)
 		}).WithTimeout(30 * time.Second).Should(Succeed())
 		By("allowing privileged containers does not allow the host's namespaces")
-		Expect(k8sClient.Create(ctx, session("host", indent(hostNetwork, 14)))).NotTo(Succeed())
+		Expect(k8sClient.Create(ctx, session("host", hostNetwork))).NotTo(Succeed())
 	})
 })

@@ -30,7 +30,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/controller"
@@ -48,64 +47,8 @@ var _ = Describe("config/policy template levels, installed", Ordered, func() {
 	var manager client.Client
 
 	// template is an object of kind ("session", "job" or "delegate") in ns
-	// whose one pod template has the pod spec spec (YAML, flow style).
-	template := func(kind, ns, name, spec string) *unstructured.Unstructured {
-		var doc string
-		switch kind {
-		case "session":
-			doc = `
-apiVersion: agentlane.io/v1alpha1
-kind: AgentSession
-metadata: {name: %s, namespace: %s}
-spec:
-  queueRef: {name: q}
-  runtime:
-    podTemplate:
-      spec: %s
-`
-		case "job":
-			doc = `
-apiVersion: agentlane.io/v1alpha1
-kind: LaneQueue
-metadata: {name: %s, namespace: %s}
-spec:
-  defaultLane: build
-  lanes:
-  - name: build
-    priority: 0
-    handlerMode: External
-    externalTarget:
-      type: Job
-      jobTemplate:
-        spec:
-          template:
-            spec: %s
-`
-		case "delegate":
-			doc = `
-apiVersion: agentlane.io/v1alpha1
-kind: LaneQueue
-metadata: {name: %s, namespace: %s}
-spec:
-  defaultLane: review
-  lanes:
-  - name: review
-    priority: 0
-    maxConcurrency: 1
-    externalTarget:
-      type: Delegate
-      delegate:
-        sessionTemplate:
-          spec:
-            runtime:
-              podTemplate:
-                spec: %s
-`
-		}
-		u := &unstructured.Unstructured{}
-		Expect(yaml.Unmarshal([]byte(fmt.Sprintf(doc, name, ns, spec)), &u.Object)).To(Succeed())
-		return u
-	}
+	// whose one pod template has the pod spec spec.
+	template := templateObject
 	paths := map[string]string{
 		"session":  "spec.runtime.podTemplate",
 		"job":      "spec.lanes[build].externalTarget.jobTemplate",
