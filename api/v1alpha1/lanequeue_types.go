@@ -379,6 +379,70 @@ type TaskRetention struct {
 	MaxFinished *int32 `json:"maxFinished,omitempty"`
 }
 
+// SessionBounds lower, for the sessions of one LaneQueue, the per-session
+// bounds the manager applies to every session (its flags and chart values
+// under sessionAPI.bounds, sessionStore and delegation). A queue can only
+// lower a bound: a field left out, or set above the manager's bound, takes
+// the manager's. Past a bound a call gets the same answer as past the
+// manager's (413 TooLarge or 429 with Retry-After), naming the LaneQueue.
+type SessionBounds struct {
+	// maxPendingCommands is how many of one session's commands may be
+	// accepted and not yet ended at once.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	// +optional
+	MaxPendingCommands *int32 `json:"maxPendingCommands,omitempty"`
+
+	// maxPendingBytes is how many payload bytes one session's pending
+	// commands may hold together.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1073741824
+	// +optional
+	MaxPendingBytes *int64 `json:"maxPendingBytes,omitempty"`
+
+	// maxMessageBytes is the largest message text a session may be sent,
+	// in bytes.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16777216
+	// +optional
+	MaxMessageBytes *int32 `json:"maxMessageBytes,omitempty"`
+
+	// maxCheckpointBytes is the largest checkpoint a session may save, in
+	// bytes.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16777216
+	// +optional
+	MaxCheckpointBytes *int32 `json:"maxCheckpointBytes,omitempty"`
+
+	// maxPendingDelegations is how many delegations one session may have
+	// that have not finished.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	// +optional
+	MaxPendingDelegations *int32 `json:"maxPendingDelegations,omitempty"`
+
+	// maxDelegations is how many delegations of one session the cluster
+	// may keep, finished ones included until retention removes them.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	// +optional
+	MaxDelegations *int32 `json:"maxDelegations,omitempty"`
+
+	// maxEventStreams is how many event streams may be open on one session
+	// at once, whoever opened them.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	// +optional
+	MaxEventStreams *int32 `json:"maxEventStreams,omitempty"`
+
+	// maxWaitingCalls is how many calls may wait at once for commands of
+	// one session (a submission or a read that waits for its result).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	// +optional
+	MaxWaitingCalls *int32 `json:"maxWaitingCalls,omitempty"`
+}
+
 // LaneQueueSpec is the scheduling policy of a LaneQueue. Rules that relate
 // several fields (routing and defaultLane name existing lanes, tenant weights
 // need the WeightedTenant policy) are checked at admission.
@@ -501,6 +565,14 @@ type LaneQueueSpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	TaskRetention *TaskRetention `json:"taskRetention,omitempty"`
+
+	// sessionBounds lower, for this queue's sessions, the per-session
+	// bounds the manager applies to every session: pending commands and
+	// their bytes, message and checkpoint size, delegations, event streams
+	// and waiting calls. A queue can only lower them; what it leaves out, or
+	// sets higher, is the manager's.
+	// +optional
+	SessionBounds *SessionBounds `json:"sessionBounds,omitempty"`
 }
 
 // LaneStatus holds the counters of one lane. Pending and active are current
