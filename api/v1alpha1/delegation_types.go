@@ -57,6 +57,20 @@ const (
 	// ExternalTaskWorkerSessionReason (Claimed=True): a worker session runs
 	// the delegated task; status.worker names it.
 	ExternalTaskWorkerSessionReason = "WorkerSession"
+	// ExternalTaskAwaitingWorkerSlotReason (Claimed=False): the delegated
+	// task waits for one of its lane's worker slots (the lane's
+	// maxConcurrency or maxConcurrencyPerSession).
+	ExternalTaskAwaitingWorkerSlotReason = "AwaitingWorkerSlot"
+	// ExternalTaskAwaitingProducerSlotReason (Claimed=False): the producer
+	// already has as many running workers as the manager allows one
+	// producer (--delegation-max-children).
+	ExternalTaskAwaitingProducerSlotReason = "AwaitingProducerSlot"
+	// ExternalTaskFirstTurnPendingReason (Claimed=False): the worker
+	// session exists; its first turn is not posted yet.
+	ExternalTaskFirstTurnPendingReason = "FirstTurnPending"
+	// ExternalTaskQueueGoneReason (Delivered=False): the task's LaneQueue
+	// is gone, and with it the producer's inbox.
+	ExternalTaskQueueGoneReason = "QueueGone"
 )
 
 // DelegateTarget is the agent a Delegate lane hands its commands to. Each

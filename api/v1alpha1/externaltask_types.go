@@ -190,6 +190,30 @@ func (p ExternalTaskPhase) IsTerminal() bool {
 	return false
 }
 
+// HolderKind is who holds a task's current attempt: what kind of runner the
+// manager handed it to. It is recorded when the attempt is dispatched and
+// read wherever the holder matters, never inferred from other fields. New
+// kinds of holder (a direct stream from the manager to a worker) add a
+// value.
+//
+// +kubebuilder:validation:Enum=Workers;Job;Handler;Delegate
+type HolderKind string
+
+const (
+	// HolderWorkers: a pool worker, named in status.worker, holds the
+	// attempt.
+	HolderWorkers HolderKind = "Workers"
+	// HolderJob: the batch Job in status.jobName runs the attempt; its pod
+	// names itself in status.worker once it claims it.
+	HolderJob HolderKind = "Job"
+	// HolderHandler: the attempt is offered to the Session API's handlers,
+	// which complete it through the API; status.worker stays empty.
+	HolderHandler HolderKind = "Handler"
+	// HolderDelegate: a worker AgentSession, named in status.worker, runs
+	// the delegated task; the delegation controller carries it.
+	HolderDelegate HolderKind = "Delegate"
+)
+
 // AttemptOutcome is how one attempt of a task ended.
 //
 // +kubebuilder:validation:Enum=Succeeded;Failed;TimedOut;WorkerLost;Cancelled
@@ -337,6 +361,14 @@ type ExternalTaskStatus struct {
 	// +optional
 	WorkerIncarnation string `json:"workerIncarnation,omitempty"`
 
+	// holder is the kind of runner the current attempt was dispatched to:
+	// Workers (a pool worker), Job (a batch Job's pod), Handler (handlers
+	// that complete it through the Session API) or Delegate (a worker
+	// AgentSession). The manager records it at dispatch; a worker cannot
+	// change it. Empty while no attempt is dispatched.
+	// +optional
+	Holder HolderKind `json:"holder,omitempty"`
+
 	// jobName is the batch Job created for the current attempt, when the
 	// lane's external target is Job.
 	// +kubebuilder:validation:MaxLength=253
@@ -385,6 +417,7 @@ type ExternalTaskStatus struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`,description="Life-cycle phase"
 // +kubebuilder:printcolumn:name="Command",type=string,JSONPath=`.spec.commandType`,description="Command type"
 // +kubebuilder:printcolumn:name="Lane",type=string,JSONPath=`.status.lane`,description="Lane the task was routed to"
+// +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.status.holder`,description="Kind of runner holding the current attempt: Workers, Job, Handler or Delegate"
 // +kubebuilder:printcolumn:name="Worker",type=string,JSONPath=`.status.worker`,description="Worker holding the current attempt"
 // +kubebuilder:printcolumn:name="Attempt",type=integer,JSONPath=`.status.attempt`,description="Current attempt, starting at 1"
 // +kubebuilder:printcolumn:name="Exit",type=integer,JSONPath=`.status.result.exitCode`,description="Exit code of the attempt's process, once it reported"

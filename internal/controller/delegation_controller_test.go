@@ -310,7 +310,7 @@ var _ = Describe("Delegation controller", func() {
 		c := delegatedTask(lead, "c", "three")
 		passUntil(c, func(g Gomega, t *agentlanev1alpha1.ExternalTask) {
 			g.Expect(t.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskQueued))
-			g.Expect(cond(t, agentlanev1alpha1.ExternalTaskClaimedCondition)).To(HaveField("Reason", delegationProducerBusyReason))
+			g.Expect(cond(t, agentlanev1alpha1.ExternalTaskClaimedCondition)).To(HaveField("Reason", agentlanev1alpha1.ExternalTaskAwaitingProducerSlotReason))
 		})
 		Expect(getTask(a)(Default).Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskRunning))
 		Expect(getTask(b)(Default).Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskRunning))
@@ -329,7 +329,7 @@ var _ = Describe("Delegation controller", func() {
 			tasks = append(tasks, delegatedTask(lead, fmt.Sprintf("t%d", i), strings.Repeat("x", 60<<10)))
 		}
 		passUntil(tasks[5], func(g Gomega, t *agentlanev1alpha1.ExternalTask) {
-			g.Expect(cond(t, agentlanev1alpha1.ExternalTaskClaimedCondition)).To(HaveField("Reason", delegationWaitingReason))
+			g.Expect(cond(t, agentlanev1alpha1.ExternalTaskClaimedCondition)).To(HaveField("Reason", agentlanev1alpha1.ExternalTaskAwaitingWorkerSlotReason))
 		})
 		reads := &taskReads{Reader: k8sClient}
 		r.APIReader = reads

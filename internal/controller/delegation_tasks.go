@@ -38,22 +38,6 @@ import (
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
-// Condition reasons of delegated tasks, beyond the ExternalTask ones.
-const (
-	// delegationWaitingReason (Claimed=False): the task waits for one of
-	// its lane's worker slots.
-	delegationWaitingReason = "AwaitingWorkerSlot"
-	// delegationTurnPendingReason (Claimed=False): the worker session
-	// exists; its first turn is not posted yet.
-	delegationTurnPendingReason = "FirstTurnPending"
-	// delegationQueueGoneReason (Delivered=False): the queue is gone, and
-	// with it the producer's inbox.
-	delegationQueueGoneReason = "QueueGone"
-	// delegationProducerBusyReason (Claimed=False): the producer has as
-	// many running workers as Bounds.MaxChildren allows.
-	delegationProducerBusyReason = "AwaitingProducerSlot"
-)
-
 // BudgetExhaustedPrefix starts the error of a delegation refused because
 // its producer's budget is exhausted.
 const BudgetExhaustedPrefix = "BudgetExhausted: "
@@ -98,7 +82,7 @@ func (r *DelegationReconciler) deliverResult(ctx context.Context, dl *delegateLa
 				fmt.Sprintf("producer session %s no longer exists", producer.Name)
 		case err != nil && dl.lq == nil:
 			// Without its queue the producer has no inbox to post to.
-			status, reason, msg = metav1.ConditionFalse, delegationQueueGoneReason, dl.problem
+			status, reason, msg = metav1.ConditionFalse, agentlanev1alpha1.ExternalTaskQueueGoneReason, dl.problem
 		case err != nil:
 			return err
 		default:
@@ -261,7 +245,7 @@ func (r *DelegationReconciler) startQueued(ctx context.Context, dl *delegateLane
 			}
 		}
 		if free <= 0 || (perSession > 0 && bySession[producerOf(t)] >= perSession) {
-			r.markWaiting(ctx, dl, t, delegationWaitingReason,
+			r.markWaiting(ctx, dl, t, agentlanev1alpha1.ExternalTaskAwaitingWorkerSlotReason,
 				fmt.Sprintf("waiting for one of the %d worker slots of lane %s", dl.spec.MaxConcurrency, dl.name))
 			continue
 		}
@@ -269,7 +253,7 @@ func (r *DelegationReconciler) startQueued(ctx context.Context, dl *delegateLane
 			logf.FromContext(ctx).Error(err, "Count the producer's running workers", "externalTask", t.Name)
 			continue
 		} else if n >= r.Bounds.WithDefaults().MaxChildren {
-			r.markWaiting(ctx, dl, t, delegationProducerBusyReason,
+			r.markWaiting(ctx, dl, t, agentlanev1alpha1.ExternalTaskAwaitingProducerSlotReason,
 				fmt.Sprintf("producer session %s has %d running workers, the most one producer may have", producerOf(t), n))
 			continue
 		}
@@ -282,7 +266,7 @@ func (r *DelegationReconciler) startQueued(ctx context.Context, dl *delegateLane
 }
 
 // markWaiting shows that a task waits, for a worker slot of its lane
-// (delegationWaitingReason) or of its producer (delegationProducerBusyReason).
+// (agentlanev1alpha1.ExternalTaskAwaitingWorkerSlotReason) or of its producer (agentlanev1alpha1.ExternalTaskAwaitingProducerSlotReason).
 func (r *DelegationReconciler) markWaiting(ctx context.Context, dl *delegateLane, t *agentlanev1alpha1.ExternalTask, reason, msg string) {
 	st := &t.Status
 	if c := meta.FindStatusCondition(st.Conditions, agentlanev1alpha1.ExternalTaskClaimedCondition); st.Phase == agentlanev1alpha1.ExternalTaskQueued &&
@@ -362,7 +346,7 @@ func (r *DelegationReconciler) start(ctx context.Context, dl *delegateLane, t *a
 		st.QueuedAt = &now
 	}
 	st.DispatchedAt, st.StartedAt = &now, &now
-	setCondition(st, t.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse, delegationTurnPendingReason,
+	setCondition(st, t.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse, agentlanev1alpha1.ExternalTaskFirstTurnPendingReason,
 		fmt.Sprintf("worker session %s created; its first turn is not posted yet", worker.Name))
 	setCondition(st, t.Generation, now, agentlanev1alpha1.ExternalTaskFinishedCondition, metav1.ConditionFalse,
 		agentlanev1alpha1.ExternalTaskInProgressReason, "the task has not finished")
