@@ -69,6 +69,12 @@ func (s *Server) saveCheckpoint(w http.ResponseWriter, r *http.Request, sc *sess
 		Identity:      checkpointIdentity(req.Identity, sc.session.Spec.Identity),
 		State:         req.State,
 	}
+	if limit := s.sessionBounds(r.Context(), sc).checkpointBytes(); limit.limit > 0 {
+		if size, err := json.Marshal(cp); err == nil && int64(len(size)) > limit.limit {
+			return apiErrorf(http.StatusRequestEntityTooLarge, sessionapi.CodeTooLarge,
+				"the checkpoint of run %s takes %d bytes, over the bound of %d (%s)", cp.RunID, len(size), limit.limit, limit.source)
+		}
+	}
 	// The status write that shows the checkpoint rewrites the whole
 	// AgentSession in etcd: it is charged to the namespace's write budget
 	// with the checkpoint, before either is written.

@@ -174,20 +174,22 @@ func (s *Server) countDelegations(ctx context.Context, nd *namespaceDelegations,
 	return c, nil
 }
 
-// admitDelegation refuses a delegation of the session past a bound.
-func (s *Server) admitDelegation(ctx context.Context, nd *namespaceDelegations, key types.NamespacedName) error {
+// admitDelegation refuses a delegation of the session past a bound; the
+// session's LaneQueue may lower the per-session ones (qb).
+func (s *Server) admitDelegation(ctx context.Context, nd *namespaceDelegations, key types.NamespacedName, qb queueBounds) error {
 	c, err := s.countDelegations(ctx, nd, key)
 	if err != nil {
 		return err
 	}
 	b := s.Delegations.withDefaults()
+	pending, kept := qb.pendingDelegations(b.PendingPerSession), qb.delegations(b.PerSession)
 	switch {
-	case c.sessionPending >= b.PendingPerSession:
-		return delegationsFull("session %q has %d delegations that have not finished, the most one session may have (--session-api-max-delegations-pending-per-session)",
-			key.Name, c.sessionPending)
-	case c.session >= b.PerSession:
-		return delegationsFull("session %q has %d delegations kept, the most one session may have (--session-api-max-delegations-per-session); finished ones are removed per the queue's taskRetention",
-			key.Name, c.session)
+	case int64(c.sessionPending) >= pending.limit:
+		return delegationsFull("session %q has %d delegations that have not finished, the most one session may have (%s)",
+			key.Name, c.sessionPending, pending.source)
+	case int64(c.session) >= kept.limit:
+		return delegationsFull("session %q has %d delegations kept, the most one session may have (%s); finished ones are removed per the queue's taskRetention",
+			key.Name, c.session, kept.source)
 	case c.namespacePending >= b.PendingPerNamespace:
 		return delegationsFull("namespace %q has %d delegations that have not finished, the most one namespace may have (--session-api-max-delegations-pending-per-namespace)",
 			key.Namespace, c.namespacePending)
@@ -366,7 +368,7 @@ func (s *Server) createDelegation(ctx context.Context, sc *sessionCall, id, lane
 	nd := s.delegations.namespace(sc.key.Namespace)
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
-	if err := s.admitDelegation(ctx, nd, sc.key); err != nil {
+	if err := s.admitDelegation(ctx, nd, sc.key, s.sessionBounds(ctx, sc)); err != nil {
 		return nil, err
 	}
 	if err := s.Client.Create(ctx, task); err != nil {

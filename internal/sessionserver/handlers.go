@@ -123,7 +123,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 	}
 	// The command is accounted before the scheduler can end it, so that
 	// its terminal event always finds it.
-	held, err := s.pending.reserve(sc.key, id, int64(len(req.Payload)))
+	held, err := s.pending.reserve(sc.key, id, int64(len(req.Payload)), s.sessionBounds(r.Context(), sc))
 	if err != nil {
 		return err
 	}
@@ -332,7 +332,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, sc *session
 	if err := readJSON(r, &m); err != nil {
 		return err
 	}
-	if err := s.validateMessage(&m); err != nil {
+	if err := s.validateMessage(&m, s.sessionBounds(r.Context(), sc)); err != nil {
 		return err
 	}
 	if m.ID == "" {

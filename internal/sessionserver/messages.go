@@ -30,15 +30,15 @@ import (
 const inboxFullRetry = 2 * lanequeue.DefaultDebounce
 
 // validateMessage refuses a posted message the inbox must not hold: blank
-// text (400 InvalidRequest), or text over StoreBounds.MaxMessageBytes (413
-// TooLarge).
-func (s *Server) validateMessage(m *sessionapi.Message) error {
+// text (400 InvalidRequest), or text over StoreBounds.MaxMessageBytes or
+// the session's LaneQueue's lower bound (413 TooLarge).
+func (s *Server) validateMessage(m *sessionapi.Message, qb queueBounds) error {
 	if strings.TrimSpace(m.Text) == "" {
 		return apiError(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "text is required")
 	}
-	if n, limit := len(m.Text), s.StoreBounds.MaxMessageBytes; n > limit {
+	if n, limit := len(m.Text), qb.messageBytes(s.StoreBounds.MaxMessageBytes); int64(n) > limit.limit {
 		return apiErrorf(http.StatusRequestEntityTooLarge, sessionapi.CodeTooLarge,
-			"the message's text is %d bytes, over the bound of %d (--session-api-max-message-bytes)", n, limit)
+			"the message's text is %d bytes, over the bound of %d (%s)", n, limit.limit, limit.source)
 	}
 	return nil
 }

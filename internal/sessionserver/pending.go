@@ -116,21 +116,23 @@ func (p *pendingLedger) setShare(share float64) {
 }
 
 // reserve accounts the session's command id of the given payload size, or
-// returns a 429 QueueFull error naming the bound it would cross.
-func (p *pendingLedger) reserve(session types.NamespacedName, id string, bytes int64) (*pendingEntry, error) {
+// returns a 429 QueueFull error naming the bound it would cross. The
+// session's LaneQueue may lower the per-session bounds (qb).
+func (p *pendingLedger) reserve(session types.NamespacedName, id string, bytes int64, qb queueBounds) (*pendingEntry, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	u := p.sessions[session]
 	if u == nil {
 		u = &pendingUsage{}
 	}
+	count, size := qb.pendingCommands(p.limits.perSession), qb.pendingBytes(p.limits.perSessionBytes)
 	switch {
-	case u.count+1 > p.limits.perSession:
-		return nil, queueFull("session %q has %d pending commands, the most a session may have (--session-api-max-pending-per-session)",
-			session.Name, u.count)
-	case u.bytes+bytes > p.limits.perSessionBytes:
-		return nil, queueFull("session %q has %d bytes of pending payloads; %d more would pass the per-session bound of %d bytes (--session-api-max-pending-bytes-per-session)",
-			session.Name, u.bytes, bytes, p.limits.perSessionBytes)
+	case u.count+1 > count.limit:
+		return nil, queueFull("session %q has %d pending commands, the most a session may have (%s)",
+			session.Name, u.count, count.source)
+	case u.bytes+bytes > size.limit:
+		return nil, queueFull("session %q has %d bytes of pending payloads; %d more would pass the per-session bound of %d bytes (%s)",
+			session.Name, u.bytes, bytes, size.limit, size.source)
 	case p.namespaces[session.Namespace]+bytes > p.limits.namespaceBytes(p.share):
 		return nil, queueFull("namespace %q holds %d bytes of pending payloads; %d more would pass its share of the server, %d bytes (--session-api-pending-namespace-share of --session-api-max-pending-bytes)",
 			session.Namespace, p.namespaces[session.Namespace], bytes, p.limits.namespaceBytes(p.share))

@@ -38,7 +38,7 @@ func TestPendingLedger(t *testing.T) {
 	}
 	mustReserve := func(session types.NamespacedName, id string, n int64) *pendingEntry {
 		t.Helper()
-		e, err := p.reserve(session, id, n)
+		e, err := p.reserve(session, id, n, queueBounds{})
 		if err != nil {
 			t.Fatalf("reserve %s/%s of %d bytes: %v", session, id, n, err)
 		}
@@ -46,7 +46,7 @@ func TestPendingLedger(t *testing.T) {
 	}
 	mustRefuse := func(session types.NamespacedName, id string, n int64) {
 		t.Helper()
-		if _, err := p.reserve(session, id, n); !sessionapi.IsCode(err, sessionapi.CodeQueueFull) {
+		if _, err := p.reserve(session, id, n, queueBounds{}); !sessionapi.IsCode(err, sessionapi.CodeQueueFull) {
 			t.Fatalf("reserve %s/%s of %d bytes: %v, want QueueFull", session, id, n, err)
 		}
 	}
@@ -91,22 +91,22 @@ func TestPendingLedgerNamespaceShare(t *testing.T) {
 	a1 := types.NamespacedName{Namespace: "a", Name: "s1"}
 	a2 := types.NamespacedName{Namespace: "a", Name: "s2"}
 	b1 := types.NamespacedName{Namespace: "b", Name: "s1"}
-	if _, err := p.reserve(a1, "c1", 150); err != nil {
+	if _, err := p.reserve(a1, "c1", 150, queueBounds{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.reserve(a2, "c2", 100); err != nil {
+	if _, err := p.reserve(a2, "c2", 100, queueBounds{}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := p.reserve(a2, "c3", 1)
+	_, err := p.reserve(a2, "c3", 1, queueBounds{})
 	if !sessionapi.IsCode(err, sessionapi.CodeQueueFull) || !strings.Contains(err.Error(), "its share of the server, 250 bytes") {
 		t.Fatalf("namespace a past its share: %v, want QueueFull naming the share", err)
 	}
-	e, err := p.reserve(b1, "c1", 250)
+	e, err := p.reserve(b1, "c1", 250, queueBounds{})
 	if err != nil {
 		t.Fatalf("namespace b: %v", err)
 	}
 	p.release(e)
-	if _, err := p.reserve(b1, "c1", 250); err != nil {
+	if _, err := p.reserve(b1, "c1", 250, queueBounds{}); err != nil {
 		t.Fatalf("namespace b after a release: %v", err)
 	}
 }

@@ -511,6 +511,7 @@ func (s *Server) serveCall(w http.ResponseWriter, r *http.Request, rt route, sc 
 	if kind == eventStream {
 		lim = longLimits{perCaller: s.MaxStreamsPerCaller, perSession: s.MaxStreamsPerSession}
 	}
+	lim = s.sessionBounds(r.Context(), sc).longCalls(kind, lim)
 	release, err := s.long.acquire(kind, lim, sc.caller.Username, sc.key)
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ limitations under the License.
 package sessionserver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -82,8 +83,13 @@ func (k longKind) String() string {
 	return "waiting calls"
 }
 
-// longLimits bound the long-lived calls of one kind.
-type longLimits struct{ perCaller, perSession int }
+// longLimits bound the long-lived calls of one kind. sessionSource names
+// the setting of perSession for a refusal's message; the manager's flag
+// when empty.
+type longLimits struct {
+	perCaller, perSession int
+	sessionSource         string
+}
 
 // longLedger counts the long-lived calls open, per caller and per session.
 type longLedger struct {
@@ -118,9 +124,10 @@ func (l *longLedger) acquire(kind longKind, lim longLimits, caller string, sessi
 			Message: fmt.Sprintf("user %q has %d %s open, the most one caller may (--session-api-max-%s-per-caller); close one first",
 				caller, lim.perCaller, kind, flag)}
 	case lim.perSession > 0 && l.bySession[sk] >= lim.perSession:
+		source := cmp.Or(lim.sessionSource, "--session-api-max-"+flag+"-per-session")
 		return nil, &sessionapi.Error{Status: http.StatusTooManyRequests, Code: sessionapi.CodeRateLimited, RetryAfter: time.Second,
-			Message: fmt.Sprintf("session %q has %d %s open, the most one session may (--session-api-max-%s-per-session); close one first",
-				session.Name, lim.perSession, kind, flag)}
+			Message: fmt.Sprintf("session %q has %d %s open, the most one session may (%s); close one first",
+				session.Name, lim.perSession, kind, source)}
 	}
 	if l.byCaller == nil {
 		l.byCaller, l.bySession = map[callerKey]int{}, map[sessionKey]int{}

@@ -1,0 +1,126 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sessionserver
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+)
+
+// queueBounds is what a session's LaneQueue (spec.sessionBounds) lowers of
+// the manager's per-session bounds. A queue can only lower a bound: each
+// method returns the manager's bound when the queue sets none or a larger
+// one, and says which of the two is in force, for the refusal's message.
+type queueBounds struct {
+	queue string
+	b     *agentlanev1alpha1.SessionBounds
+}
+
+// sessionBounds reads the bounds of sc's LaneQueue from the manager's
+// cache. A queue that cannot be read lowers nothing: the manager's bounds
+// hold (the call found the queue's scheduler running a moment ago).
+func (s *Server) sessionBounds(ctx context.Context, sc *sessionCall) queueBounds {
+	qb := queueBounds{queue: sc.queueKey.Name}
+	lq := &agentlanev1alpha1.LaneQueue{}
+	if err := s.Client.Get(ctx, sc.queueKey, lq); err != nil {
+		if !apierrors.IsNotFound(err) {
+			s.log.V(1).Info("LaneQueue unreadable, the manager's session bounds hold", "queue", sc.queueKey, "error", err.Error())
+		}
+		return qb
+	}
+	qb.b = lq.Spec.SessionBounds
+	return qb
+}
+
+// bound is a bound in force and where it comes from.
+type bound struct {
+	limit int64
+	// source names the setting, for messages: a manager flag, or the
+	// LaneQueue's field.
+	source string
+}
+
+// lower returns the smaller of the manager's bound (named by flag; a
+// negative or zero value means none) and the queue's field, when set.
+func (q queueBounds) lower(manager int64, flag string, field string, queue func(*agentlanev1alpha1.SessionBounds) *int64) bound {
+	b := bound{limit: manager, source: "--" + flag}
+	if q.b == nil {
+		return b
+	}
+	if v := queue(q.b); v != nil && (manager <= 0 || *v < manager) {
+		return bound{limit: *v, source: fmt.Sprintf("spec.sessionBounds.%s of LaneQueue %q", field, q.queue)}
+	}
+	return b
+}
+
+func i32(p *int32) *int64 {
+	if p == nil {
+		return nil
+	}
+	v := int64(*p)
+	return &v
+}
+
+func (q queueBounds) pendingCommands(manager int64) bound {
+	return q.lower(manager, "session-api-max-pending-per-session", "maxPendingCommands",
+		func(b *agentlanev1alpha1.SessionBounds) *int64 { return i32(b.MaxPendingCommands) })
+}
+
+func (q queueBounds) pendingBytes(manager int64) bound {
+	return q.lower(manager, "session-api-max-pending-bytes-per-session", "maxPendingBytes",
+		func(b *agentlanev1alpha1.SessionBounds) *int64 { return b.MaxPendingBytes })
+}
+
+func (q queueBounds) messageBytes(manager int) bound {
+	return q.lower(int64(manager), "session-api-max-message-bytes", "maxMessageBytes",
+		func(b *agentlanev1alpha1.SessionBounds) *int64 { return i32(b.MaxMessageBytes) })
+}
+
+// checkpointBytes has no manager bound here: the store applies its own
+// (--session-store-max-checkpoint-bytes) when it saves.
+func (q queueBounds) checkpointBytes() bound {
+	return q.lower(0, "session-store-max-checkpoint-bytes", "maxCheckpointBytes",
+		func(b *agentlanev1alpha1.SessionBounds) *int64 { return i32(b.MaxCheckpointBytes) })
+}
+
+func (q queueBounds) pendingDelegations(manager int) bound {
+	return q.lower(int64(manager), "session-api-max-delegations-pending-per-session", "maxPendingDelegations",
+		func(b *agentlanev1alpha1.SessionBounds) *int64 { return i32(b.MaxPendingDelegations) })
+}
+
+func (q queueBounds) delegations(manager int) bound {
+	return q.lower(int64(manager), "session-api-max-delegations-per-session", "maxDelegations",
+		func(b *agentlanev1alpha1.SessionBounds) *int64 { return i32(b.MaxDelegations) })
+}
+
+// longCalls lowers the per-session bound of kind's calls in lim.
+func (q queueBounds) longCalls(kind longKind, lim longLimits) longLimits {
+	var b bound
+	if kind == eventStream {
+		b = q.lower(int64(lim.perSession), "session-api-max-streams-per-session", "maxEventStreams",
+			func(b *agentlanev1alpha1.SessionBounds) *int64 { return i32(b.MaxEventStreams) })
+	} else {
+		b = q.lower(int64(lim.perSession), "session-api-max-waits-per-session", "maxWaitingCalls",
+			func(b *agentlanev1alpha1.SessionBounds) *int64 { return i32(b.MaxWaitingCalls) })
+	}
+	lim.perSession, lim.sessionSource = int(b.limit), b.source
+	return lim
+}
