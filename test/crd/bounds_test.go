@@ -149,6 +149,15 @@ var _ = Describe("Duration and selector bounds", func() {
 		Entry("a sessionOverrides mode that does not exist",
 			queueWithLane("sessionOverrides: {allowedModes: [Remote]}"),
 			`Unsupported value: "Remote"`),
+		Entry("a sessionBounds of 0 pending commands",
+			queueWithSpec("sessionBounds: {maxPendingCommands: 0}"),
+			"spec.sessionBounds.maxPendingCommands: Invalid value"),
+		Entry("a sessionBounds message size over 16 MiB",
+			queueWithSpec("sessionBounds: {maxMessageBytes: 16777217}"),
+			"spec.sessionBounds.maxMessageBytes: Invalid value"),
+		Entry("negative sessionBounds pending bytes",
+			queueWithSpec("sessionBounds: {maxPendingBytes: -1}"),
+			"spec.sessionBounds.maxPendingBytes: Invalid value"),
 	)
 
 	It("admits every bound itself and a selector as Kubernetes writes one", func() {
@@ -167,6 +176,7 @@ var _ = Describe("Duration and selector bounds", func() {
 				strings.Repeat("n", 63), strings.Repeat("v", 63))),
 			queueWithLane("sessionOverrides: {allowedModes: [External, Hybrid]}"),
 			queueWithLane("sessionOverrides: {allowedModes: []}"),
+			queueWithSpec("sessionBounds: {maxPendingCommands: 1, maxPendingBytes: 1073741824, maxMessageBytes: 16777216, maxCheckpointBytes: 1, maxPendingDelegations: 10000, maxDelegations: 100000, maxEventStreams: 1, maxWaitingCalls: 10000}"),
 		} {
 			Expect(k8sClient.Create(ctx, object(doc))).To(Succeed(), doc)
 		}
