@@ -82,7 +82,7 @@ func TestScopeReportsAConflictAndWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	c := newFakeClient(t, &agentlanev1alpha1.ExternalTask{
 		ObjectMeta: metaOf("t"), Spec: agentlanev1alpha1.ExternalTaskSpec{CommandType: "bash"},
-		Status:     *status(dispatched, 1, heldByWorker("w1")),
+		Status: *status(dispatched, 1, heldByWorker("w1")),
 	})
 	task := readTask(t, c)
 	s := NewScope(task)

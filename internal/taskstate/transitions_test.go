@@ -694,15 +694,26 @@ func TestHolderOf(t *testing.T) {
 		want       agentlanev1alpha1.HolderKind
 		wantRecord bool
 	}{
-		"recorded":                    {task: func(tk *agentlanev1alpha1.ExternalTask) { tk.Status = *status(dispatched, 1, heldByJob("j")) }, want: agentlanev1alpha1.HolderJob},
-		"inferred: a Job":             {task: func(tk *agentlanev1alpha1.ExternalTask) { tk.Status = *status(running, 1, func(st *Status) { st.JobName, st.Worker = "j", "j-abcde" }) }, want: agentlanev1alpha1.HolderJob, wantRecord: true},
-		"inferred: a pool worker":     {task: func(tk *agentlanev1alpha1.ExternalTask) { tk.Status = *status(dispatched, 1, func(st *Status) { st.Worker = "w" }) }, want: agentlanev1alpha1.HolderWorkers, wantRecord: true},
-		"inferred: handlers":          {task: func(tk *agentlanev1alpha1.ExternalTask) { tk.Status = *status(dispatched, 1) }, want: agentlanev1alpha1.HolderHandler, wantRecord: true},
-		"a delegated task, new":       {task: delegated, want: agentlanev1alpha1.HolderDelegate},
-		"a delegated task, running":   {task: func(tk *agentlanev1alpha1.ExternalTask) { delegated(tk); tk.Status = *status(running, 1, func(st *Status) { st.Worker = "s" }) }, want: agentlanev1alpha1.HolderDelegate, wantRecord: true},
-		"a label alone delegates not": {task: func(tk *agentlanev1alpha1.ExternalTask) { tk.Labels = map[string]string{agentlanev1alpha1.DelegatedLabel: "true"} }, want: ""},
-		"a queued task has none":      {task: func(tk *agentlanev1alpha1.ExternalTask) { tk.Status = *status(queued, 1, heldByWorker("w")) }, want: ""},
-		"a finished task keeps what it recorded": {task: func(tk *agentlanev1alpha1.ExternalTask) { tk.Status = *status(succeeded, 1, func(st *Status) { st.Worker = "w" }) }, want: ""},
+		"recorded": {task: func(tk *agentlanev1alpha1.ExternalTask) { tk.Status = *status(dispatched, 1, heldByJob("j")) }, want: agentlanev1alpha1.HolderJob},
+		"inferred: a Job": {task: func(tk *agentlanev1alpha1.ExternalTask) {
+			tk.Status = *status(running, 1, func(st *Status) { st.JobName, st.Worker = "j", "j-abcde" })
+		}, want: agentlanev1alpha1.HolderJob, wantRecord: true},
+		"inferred: a pool worker": {task: func(tk *agentlanev1alpha1.ExternalTask) {
+			tk.Status = *status(dispatched, 1, func(st *Status) { st.Worker = "w" })
+		}, want: agentlanev1alpha1.HolderWorkers, wantRecord: true},
+		"inferred: handlers":    {task: func(tk *agentlanev1alpha1.ExternalTask) { tk.Status = *status(dispatched, 1) }, want: agentlanev1alpha1.HolderHandler, wantRecord: true},
+		"a delegated task, new": {task: delegated, want: agentlanev1alpha1.HolderDelegate},
+		"a delegated task, running": {task: func(tk *agentlanev1alpha1.ExternalTask) {
+			delegated(tk)
+			tk.Status = *status(running, 1, func(st *Status) { st.Worker = "s" })
+		}, want: agentlanev1alpha1.HolderDelegate, wantRecord: true},
+		"a label alone delegates not": {task: func(tk *agentlanev1alpha1.ExternalTask) {
+			tk.Labels = map[string]string{agentlanev1alpha1.DelegatedLabel: "true"}
+		}, want: ""},
+		"a queued task has none": {task: func(tk *agentlanev1alpha1.ExternalTask) { tk.Status = *status(queued, 1, heldByWorker("w")) }, want: ""},
+		"a finished task keeps what it recorded": {task: func(tk *agentlanev1alpha1.ExternalTask) {
+			tk.Status = *status(succeeded, 1, func(st *Status) { st.Worker = "w" })
+		}, want: ""},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
