@@ -20,6 +20,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -39,6 +40,7 @@ import (
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/budget"
 	"github.com/agentlane/agentlane/internal/delegation"
+	"github.com/agentlane/agentlane/internal/taskstate"
 )
 
 // Inboxes posts inbound messages to sessions, through the Session API's
@@ -108,7 +110,7 @@ type DelegationReconciler struct {
 	// written remembers the task versions this controller's status writes
 	// replaced, so that a pass never acts on a cache that has not caught
 	// up with them.
-	written writtenVersions
+	written taskstate.Versions
 }
 
 var _ reconcile.Reconciler = &DelegationReconciler{}
@@ -195,25 +197,37 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	// Each task's status changes in memory only and is written once, at
+	// the end of the pass, fenced on the version the pass read.
 	var p pass
 	p.requeue(0)
+	scopes := make([]*taskstate.Scope, 0, len(tasks))
 	for i := range tasks {
 		t := &tasks[i]
+		if !t.DeletionTimestamp.IsZero() {
+			continue
+		}
+		s := taskstate.NewScope(t)
+		scopes = append(scopes, s)
 		switch {
-		case !t.DeletionTimestamp.IsZero():
 		case t.Status.Phase.IsTerminal():
 			p.finished++
-			p.requeue(r.settle(ctx, dl, t))
+			p.requeue(r.settle(ctx, dl, s))
 		case t.Status.Phase == agentlanev1alpha1.ExternalTaskRunning:
-			p.running = append(p.running, t)
+			p.running = append(p.running, s)
 		default:
-			p.queued = append(p.queued, t)
+			p.queued = append(p.queued, s)
 		}
 	}
-	for _, t := range p.running {
-		p.requeue(r.watchRunning(ctx, dl, t, workers[t.Status.Worker]))
+	for _, s := range p.running {
+		p.requeue(r.watchRunning(ctx, dl, s, workers[s.Task.Status.Worker]))
 	}
 	p.requeue(r.startQueued(ctx, dl, &p))
+	for _, s := range scopes {
+		if err := s.Write(ctx, r.Client, &r.written, false); err != nil {
+			p.errs = append(p.errs, fmt.Errorf("task %s: %w", s.Task.Name, err))
+		}
+	}
 	if p.finished > 0 && dl.lq != nil {
 		p.errs = append(p.errs, r.sweep(ctx, dl.lq))
 	}
@@ -229,7 +243,7 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 
 // pass is what one Reconcile found and decided.
 type pass struct {
-	running, queued []*agentlanev1alpha1.ExternalTask
+	running, queued []*taskstate.Scope
 	// finished counts the lane's finished tasks.
 	finished int
 	// after is when the lane should be looked at again; 0 for never.
@@ -292,7 +306,7 @@ func (r *DelegationReconciler) listLane(ctx context.Context, dl *delegateLane) (
 		return nil, nil, err
 	}
 	for i := range tasks.Items {
-		if r.written.stale(client.ObjectKeyFromObject(&tasks.Items[i]), tasks.Items[i].ResourceVersion) {
+		if r.written.Stale(client.ObjectKeyFromObject(&tasks.Items[i]), tasks.Items[i].ResourceVersion) {
 			return nil, nil, errStaleCache
 		}
 	}
@@ -348,17 +362,6 @@ func (r *DelegationReconciler) sweep(ctx context.Context, lq *agentlanev1alpha1.
 // WithDelegationBounds sets the bounds of the delegation controller.
 func WithDelegationBounds(b delegation.Bounds) SetupOption {
 	return func(o *setupOptions) { o.Delegation = b }
-}
-
-// writeStatus writes the task's status and remembers the version it
-// replaced.
-func (r *DelegationReconciler) writeStatus(ctx context.Context, t *agentlanev1alpha1.ExternalTask) error {
-	rv := t.ResourceVersion
-	if err := r.Status().Update(ctx, t); err != nil {
-		return err
-	}
-	r.written.wrote(client.ObjectKeyFromObject(t), rv)
-	return nil
 }
 
 // withPayload reads the task's payload, which the manager's cache does not

@@ -35,6 +35,7 @@ import (
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/delegation"
 	"github.com/agentlane/agentlane/internal/lanequeue"
+	"github.com/agentlane/agentlane/internal/taskstate"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
@@ -45,9 +46,10 @@ const BudgetExhaustedPrefix = "BudgetExhausted: "
 // settle posts a finished task's result to its producer's inbox, once, and
 // deletes the task after the queue's ttlAfterFinished. It returns when to
 // look again.
-func (r *DelegationReconciler) settle(ctx context.Context, dl *delegateLane, t *agentlanev1alpha1.ExternalTask) time.Duration {
+func (r *DelegationReconciler) settle(ctx context.Context, dl *delegateLane, s *taskstate.Scope) time.Duration {
+	t := s.Task
 	if meta.FindStatusCondition(t.Status.Conditions, agentlanev1alpha1.ExternalTaskDeliveredCondition) == nil {
-		if err := r.deliverResult(ctx, dl, t); err != nil {
+		if err := r.deliverResult(ctx, dl, s); err != nil {
 			logf.FromContext(ctx).Error(err, "Deliver a delegated task's result", "externalTask", t.Name)
 			return time.Second
 		}
@@ -63,12 +65,14 @@ func (r *DelegationReconciler) settle(ctx context.Context, dl *delegateLane, t *
 		logf.FromContext(ctx).Error(err, "Delete a finished delegated task", "externalTask", t.Name)
 		return time.Second
 	}
+	s.Deleted = true
 	return 0
 }
 
 // deliverResult posts the result to the producer's inbox (unless it asked
-// for no callback) and records that it did.
-func (r *DelegationReconciler) deliverResult(ctx context.Context, dl *delegateLane, t *agentlanev1alpha1.ExternalTask) error {
+// for no callback) and records that it did, for the pass's write.
+func (r *DelegationReconciler) deliverResult(ctx context.Context, dl *delegateLane, s *taskstate.Scope) error {
+	t := s.Task
 	status, reason, msg := metav1.ConditionTrue, agentlanev1alpha1.ExternalTaskInboxReason, ""
 	producer := types.NamespacedName{Namespace: t.Namespace, Name: producerOf(t)}
 	switch {
@@ -89,11 +93,12 @@ func (r *DelegationReconciler) deliverResult(ctx context.Context, dl *delegateLa
 			msg = fmt.Sprintf("the result is in the inbox of session %s", producer.Name)
 		}
 	}
-	setCondition(&t.Status, t.Generation, metav1.NewTime(r.Clock.Now()), agentlanev1alpha1.ExternalTaskDeliveredCondition, status, reason, msg)
-	if err := r.writeStatus(ctx, t); err != nil {
+	if err := taskstate.Deliver(&t.Status, t.Generation, metav1.NewTime(r.Clock.Now()), status, reason, msg); err != nil {
 		return err
 	}
-	logf.FromContext(ctx).Info("Delegated task settled", "externalTask", t.Name, "phase", t.Status.Phase, "delivered", reason)
+	s.AfterWrite(func() {
+		logf.FromContext(ctx).Info("Delegated task settled", "externalTask", t.Name, "phase", t.Status.Phase, "delivered", reason)
+	})
 	return nil
 }
 
@@ -102,8 +107,11 @@ func (r *DelegationReconciler) deliverResult(ctx context.Context, dl *delegateLa
 // run; otherwise the task fails as interrupted. A worker that runs past the
 // task's deadline ends it TimedOut and is deleted. The worker's runtime
 // completes the task through the Session API.
-func (r *DelegationReconciler) watchRunning(ctx context.Context, dl *delegateLane, t *agentlanev1alpha1.ExternalTask, worker *agentlanev1alpha1.AgentSession) time.Duration {
+func (r *DelegationReconciler) watchRunning(ctx context.Context, dl *delegateLane, s *taskstate.Scope, worker *agentlanev1alpha1.AgentSession) time.Duration {
+	t := s.Task
 	st := &t.Status
+	// A task started before status recorded its holder gets it recorded.
+	taskstate.RecordHolder(t)
 	key := client.ObjectKeyFromObject(t)
 	deadline := r.deadline(dl, t)
 	var left time.Duration
@@ -112,15 +120,15 @@ func (r *DelegationReconciler) watchRunning(ctx context.Context, dl *delegateLan
 	}
 	switch {
 	case worker == nil || !worker.DeletionTimestamp.IsZero():
-		return r.fail(ctx, t, fmt.Sprintf("interrupted: worker session %s was deleted before it finished", st.Worker))
+		return r.fail(ctx, s, fmt.Sprintf("interrupted: worker session %s was deleted before it finished", st.Worker))
 	case worker.Status.Phase == agentlanev1alpha1.SessionFailed:
-		return r.fail(ctx, t, fmt.Sprintf("interrupted: worker session %s failed", worker.Name))
+		return r.fail(ctx, s, fmt.Sprintf("interrupted: worker session %s failed", worker.Name))
 	case st.StartedAt != nil && left <= 0:
-		return r.timeOut(ctx, t, worker, deadline)
+		return r.timeOut(ctx, s, worker, deadline)
 	}
 	if !meta.IsStatusConditionTrue(st.Conditions, agentlanev1alpha1.ExternalTaskClaimedCondition) {
-		if problem := r.postFirstTurn(ctx, t, worker); problem != "" {
-			return r.fail(ctx, t, problem)
+		if problem := r.postFirstTurn(ctx, s, worker); problem != "" {
+			return r.fail(ctx, s, problem)
 		}
 		return min(time.Second, max(left, time.Millisecond))
 	}
@@ -131,7 +139,7 @@ func (r *DelegationReconciler) watchRunning(ctx context.Context, dl *delegateLan
 				return time.Second
 			}
 			if !busy {
-				return r.fail(ctx, t, fmt.Sprintf("interrupted: the manager restarted and worker session %s has no run in progress", worker.Name))
+				return r.fail(ctx, s, fmt.Sprintf("interrupted: the manager restarted and worker session %s has no run in progress", worker.Name))
 			}
 			r.checked.Store(key, struct{}{})
 		}
@@ -156,51 +164,42 @@ func (r *DelegationReconciler) deadline(dl *delegateLane, t *agentlanev1alpha1.E
 	return r.Bounds.WithDefaults().Timeout
 }
 
-// timeOut ends a task whose worker ran past its deadline TimedOut, and
-// deletes the worker session, so that its runtime stops and its slot is
-// free; the result reaches the producer as any other.
-func (r *DelegationReconciler) timeOut(ctx context.Context, t *agentlanev1alpha1.ExternalTask, worker *agentlanev1alpha1.AgentSession, deadline time.Duration) time.Duration {
-	after := r.end(ctx, t, agentlanev1alpha1.ExternalTaskTimedOut,
+// timeOut ends a task whose worker ran past its deadline TimedOut, and,
+// once that is written, deletes the worker session, so that its runtime
+// stops and its slot is free; the result reaches the producer as any other.
+func (r *DelegationReconciler) timeOut(ctx context.Context, s *taskstate.Scope, worker *agentlanev1alpha1.AgentSession, deadline time.Duration) time.Duration {
+	after := r.end(ctx, s, agentlanev1alpha1.ExternalTaskTimedOut,
 		fmt.Sprintf("timed out: worker session %s did not finish within %s", worker.Name, deadline))
-	if t.Status.Phase != agentlanev1alpha1.ExternalTaskTimedOut {
-		return after // not recorded; the next pass tries again
+	if s.Task.Status.Phase != agentlanev1alpha1.ExternalTaskTimedOut {
+		return after
 	}
-	if err := r.Delete(ctx, worker, client.Preconditions{UID: &worker.UID}); client.IgnoreNotFound(err) != nil {
-		logf.FromContext(ctx).Error(err, "Delete the worker session of a timed-out task", "agentSession", worker.Name)
-	}
+	s.AfterWrite(func() {
+		if err := r.Delete(ctx, worker, client.Preconditions{UID: &worker.UID}); client.IgnoreNotFound(err) != nil {
+			logf.FromContext(ctx).Error(err, "Delete the worker session of a timed-out task", "agentSession", worker.Name)
+		}
+	})
 	return after
 }
 
 // fail ends a task Failed with reason, for the next pass to deliver.
-func (r *DelegationReconciler) fail(ctx context.Context, t *agentlanev1alpha1.ExternalTask, reason string) time.Duration {
-	return r.end(ctx, t, agentlanev1alpha1.ExternalTaskFailed, reason)
+func (r *DelegationReconciler) fail(ctx context.Context, s *taskstate.Scope, reason string) time.Duration {
+	return r.end(ctx, s, agentlanev1alpha1.ExternalTaskFailed, reason)
 }
 
 // end ends a task in phase (Failed or TimedOut) with reason, for the next
-// pass to deliver. On a failed write the task's phase is left as it was.
-func (r *DelegationReconciler) end(ctx context.Context, t *agentlanev1alpha1.ExternalTask, phase agentlanev1alpha1.ExternalTaskPhase, reason string) time.Duration {
-	now := metav1.NewTime(r.Clock.Now())
-	old := t.Status.DeepCopy()
-	st := &t.Status
-	st.Phase, st.FinishedAt = phase, &now
-	st.Result = &agentlanev1alpha1.TaskResult{Error: reason}
-	if st.Worker != "" {
-		st.Attempts = append(st.Attempts, agentlanev1alpha1.TaskAttempt{Attempt: max(st.Attempt, 1), Worker: st.Worker,
-			StartedAt: st.StartedAt, FinishedAt: &now, Outcome: agentlanev1alpha1.AttemptFailed, Error: reason})
-	}
-	setCondition(st, t.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
-		string(phase), reason)
-	setCondition(st, t.Generation, now, agentlanev1alpha1.ExternalTaskFinishedCondition, metav1.ConditionTrue,
-		string(phase), reason)
-	if err := r.writeStatus(ctx, t); err != nil {
-		logf.FromContext(ctx).V(1).Info("Could not end the delegated task; trying again", "externalTask", t.Name, "reason", err.Error())
-		t.Status = *old
+// pass to deliver once the pass's write recorded it.
+func (r *DelegationReconciler) end(ctx context.Context, s *taskstate.Scope, phase agentlanev1alpha1.ExternalTaskPhase, reason string) time.Duration {
+	t := s.Task
+	if err := taskstate.DelegateEnd(&t.Status, t.Generation, metav1.NewTime(r.Clock.Now()), phase, reason); err != nil {
+		logf.FromContext(ctx).Error(err, "End the delegated task", "externalTask", t.Name)
 		return retrySoon
 	}
-	logf.FromContext(ctx).Info("Delegated task failed", "externalTask", t.Name, "reason", reason)
-	if r.Recorder != nil {
-		r.Recorder.Eventf(t, nil, corev1.EventTypeWarning, "DelegationFailed", "Delegate", "%s", reason)
-	}
+	s.AfterWrite(func() {
+		logf.FromContext(ctx).Info("Delegated task failed", "externalTask", t.Name, "reason", reason)
+		if r.Recorder != nil {
+			r.Recorder.Eventf(t, nil, corev1.EventTypeWarning, "DelegationFailed", "Delegate", "%s", reason)
+		}
+	})
 	return retrySoon
 }
 
@@ -211,18 +210,19 @@ func (r *DelegationReconciler) startQueued(ctx context.Context, dl *delegateLane
 		return 0
 	}
 	if dl.problem != "" {
-		for _, t := range p.queued {
-			r.fail(ctx, t, dl.problem)
+		for _, s := range p.queued {
+			r.fail(ctx, s, dl.problem)
 		}
 		return retrySoon
 	}
 	free := int(dl.spec.MaxConcurrency) - len(p.running)
 	perSession := int(dl.spec.MaxConcurrencyPerSession)
 	bySession := map[string]int{}
-	for _, t := range p.running {
-		bySession[producerOf(t)]++
+	for _, s := range p.running {
+		bySession[producerOf(s.Task)]++
 	}
-	for _, t := range p.queued {
+	for _, s := range p.queued {
+		t := s.Task
 		if t.Status.Phase == "" {
 			// A new task whose producer cannot delegate here, or whose
 			// first turn no session can take, fails at once, rather than
@@ -232,7 +232,7 @@ func (r *DelegationReconciler) startQueued(ctx context.Context, dl *delegateLane
 				continue
 			}
 			if problem := firstTurnProblem(t); problem != "" {
-				r.fail(ctx, t, problem)
+				r.fail(ctx, s, problem)
 				continue
 			}
 			producer, problem, err := r.producer(ctx, dl, t)
@@ -240,12 +240,12 @@ func (r *DelegationReconciler) startQueued(ctx context.Context, dl *delegateLane
 				_, problem = r.workerBudget(dl, producer)
 			}
 			if problem != "" {
-				r.fail(ctx, t, problem)
+				r.fail(ctx, s, problem)
 				continue
 			}
 		}
 		if free <= 0 || (perSession > 0 && bySession[producerOf(t)] >= perSession) {
-			r.markWaiting(ctx, dl, t, agentlanev1alpha1.ExternalTaskAwaitingWorkerSlotReason,
+			r.markWaiting(ctx, dl, s, agentlanev1alpha1.ExternalTaskAwaitingWorkerSlotReason,
 				fmt.Sprintf("waiting for one of the %d worker slots of lane %s", dl.spec.MaxConcurrency, dl.name))
 			continue
 		}
@@ -253,11 +253,11 @@ func (r *DelegationReconciler) startQueued(ctx context.Context, dl *delegateLane
 			logf.FromContext(ctx).Error(err, "Count the producer's running workers", "externalTask", t.Name)
 			continue
 		} else if n >= r.Bounds.WithDefaults().MaxChildren {
-			r.markWaiting(ctx, dl, t, agentlanev1alpha1.ExternalTaskAwaitingProducerSlotReason,
+			r.markWaiting(ctx, dl, s, agentlanev1alpha1.ExternalTaskAwaitingProducerSlotReason,
 				fmt.Sprintf("producer session %s has %d running workers, the most one producer may have", producerOf(t), n))
 			continue
 		}
-		if r.start(ctx, dl, t) {
+		if r.start(ctx, dl, s) {
 			free--
 			bySession[producerOf(t)]++
 		}
@@ -266,36 +266,27 @@ func (r *DelegationReconciler) startQueued(ctx context.Context, dl *delegateLane
 }
 
 // markWaiting shows that a task waits, for a worker slot of its lane
-// (agentlanev1alpha1.ExternalTaskAwaitingWorkerSlotReason) or of its producer (agentlanev1alpha1.ExternalTaskAwaitingProducerSlotReason).
-func (r *DelegationReconciler) markWaiting(ctx context.Context, dl *delegateLane, t *agentlanev1alpha1.ExternalTask, reason, msg string) {
-	st := &t.Status
-	if c := meta.FindStatusCondition(st.Conditions, agentlanev1alpha1.ExternalTaskClaimedCondition); st.Phase == agentlanev1alpha1.ExternalTaskQueued &&
-		c != nil && c.Status == metav1.ConditionFalse && c.Reason == reason {
-		return
-	}
-	now := metav1.NewTime(r.Clock.Now())
-	st.Phase, st.Lane = agentlanev1alpha1.ExternalTaskQueued, agentlanev1alpha1.LaneName(dl.name)
-	if st.QueuedAt == nil {
-		st.QueuedAt = &now
-	}
-	setCondition(st, t.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse, reason, msg)
-	setCondition(st, t.Generation, now, agentlanev1alpha1.ExternalTaskFinishedCondition, metav1.ConditionFalse,
-		agentlanev1alpha1.ExternalTaskInProgressReason, "the task has not finished")
-	if err := r.writeStatus(ctx, t); err != nil {
-		logf.FromContext(ctx).V(1).Info("Could not mark the task waiting", "externalTask", t.Name, "reason", err.Error())
+// (ExternalTaskAwaitingWorkerSlotReason) or of its producer
+// (ExternalTaskAwaitingProducerSlotReason).
+func (r *DelegationReconciler) markWaiting(ctx context.Context, dl *delegateLane, s *taskstate.Scope, reason, msg string) {
+	t := s.Task
+	if err := taskstate.DelegateWait(&t.Status, t.Generation, metav1.NewTime(r.Clock.Now()), dl.name, reason, msg); err != nil {
+		logf.FromContext(ctx).Error(err, "Mark the delegated task waiting", "externalTask", t.Name)
 	}
 }
 
-// start creates the task's worker session and posts its first turn. It
-// reports whether the task now takes a worker slot.
-func (r *DelegationReconciler) start(ctx context.Context, dl *delegateLane, t *agentlanev1alpha1.ExternalTask) bool {
+// start creates the task's worker session, posts its first turn and
+// records both, for the pass's write. It reports whether the task now takes
+// a worker slot.
+func (r *DelegationReconciler) start(ctx context.Context, dl *delegateLane, s *taskstate.Scope) bool {
+	t := s.Task
 	producer, problem, err := r.producer(ctx, dl, t)
 	if err != nil {
 		logf.FromContext(ctx).Error(err, "Read the producer session", "externalTask", t.Name)
 		return false
 	}
 	if problem != "" {
-		r.fail(ctx, t, problem)
+		r.fail(ctx, s, problem)
 		return false
 	}
 	if err := r.withPayload(ctx, t); err != nil {
@@ -303,21 +294,22 @@ func (r *DelegationReconciler) start(ctx context.Context, dl *delegateLane, t *a
 		return false
 	}
 	if problem := firstTurnProblem(t); problem != "" {
-		r.fail(ctx, t, problem)
+		r.fail(ctx, s, problem)
 		return false
 	}
 	b, problem := r.workerBudget(dl, producer)
 	if problem != "" {
-		r.fail(ctx, t, problem)
+		r.fail(ctx, s, problem)
 		return false
 	}
 	worker, err := workerSession(t, producer, dl, b, r.Scheme())
-	created := false
+	created, adopted := false, false
 	if err == nil {
 		err = r.Create(ctx, worker)
 		created = err == nil
 		if apierrors.IsAlreadyExists(err) {
 			err = r.adoptWorker(ctx, t, worker)
+			adopted = err == nil
 		}
 	}
 	if created && r.Budgets != nil {
@@ -333,30 +325,31 @@ func (r *DelegationReconciler) start(ctx context.Context, dl *delegateLane, t *a
 		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || apierrors.IsAlreadyExists(err) {
 			// The template (or the cluster's policy) refuses it: retrying
 			// cannot help.
-			r.fail(ctx, t, fmt.Sprintf("cannot create the worker session: %v", err))
+			r.fail(ctx, s, fmt.Sprintf("cannot create the worker session: %v", err))
 			return false
 		}
 		logf.FromContext(ctx).Error(err, "Create the worker session", "externalTask", t.Name)
 		return false
 	}
-	now := metav1.NewTime(r.Clock.Now())
-	st := &t.Status
-	st.Phase, st.Lane, st.Attempt, st.Worker = agentlanev1alpha1.ExternalTaskRunning, agentlanev1alpha1.LaneName(dl.name), 1, worker.Name
-	if st.QueuedAt == nil {
-		st.QueuedAt = &now
-	}
-	st.DispatchedAt, st.StartedAt = &now, &now
-	setCondition(st, t.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse, agentlanev1alpha1.ExternalTaskFirstTurnPendingReason,
-		fmt.Sprintf("worker session %s created; its first turn is not posted yet", worker.Name))
-	setCondition(st, t.Generation, now, agentlanev1alpha1.ExternalTaskFinishedCondition, metav1.ConditionFalse,
-		agentlanev1alpha1.ExternalTaskInProgressReason, "the task has not finished")
-	if err := r.writeStatus(ctx, t); err != nil {
-		logf.FromContext(ctx).V(1).Info("Could not record the started task", "externalTask", t.Name, "reason", err.Error())
+	if err := taskstate.DelegateStart(&t.Status, t.Generation, metav1.NewTime(r.Clock.Now()), dl.name, worker.Name); err != nil {
+		logf.FromContext(ctx).Error(err, "Record the started task", "externalTask", t.Name)
 		return true
 	}
-	logf.FromContext(ctx).Info("Delegated task started", "externalTask", t.Name, "workerSession", worker.Name)
-	if problem := r.postFirstTurn(ctx, t, worker); problem != "" {
-		r.fail(ctx, t, problem)
+	s.AfterWrite(func() {
+		logf.FromContext(ctx).Info("Delegated task started", "externalTask", t.Name, "workerSession", worker.Name)
+	})
+	if adopted {
+		// A pass that created the worker and posted its first turn could
+		// not record them: a worker with work has its first turn.
+		if busy, err := r.Inboxes.Busy(ctx, client.ObjectKeyFromObject(worker)); err == nil && busy {
+			if err := taskstate.FirstTurnPosted(&t.Status, t.Generation, metav1.NewTime(r.Clock.Now()), worker.Name); err != nil {
+				logf.FromContext(ctx).Error(err, "Record the posted first turn", "externalTask", t.Name)
+			}
+			return true
+		}
+	}
+	if problem := r.postFirstTurn(ctx, s, worker); problem != "" {
+		r.fail(ctx, s, problem)
 	}
 	return true
 }
@@ -443,7 +436,8 @@ func (r *DelegationReconciler) adoptWorker(ctx context.Context, t *agentlanev1al
 // it (Claimed=True). It returns why the task must fail when the worker's
 // inbox refuses the turn for good; other errors are tried again until the
 // task's deadline.
-func (r *DelegationReconciler) postFirstTurn(ctx context.Context, t *agentlanev1alpha1.ExternalTask, worker *agentlanev1alpha1.AgentSession) string {
+func (r *DelegationReconciler) postFirstTurn(ctx context.Context, s *taskstate.Scope, worker *agentlanev1alpha1.AgentSession) string {
+	t := s.Task
 	if err := r.withPayload(ctx, t); err != nil {
 		logf.FromContext(ctx).V(1).Info("First turn not read yet", "externalTask", t.Name, "reason", err.Error())
 		return ""
@@ -455,11 +449,8 @@ func (r *DelegationReconciler) postFirstTurn(ctx context.Context, t *agentlanev1
 		logf.FromContext(ctx).V(1).Info("First turn not posted yet", "externalTask", t.Name, "reason", err.Error())
 		return ""
 	}
-	now := metav1.NewTime(r.Clock.Now())
-	setCondition(&t.Status, t.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionTrue,
-		agentlanev1alpha1.ExternalTaskWorkerSessionReason, fmt.Sprintf("worker session %s has the task as its first turn", worker.Name))
-	if err := r.writeStatus(ctx, t); err != nil {
-		logf.FromContext(ctx).V(1).Info("Could not record the posted turn", "externalTask", t.Name, "reason", err.Error())
+	if err := taskstate.FirstTurnPosted(&t.Status, t.Generation, metav1.NewTime(r.Clock.Now()), worker.Name); err != nil {
+		logf.FromContext(ctx).Error(err, "Record the posted first turn", "externalTask", t.Name)
 	}
 	return ""
 }

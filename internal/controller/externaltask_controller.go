@@ -44,10 +44,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
-	"github.com/agentlane/agentlane/internal/delegation"
 	"github.com/agentlane/agentlane/internal/identity"
 	"github.com/agentlane/agentlane/internal/lanequeue"
 	"github.com/agentlane/agentlane/internal/scheduling"
+	"github.com/agentlane/agentlane/internal/taskstate"
 )
 
 // CancelAnnotation, set to "true" on an ExternalTask, cancels it: a queued
@@ -77,13 +77,6 @@ const (
 	// retrySoon is when a task whose state moved during a reconcile is
 	// looked at again, should no watch event bring it back first.
 	retrySoon = 200 * time.Millisecond
-	// maxAttemptRecords is how many attempts status.attempts keeps (the
-	// CRD's maxItems).
-	maxAttemptRecords = 16
-	// maxAttemptError is the longest error kept in an attempt record.
-	maxAttemptError = 4096
-	// maxConditionMessage is the longest message a condition may carry.
-	maxConditionMessage = 32768
 )
 
 // ExternalTaskReconciler carries ExternalTasks through their life: it hands
@@ -120,7 +113,7 @@ type ExternalTaskReconciler struct {
 	// written remembers, per task, the resourceVersions the controller's own
 	// writes replaced, until the cache shows a newer one: a read that
 	// predates the controller's last write is not acted on.
-	written writtenVersions
+	written taskstate.Versions
 }
 
 var _ reconcile.Reconciler = &ExternalTaskReconciler{}
@@ -245,14 +238,13 @@ func (r *ExternalTaskReconciler) reconcile(ctx context.Context, req ctrl.Request
 	}
 	log := logf.FromContext(ctx).WithValues("externalTask", klog.KObj(task))
 	ctx = logf.IntoContext(ctx, log)
-	if r.written.stale(req.NamespacedName, task.ResourceVersion) {
+	if r.written.Stale(req.NamespacedName, task.ResourceVersion) {
 		// The cache has not caught up with this controller's last write;
 		// its watch event brings the task back.
 		return ctrl.Result{RequeueAfter: retrySoon}, nil
 	}
-	if delegation.IsDelegated(task) {
-		// A delegated task (by its immutable command type, not by its
-		// label alone) is carried by the delegation controller.
+	if taskstate.HolderOf(task) == agentlanev1alpha1.HolderDelegate {
+		// A delegated task is carried by the delegation controller.
 		return ctrl.Result{}, nil
 	}
 	if r.workers.observe(task) {
@@ -269,6 +261,9 @@ func (r *ExternalTaskReconciler) reconcile(ctx context.Context, req ctrl.Request
 	defer func() {
 		reterr = errors.Join(reterr, r.writeStatus(ctx, s, reterr == nil))
 	}()
+	// An attempt dispatched before status recorded its holder gets it
+	// recorded, as inferred, by this pass's write.
+	taskstate.RecordHolder(task)
 	return r.reconcileTask(ctx, s)
 }
 
@@ -276,7 +271,7 @@ func (r *ExternalTaskReconciler) reconcile(ctx context.Context, req ctrl.Request
 // settled and retained, unschedulable ones say why, and the others are
 // handed to their scheduler and converged with it.
 func (r *ExternalTaskReconciler) reconcileTask(ctx context.Context, s *taskScope) (ctrl.Result, error) {
-	task := s.task
+	task := s.Task
 	key := client.ObjectKeyFromObject(task)
 	b, err := r.bind(ctx, task)
 	if err != nil {
@@ -291,11 +286,9 @@ func (r *ExternalTaskReconciler) reconcileTask(ctx context.Context, s *taskScope
 	if b.problem != "" {
 		r.unbound.add(key)
 		if b.permanent {
-			r.finishUnscheduled(s, agentlanev1alpha1.ExternalTaskFailed, b.problem)
-			return ctrl.Result{}, nil
+			return ctrl.Result{}, r.finishUnscheduled(s, agentlanev1alpha1.ExternalTaskFailed, b.problem)
 		}
-		r.setWaiting(task, b.problem)
-		return ctrl.Result{RequeueAfter: unboundInterval}, nil
+		return ctrl.Result{RequeueAfter: unboundInterval}, r.setWaiting(task, b.problem)
 	}
 
 	r.unbound.remove(key)
@@ -307,8 +300,7 @@ func (r *ExternalTaskReconciler) reconcileTask(ctx context.Context, s *taskScope
 			}
 			// The scheduler refuses the command (an unknown lane, a bad
 			// value): retrying cannot help.
-			r.finishUnscheduled(s, agentlanev1alpha1.ExternalTaskFailed, fmt.Sprintf("the scheduler refused the task: %v", err))
-			return ctrl.Result{}, nil
+			return ctrl.Result{}, r.finishUnscheduled(s, agentlanev1alpha1.ExternalTaskFailed, fmt.Sprintf("the scheduler refused the task: %v", err))
 		}
 		if err := r.ensureMetadata(ctx, s, b, tk.Lane()); err != nil {
 			return ctrl.Result{}, err
@@ -335,20 +327,20 @@ func (r *ExternalTaskReconciler) reconcileTask(ctx context.Context, s *taskScope
 // worker wakes it earlier): that is worth telling. Most tasks are then
 // written once by the manager, dispatched.
 func (r *ExternalTaskReconciler) deferQueuedWrite(s *taskScope, res ctrl.Result) ctrl.Result {
-	if s.orig.Status.Phase != "" || s.task.Status.Phase != agentlanev1alpha1.ExternalTaskQueued {
+	if s.Original().Status.Phase != "" || s.Task.Status.Phase != agentlanev1alpha1.ExternalTaskQueued {
 		return res
 	}
-	if s.workersBusy || s.task.Status.Attempt == 0 && !r.awaiting.has(client.ObjectKeyFromObject(s.task)) {
-		s.task.Status = *s.orig.Status.DeepCopy()
-		s.deferred = true
+	if s.workersBusy || s.Task.Status.Attempt == 0 && !r.awaiting.has(client.ObjectKeyFromObject(s.Task)) {
+		s.Reset()
+		s.Deferred = true
 		return res
 	}
-	wait := min(s.task.CreationTimestamp.Add(queuedWriteDelay).Sub(r.Clock.Now()), queuedWriteDelay)
+	wait := min(s.Task.CreationTimestamp.Add(queuedWriteDelay).Sub(r.Clock.Now()), queuedWriteDelay)
 	if wait <= 0 {
 		return res
 	}
-	s.task.Status = *s.orig.Status.DeepCopy()
-	s.deferred = true
+	s.Reset()
+	s.Deferred = true
 	if res.RequeueAfter <= 0 || wait < res.RequeueAfter {
 		res.RequeueAfter = wait
 	}
@@ -494,7 +486,7 @@ func ptrInt(v int) *int { return &v }
 // its session its owner, so that workers, Jobs, selectors and garbage
 // collection find it. A submitter that sets them at creation saves the write.
 func (r *ExternalTaskReconciler) ensureMetadata(ctx context.Context, s *taskScope, b binding, lane string) error {
-	task := s.task
+	task := s.Task
 	orig := task.DeepCopy()
 	want := map[string]string{
 		agentlanev1alpha1.QueueLabel: b.queueKey.Name,
@@ -519,7 +511,7 @@ func (r *ExternalTaskReconciler) ensureMetadata(ctx context.Context, s *taskScop
 	if err := r.Patch(ctx, task, client.MergeFrom(orig)); err != nil {
 		return fmt.Errorf("label the task: %w", err)
 	}
-	r.written.wrote(client.ObjectKeyFromObject(task), orig.ResourceVersion)
-	s.metadataWritten()
+	r.written.Wrote(client.ObjectKeyFromObject(task), orig.ResourceVersion)
+	s.MetadataWritten()
 	return nil
 }

@@ -39,6 +39,7 @@ import (
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/lanequeue"
 	"github.com/agentlane/agentlane/internal/scheduling"
+	"github.com/agentlane/agentlane/internal/taskstate"
 	"github.com/agentlane/agentlane/internal/workerproto"
 )
 
@@ -57,10 +58,12 @@ func (r *ExternalTaskReconciler) checkHeld(ctx context.Context, task *agentlanev
 		return &scheduling.AttemptEnd{Outcome: agentlanev1alpha1.AttemptFailed, Msg: res.Error}, 0, nil
 	}
 	now := r.Clock.Now()
-	if handlerHeld(st) {
-		return nil, maxHeldCheck, nil // a handler's completion or the timeout ends it
-	}
-	if st.JobName != "" {
+	switch taskstate.HolderOf(task) {
+	case agentlanev1alpha1.HolderHandler:
+		// Nobody to watch: a handler's completion through the Session API
+		// (which writes status.result) or the timeout ends it.
+		return nil, maxHeldCheck, nil
+	case agentlanev1alpha1.HolderJob:
 		job := &batchv1.Job{}
 		err := r.Get(ctx, types.NamespacedName{Namespace: task.Namespace, Name: st.JobName}, job)
 		switch {
@@ -84,6 +87,7 @@ func (r *ExternalTaskReconciler) checkHeld(ctx context.Context, task *agentlanev
 		return nil, maxHeldCheck, nil
 	}
 
+	// A pool worker: its heartbeat Lease tells whether it still runs.
 	lease := &coordinationv1.Lease{}
 	err := r.Get(ctx, types.NamespacedName{Namespace: task.Namespace, Name: workerproto.LeaseName(st.Worker)}, lease)
 	switch {
@@ -128,25 +132,21 @@ func restarted(st *agentlanev1alpha1.ExternalTaskStatus, w workerInfo) bool {
 // Job; the pass's status write also records the previous attempt if the
 // status still shows it.
 func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, s *taskScope, tt scheduling.TrackedTask, o lanequeue.Outcome) (ctrl.Result, error) {
-	task := s.task
+	task := s.Task
 	key := client.ObjectKeyFromObject(task)
 	st := &task.Status
 	n := int32(o.Attempts)
 	now := metav1.NewTime(r.Clock.Now())
-	if st.Attempt > 0 && st.Attempt < n && !recorded(st, st.Attempt) {
-		r.recordEnded(st, tt, o, now)
+	if st.Attempt > 0 && st.Attempt < n && !taskstate.Recorded(st, st.Attempt) {
+		if _, err := r.recordEnded(st, tt, o, now); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	lane := tt.Ticket.Lane()
 	target := laneTarget(b.lq, lane)
-	if st.Attempt != n || st.JobName != "" {
-		clearAttempt(st)
+	if err := taskstate.Grant(st, task.Generation, now, lane, n); err != nil {
+		return ctrl.Result{}, err
 	}
-	st.Lane = agentlanev1alpha1.LaneName(lane)
-	st.Attempt = n
-	if st.QueuedAt == nil {
-		st.QueuedAt = &now
-	}
-	setInProgress(st, task.Generation, now)
 
 	if target != nil && target.Type == agentlanev1alpha1.ExternalTargetJob {
 		job, err := r.laneJob(task, target, lane, n)
@@ -166,19 +166,23 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, s *tas
 			}
 			return ctrl.Result{}, fmt.Errorf("create the Job: %w", err)
 		}
-		st.Phase = agentlanev1alpha1.ExternalTaskDispatched
-		st.JobName, st.Worker, st.WorkerIncarnation, st.NodeName = job.Name, "", "", ""
-		st.DispatchedAt = &now
-		setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
-			agentlanev1alpha1.ExternalTaskJobPendingReason, fmt.Sprintf("Job %s runs attempt %d", job.Name, n))
-		s.afterWrite(func() { markStarted(ctx, b, task.Name, n, now.Time) })
+		if err := taskstate.Dispatch(st, task.Generation, now, taskstate.Dispatched{Attempt: n, Holder: agentlanev1alpha1.HolderJob, Job: job.Name}); err != nil {
+			return ctrl.Result{}, err
+		}
+		s.AfterWrite(func() { markStarted(ctx, b, task.Name, n, now.Time) })
 		return ctrl.Result{}, nil
 	}
 
 	if target != nil && target.Type == agentlanev1alpha1.ExternalTargetHandler {
+		// No worker and no Job: the attempt waits Dispatched, held by the
+		// Session API's handlers, until one completes it (a write fenced by
+		// the attempt and the task's resourceVersion) or its timeout ends
+		// it.
 		r.awaiting.remove(key)
-		offerToHandlers(st, task.Generation, n, now)
-		s.afterWrite(func() { markStarted(ctx, b, task.Name, n, now.Time) })
+		if err := taskstate.Dispatch(st, task.Generation, now, taskstate.Dispatched{Attempt: n, Holder: agentlanev1alpha1.HolderHandler}); err != nil {
+			return ctrl.Result{}, err
+		}
+		s.AfterWrite(func() { markStarted(ctx, b, task.Name, n, now.Time) })
 		return ctrl.Result{}, nil
 	}
 
@@ -189,30 +193,27 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, s *tas
 		if err := b.queue.MarkWaiting(task.Name, int(n)); err != nil {
 			logf.FromContext(ctx).V(1).Info("Attempt no longer pending", "attempt", n, "reason", err.Error())
 		}
-		st.Phase = agentlanev1alpha1.ExternalTaskQueued
-		st.Worker, st.WorkerIncarnation, st.NodeName = "", "", ""
 		why := "no live worker serves it"
 		if busy {
 			s.workersBusy = true
 			why = "every live worker serving it is busy"
 		}
-		setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
-			agentlanev1alpha1.ExternalTaskAwaitingWorkerReason,
-			fmt.Sprintf("attempt %d has a slot in lane %s; %s", n, lane, why))
+		if err := taskstate.AwaitWorker(st, task.Generation, now, n, why); err != nil {
+			return ctrl.Result{}, err
+		}
 		// No periodic look: a new or changed worker Lease, a renewal of a
 		// worker with free slots and a task giving its worker's slot back
 		// wake the tasks that waited longest (awaiting is oldest first).
 		return ctrl.Result{}, nil
 	}
 	r.awaiting.remove(key)
-	st.Phase = agentlanev1alpha1.ExternalTaskDispatched
-	st.Worker, st.WorkerIncarnation, st.NodeName = w.name, w.incarnation, w.node
-	st.DispatchedAt = &now
-	setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
-		agentlanev1alpha1.ExternalTaskAwaitingWorkerReason,
-		fmt.Sprintf("attempt %d dispatched to worker %s on node %s", n, w.name, w.node))
-	s.ifWriteFails(func() { r.workers.release(key) })
-	s.afterWrite(func() {
+	if err := taskstate.Dispatch(st, task.Generation, now, taskstate.Dispatched{Attempt: n, Holder: agentlanev1alpha1.HolderWorkers,
+		Worker: w.name, Incarnation: w.incarnation, Node: w.node}); err != nil {
+		r.workers.release(key)
+		return ctrl.Result{}, err
+	}
+	s.IfWriteFails(func() { r.workers.release(key) })
+	s.AfterWrite(func() {
 		markStarted(ctx, b, task.Name, n, now.Time)
 		logf.FromContext(ctx).V(1).Info("Dispatched", "attempt", n, "worker", w.name, "node", w.node)
 	})

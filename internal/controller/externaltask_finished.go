@@ -32,6 +32,7 @@ import (
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/lanequeue"
 	"github.com/agentlane/agentlane/internal/scheduling"
+	"github.com/agentlane/agentlane/internal/taskstate"
 )
 
 // settleFinished reconciles the scheduler with a task whose phase is
@@ -78,9 +79,9 @@ func (r *ExternalTaskReconciler) settleFinished(ctx context.Context, b binding, 
 // record won over any late result of that attempt, so a timeout of it
 // counts (lanequeue.Options.ConfirmExternalTimeouts).
 func confirmRecordedTimeout(b binding, s *taskScope) {
-	st := &s.task.Status
-	if n := len(st.Attempts); n > 0 && !s.deferred && st.Attempts[n-1].Outcome != agentlanev1alpha1.AttemptSucceeded {
-		b.queue.ConfirmTimeout(s.task.Name, int(st.Attempts[n-1].Attempt))
+	st := &s.Task.Status
+	if n := len(st.Attempts); n > 0 && !s.Deferred && st.Attempts[n-1].Outcome != agentlanev1alpha1.AttemptSucceeded {
+		b.queue.ConfirmTimeout(s.Task.Name, int(st.Attempts[n-1].Attempt))
 	}
 }
 
@@ -88,17 +89,12 @@ func confirmRecordedTimeout(b binding, s *taskScope) {
 // once its queue's ttlAfterFinished has passed. Dead letters are kept, up to
 // the queue's deadLetter.maxSize (see the LaneQueue's retention sweep).
 func (r *ExternalTaskReconciler) reconcileFinished(ctx context.Context, s *taskScope, lq *agentlanev1alpha1.LaneQueue) (ctrl.Result, error) {
-	task := s.task
+	task := s.Task
 	r.release(client.ObjectKeyFromObject(task))
 	st := &task.Status
-	if !meta.IsStatusConditionTrue(st.Conditions, agentlanev1alpha1.ExternalTaskFinishedCondition) {
-		// A worker without the condition to update finished it.
-		now := metav1.NewTime(r.Clock.Now())
-		msg := fmt.Sprintf("attempt %d %s", st.Attempt, st.Phase)
-		setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskFinishedCondition, metav1.ConditionTrue, string(st.Phase), msg)
-		if st.FinishedAt == nil {
-			st.FinishedAt = &now
-		}
+	// A worker without the condition to update finished it: complete it.
+	if err := taskstate.MarkFinished(st, task.Generation, metav1.NewTime(r.Clock.Now())); err != nil {
+		return ctrl.Result{}, err
 	}
 	if lq != nil {
 		// The queue's next status refresh runs its retention sweep (the
@@ -117,7 +113,7 @@ func (r *ExternalTaskReconciler) reconcileFinished(ctx context.Context, s *taskS
 	if err := r.Delete(ctx, task, client.Preconditions{UID: &task.UID}); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, fmt.Errorf("delete the finished task: %w", err)
 	}
-	s.deleted = true
+	s.Deleted = true
 	logf.FromContext(ctx).V(1).Info("Finished task deleted after its TTL", "ttl", ttl)
 	return ctrl.Result{}, nil
 }
@@ -168,7 +164,7 @@ func (r *ExternalTaskReconciler) stillExists(ctx context.Context, key types.Name
 // forgetDeleted cancels the scheduler's command of a task that was deleted:
 // deleting a task cancels it.
 func (r *ExternalTaskReconciler) forgetDeleted(key types.NamespacedName) {
-	r.written.forget(key)
+	r.written.Forget(key)
 	r.release(key)
 	r.Schedulers.ForEachTasks(key.Namespace, func(q *lanequeue.Queue, ts *scheduling.TaskSet) {
 		if ts.Has(key.Name) {

@@ -20,10 +20,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,18 +30,14 @@ import (
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/lanequeue"
 	"github.com/agentlane/agentlane/internal/scheduling"
-	"github.com/agentlane/agentlane/internal/truncate"
+	"github.com/agentlane/agentlane/internal/taskstate"
 )
 
-// held tells whether a worker or Job holds the task's current attempt.
+// held tells whether a worker, Job or handler holds the task's current
+// attempt.
 func held(st *agentlanev1alpha1.ExternalTaskStatus) bool {
-	return st.Attempt > 0 && !recorded(st, st.Attempt) &&
+	return st.Attempt > 0 && !taskstate.Recorded(st, st.Attempt) &&
 		(st.Phase == agentlanev1alpha1.ExternalTaskDispatched || st.Phase == agentlanev1alpha1.ExternalTaskRunning)
-}
-
-// recorded tells whether attempt n already has its record.
-func recorded(st *agentlanev1alpha1.ExternalTaskStatus, n int32) bool {
-	return len(st.Attempts) > 0 && st.Attempts[len(st.Attempts)-1].Attempt >= n
 }
 
 // reachedRunner tells whether the task's current attempt was ever handed to
@@ -61,7 +55,7 @@ func priorAttempts(st *agentlanev1alpha1.ExternalTaskStatus) int {
 	if st.Attempt <= 0 {
 		return 0
 	}
-	if recorded(st, st.Attempt) {
+	if taskstate.Recorded(st, st.Attempt) {
 		return int(st.Attempt)
 	}
 	return int(st.Attempt) - 1
@@ -71,8 +65,8 @@ func priorAttempts(st *agentlanev1alpha1.ExternalTaskStatus) int {
 // attempt is dispatched, a result is fed to the scheduler, an ended attempt
 // is recorded, a finished command gets its final phase.
 func (r *ExternalTaskReconciler) converge(ctx context.Context, b binding, s *taskScope) (ctrl.Result, error) {
-	task := s.task
-	s.afterWrite(func() { confirmRecordedTimeout(b, s) })
+	task := s.Task
+	s.AfterWrite(func() { confirmRecordedTimeout(b, s) })
 	// Feeding a result or a loss to the scheduler changes its state; look
 	// again afterwards. Two reports are the most one pass can make.
 	for range 3 {
@@ -90,8 +84,7 @@ func (r *ExternalTaskReconciler) converge(ctx context.Context, b binding, s *tas
 			return ctrl.Result{}, nil
 
 		case final:
-			r.finish(ctx, b, s, tt, o)
-			return ctrl.Result{}, nil
+			return ctrl.Result{}, r.finish(ctx, b, s, tt, o)
 
 		case o.State == lanequeue.StateRunning && st.Attempt == n && held(st):
 			// Attempt n is out with a worker or a Job.
@@ -114,8 +107,7 @@ func (r *ExternalTaskReconciler) converge(ctx context.Context, b binding, s *tas
 
 		default:
 			// Waiting in the lane, or for a retry.
-			r.setQueued(task, tt, o)
-			return ctrl.Result{}, nil
+			return ctrl.Result{}, r.setQueued(task, tt, o)
 		}
 	}
 	return ctrl.Result{RequeueAfter: retrySoon}, nil
@@ -187,16 +179,19 @@ func closeAttempt(b binding, task *agentlanev1alpha1.ExternalTask, n int32, end 
 
 // setQueued writes that the task waits in its lane, recording the attempt
 // that just ended if the status still shows it.
-func (r *ExternalTaskReconciler) setQueued(task *agentlanev1alpha1.ExternalTask, tt scheduling.TrackedTask, o lanequeue.Outcome) {
+func (r *ExternalTaskReconciler) setQueued(task *agentlanev1alpha1.ExternalTask, tt scheduling.TrackedTask, o lanequeue.Outcome) error {
 	st := &task.Status
 	now := metav1.NewTime(r.Clock.Now())
 	n := int32(o.Attempts)
 	r.awaiting.remove(client.ObjectKeyFromObject(task))
 	reason, msg := agentlanev1alpha1.ExternalTaskAwaitingWorkerReason, fmt.Sprintf("waiting for a slot in lane %s", tt.Ticket.Lane())
 	switch {
-	case st.Attempt > 0 && st.Attempt == n && !recorded(st, n):
-		rec := r.recordEnded(st, tt, o, now)
-		clearAttempt(st)
+	case st.Attempt > 0 && st.Attempt == n && !taskstate.Recorded(st, n):
+		rec, err := r.recordEnded(st, tt, o, now)
+		if err != nil {
+			return err
+		}
+		taskstate.ClearAttempt(st)
 		reason = agentlanev1alpha1.ExternalTaskRetryBackoffReason
 		msg = fmt.Sprintf("attempt %d ended %s; retrying", n, rec.Outcome)
 		if rec.Outcome == agentlanev1alpha1.AttemptWorkerLost {
@@ -211,22 +206,16 @@ func (r *ExternalTaskReconciler) setQueued(task *agentlanev1alpha1.ExternalTask,
 		}
 	case st.Phase == agentlanev1alpha1.ExternalTaskQueued:
 		// Already shows it, or shows why it waits.
-		return
+		return nil
 	}
-	st.Phase = agentlanev1alpha1.ExternalTaskQueued
-	st.Lane = agentlanev1alpha1.LaneName(tt.Ticket.Lane())
-	if st.QueuedAt == nil {
-		st.QueuedAt = &now
-	}
-	setInProgress(st, task.Generation, now)
-	setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse, reason, msg)
+	return taskstate.Queue(st, task.Generation, now, tt.Ticket.Lane(), reason, msg)
 }
 
 // finish sets the final phase the scheduler decided, recording the last
 // attempt if the status still shows it; once that is written the task is
 // forgotten.
-func (r *ExternalTaskReconciler) finish(ctx context.Context, b binding, s *taskScope, tt scheduling.TrackedTask, o lanequeue.Outcome) {
-	task := s.task
+func (r *ExternalTaskReconciler) finish(ctx context.Context, b binding, s *taskScope, tt scheduling.TrackedTask, o lanequeue.Outcome) error {
+	task := s.Task
 	st := &task.Status
 	now := metav1.NewTime(r.Clock.Now())
 	n := int32(o.Attempts)
@@ -235,8 +224,11 @@ func (r *ExternalTaskReconciler) finish(ctx context.Context, b binding, s *taskS
 	if o.Err != nil {
 		msg = o.Err.Error()
 	}
-	if phase != agentlanev1alpha1.ExternalTaskSucceeded && st.Attempt > 0 && st.Attempt == n && !recorded(st, n) && (reachedRunner(st) || tt.Closed == n) {
-		rec := r.recordEnded(st, tt, o, now)
+	if phase != agentlanev1alpha1.ExternalTaskSucceeded && st.Attempt > 0 && st.Attempt == n && !taskstate.Recorded(st, n) && (reachedRunner(st) || tt.Closed == n) {
+		rec, err := r.recordEnded(st, tt, o, now)
+		if err != nil {
+			return err
+		}
 		if msg == "" {
 			msg = rec.Error
 		}
@@ -244,8 +236,10 @@ func (r *ExternalTaskReconciler) finish(ctx context.Context, b binding, s *taskS
 	if phase == agentlanev1alpha1.ExternalTaskSucceeded && msg == "" {
 		msg = fmt.Sprintf("attempt %d succeeded", n)
 	}
-	r.closeTask(st, task.Generation, phase, msg, now)
-	s.afterWrite(func() {
+	if err := taskstate.Close(st, task.Generation, now, phase, msg); err != nil {
+		return err
+	}
+	s.AfterWrite(func() {
 		b.tasks.Forget(task.Name)
 		if r.workers.release(client.ObjectKeyFromObject(task)) {
 			r.wakeAwaiting(task.Namespace, 1)
@@ -255,27 +249,19 @@ func (r *ExternalTaskReconciler) finish(ctx context.Context, b binding, s *taskS
 		}
 		logf.FromContext(ctx).V(1).Info("Task finished", "phase", phase, "attempts", n)
 	})
+	return nil
 }
 
 // finishUnscheduled ends a task the scheduler never took.
-func (r *ExternalTaskReconciler) finishUnscheduled(s *taskScope, phase agentlanev1alpha1.ExternalTaskPhase, msg string) {
-	task := s.task
-	r.closeTask(&task.Status, task.Generation, phase, msg, metav1.NewTime(r.Clock.Now()))
+func (r *ExternalTaskReconciler) finishUnscheduled(s *taskScope, phase agentlanev1alpha1.ExternalTaskPhase, msg string) error {
+	task := s.Task
+	if err := taskstate.Close(&task.Status, task.Generation, metav1.NewTime(r.Clock.Now()), phase, msg); err != nil {
+		return err
+	}
 	if r.Recorder != nil {
 		r.Recorder.Eventf(task, nil, corev1.EventTypeWarning, string(phase), "Schedule", "%s", msg)
 	}
-}
-
-// closeTask sets the final phase and conditions.
-func (r *ExternalTaskReconciler) closeTask(st *agentlanev1alpha1.ExternalTaskStatus, generation int64, phase agentlanev1alpha1.ExternalTaskPhase, msg string, now metav1.Time) {
-	st.Phase = phase
-	if st.FinishedAt == nil {
-		st.FinishedAt = &now
-	}
-	if phase != agentlanev1alpha1.ExternalTaskSucceeded {
-		setCondition(st, generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse, string(phase), msg)
-	}
-	setCondition(st, generation, now, agentlanev1alpha1.ExternalTaskFinishedCondition, metav1.ConditionTrue, string(phase), msg)
+	return nil
 }
 
 // finalPhase maps a scheduler's terminal state to the task phase.
@@ -297,11 +283,8 @@ func finalPhase(s lanequeue.State) agentlanev1alpha1.ExternalTaskPhase {
 // recordEnded appends the record of the task's current attempt, which the
 // scheduler has closed. The outcome is the one the manager reported, else
 // the result the worker wrote, else cancellation or the scheduler's timeout.
-func (r *ExternalTaskReconciler) recordEnded(st *agentlanev1alpha1.ExternalTaskStatus, tt scheduling.TrackedTask, o lanequeue.Outcome, now metav1.Time) agentlanev1alpha1.TaskAttempt {
-	rec := agentlanev1alpha1.TaskAttempt{
-		Attempt: st.Attempt, Worker: st.Worker, NodeName: st.NodeName,
-		StartedAt: st.StartedAt, FinishedAt: st.FinishedAt,
-	}
+func (r *ExternalTaskReconciler) recordEnded(st *agentlanev1alpha1.ExternalTaskStatus, tt scheduling.TrackedTask, o lanequeue.Outcome, now metav1.Time) (agentlanev1alpha1.TaskAttempt, error) {
+	var rec agentlanev1alpha1.TaskAttempt
 	switch {
 	case tt.Closed == st.Attempt:
 		rec.Outcome, rec.Error = tt.ClosedAs.Outcome, tt.ClosedAs.Msg
@@ -319,52 +302,10 @@ func (r *ExternalTaskReconciler) recordEnded(st *agentlanev1alpha1.ExternalTaskS
 		rec.Outcome = agentlanev1alpha1.AttemptTimedOut
 		rec.Error = fmt.Sprintf("attempt %d did not finish within its timeout", st.Attempt)
 	}
-	if rec.FinishedAt == nil {
-		rec.FinishedAt = &now
-	}
-	if rec.Worker == "" && st.JobName != "" {
-		rec.Worker = st.JobName
-	}
-	rec.Error = truncate.Runes(rec.Error, maxAttemptError, "")
-	st.Attempts = append(st.Attempts, rec)
-	if extra := len(st.Attempts) - maxAttemptRecords; extra > 0 {
-		st.Attempts = slices.Delete(st.Attempts, 0, extra)
-	}
-	return rec
-}
-
-// clearAttempt removes what belonged to the previous attempt.
-func clearAttempt(st *agentlanev1alpha1.ExternalTaskStatus) {
-	st.Worker, st.WorkerIncarnation, st.NodeName, st.JobName = "", "", "", ""
-	st.StartedAt, st.FinishedAt, st.DispatchedAt, st.Result = nil, nil, nil, nil
-}
-
-// setInProgress makes sure the task shows Claimed and Finished=False, in
-// that order, so that a worker can update them in place (docs/workers.md).
-func setInProgress(st *agentlanev1alpha1.ExternalTaskStatus, generation int64, now metav1.Time) {
-	if meta.FindStatusCondition(st.Conditions, agentlanev1alpha1.ExternalTaskClaimedCondition) == nil {
-		setCondition(st, generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
-			agentlanev1alpha1.ExternalTaskAwaitingWorkerReason, "waiting for a slot")
-	}
-	setCondition(st, generation, now, agentlanev1alpha1.ExternalTaskFinishedCondition, metav1.ConditionFalse,
-		agentlanev1alpha1.ExternalTaskInProgressReason, "the task has not finished")
-}
-
-func setCondition(st *agentlanev1alpha1.ExternalTaskStatus, generation int64, now metav1.Time, typ string, status metav1.ConditionStatus, reason, msg string) {
-	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: truncate.Runes(msg, maxConditionMessage, ""),
-		ObservedGeneration: generation, LastTransitionTime: now,
-	})
+	return taskstate.EndAttempt(st, now, rec)
 }
 
 // setWaiting shows why a task cannot be scheduled yet.
-func (r *ExternalTaskReconciler) setWaiting(task *agentlanev1alpha1.ExternalTask, why string) {
-	st := &task.Status
-	now := metav1.NewTime(r.Clock.Now())
-	if st.Phase == "" {
-		st.Phase = agentlanev1alpha1.ExternalTaskQueued
-	}
-	setInProgress(st, task.Generation, now)
-	setCondition(st, task.Generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
-		agentlanev1alpha1.ExternalTaskAwaitingWorkerReason, why)
+func (r *ExternalTaskReconciler) setWaiting(task *agentlanev1alpha1.ExternalTask, why string) error {
+	return taskstate.Wait(&task.Status, task.Generation, metav1.NewTime(r.Clock.Now()), why)
 }

@@ -27,10 +27,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/lanequeue"
 	"github.com/agentlane/agentlane/internal/scheduling"
+	"github.com/agentlane/agentlane/internal/testenv"
 )
 
 // timedOutTask runs, in the synctest bubble, a LaneQueue scheduler built as
@@ -135,7 +137,11 @@ func TestTimeoutIsCountedOnceItsRecordIsWritten(t *testing.T) {
 		task.Status.Attempt = 1
 		task.Status.Worker = "w1"
 		task.Status.StartedAt = &metav1.Time{Time: time.Now().Add(-2 * time.Second)}
-		r := &ExternalTaskReconciler{Clock: clocktesting.NewFakeClock(time.Now())}
+		c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(task).WithStatusSubresource(task).Build()
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(task), task); err != nil {
+			t.Fatal(err)
+		}
+		r := &ExternalTaskReconciler{Client: c, Clock: clocktesting.NewFakeClock(time.Now())}
 		s := newTaskScope(task)
 		if _, err := r.converge(context.Background(), b, s); err != nil {
 			t.Fatal(err)
@@ -146,8 +152,8 @@ func TestTimeoutIsCountedOnceItsRecordIsWritten(t *testing.T) {
 		if diff := cmp.Diff(laneCounts{}, countsOfLane(b.queue, ns)); diff != "" {
 			t.Errorf("counted before the record was written (-want,+got):\n%s", diff)
 		}
-		for _, f := range s.written { // the status write succeeded
-			f()
+		if err := r.writeStatus(context.Background(), s, true); err != nil { // the status write succeeds
+			t.Fatal(err)
 		}
 		want := laneCounts{DeadLettered: 1, Timeouts: 1, DeadLetteredMetric: 1, TimedOut: 1}
 		if diff := cmp.Diff(want, countsOfLane(b.queue, ns)); diff != "" {
