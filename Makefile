@@ -11,10 +11,11 @@ CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
 HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
 
-# The Helm chart (charts/agentlane) carries copies of what `make manifests`
-# generates: the CRDs in its crds/ and the generated roles in files/rbac/;
-# and of the objects of the prometheus and network-policy components in
-# files/components/.
+# The Helm chart (charts/agentlane) is generated from config/ by `make
+# manifests` but for the Deployments it builds from values: the CRDs in its
+# crds/; the policies, RBAC, Services and cert-manager objects in its
+# templates/ (hack/chartgen); the objects of the prometheus and
+# network-policy components in files/components/.
 CHART ?= charts/agentlane
 
 # The image that serves both the manager and the workers, and the tools that
@@ -52,21 +53,25 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: controller-gen ## Generate CRDs and RBAC from the API types and kubebuilder markers.
+manifests: controller-gen kustomize ## Generate CRDs and RBAC from the API types and kubebuilder markers, and the chart's copies of config/.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:generateEmbeddedObjectMeta=true paths="./api/..." paths="./internal/controller/..." paths="./cmd/manager/..." paths="./internal/sessionserver/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	@if grep -rq '+kubebuilder:rbac' cmd/worker; then \
 		$(CONTROLLER_GEN) rbac:roleName=worker-role paths="./cmd/worker/..." output:rbac:artifacts:config=config/rbac/worker; fi
 	@rm -f $(CHART)/crds/*.yaml && cp config/crd/bases/*.yaml $(CHART)/crds/
-	@cp config/rbac/role.yaml $(CHART)/files/rbac/role.yaml && cp config/rbac/worker/role.yaml $(CHART)/files/rbac/worker-role.yaml
 	@for c in prometheus network-policy; do rm -rf $(CHART)/files/components/$$c && mkdir -p $(CHART)/files/components/$$c && \
 		cp $$(ls config/components/$$c/*.yaml | grep -v /kustomization.yaml) $(CHART)/files/components/$$c/; done
+	@$(GO) run ./hack/chartgen -kustomize $(KUSTOMIZE) -chart $(CHART)
 
 .PHONY: generate
 generate: controller-gen ## Generate deepcopy methods for the API types.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
 
+# The chart's templates are checked against config/ before they are
+# generated again, so that a hand edit fails even when it is not committed.
 .PHONY: verify-generated
-verify-generated: generate manifests ## Fail when generated files differ from what is committed.
+verify-generated: controller-gen kustomize ## Fail when generated files differ from what is committed or the chart from config/.
+	@$(GO) run ./hack/chartgen -kustomize $(KUSTOMIZE) -chart $(CHART) -check
+	@$(MAKE) --no-print-directory generate manifests
 	@if [ -n "$$(git status --porcelain -- api config $(CHART))" ]; then \
 		echo "generated files are stale; run 'make generate manifests' and commit:"; \
 		git status --short -- api config $(CHART); git --no-pager diff --stat -- api config $(CHART); exit 1; fi
