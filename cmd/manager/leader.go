@@ -31,6 +31,7 @@ import (
 
 	"github.com/agentlane/agentlane/internal/controller"
 	"github.com/agentlane/agentlane/internal/scheduling"
+	"github.com/agentlane/agentlane/internal/sessionserver"
 )
 
 // Leader election timing. A standby takes over once it has seen the
@@ -90,7 +91,7 @@ func (l *leaderElection) apply(o ctrl.Options) ctrl.Options {
 // leads, its Session API serves, and every valid LaneQueue has a scheduler,
 // rebuilt from the cluster's tasks. A standby is therefore not ready, and a
 // Service sends it no Session API calls.
-func addReadyChecks(mgr manager.Manager, o *options, schedulers *scheduling.Schedulers) error {
+func addReadyChecks(mgr manager.Manager, api *sessionserver.Server, schedulers *scheduling.Schedulers) error {
 	checks := map[string]healthz.Checker{
 		"leader": func(*http.Request) error {
 			select {
@@ -102,8 +103,8 @@ func addReadyChecks(mgr manager.Manager, o *options, schedulers *scheduling.Sche
 		},
 		"schedulers": controller.SchedulersReady(mgr.GetCache(), schedulers),
 	}
-	if o.api.Addr != "0" {
-		checks["session-api"] = o.api.ReadyCheck
+	if api != nil {
+		checks["session-api"] = api.ReadyCheck
 	}
 	for name, check := range checks {
 		if err := mgr.AddReadyzCheck(name, check); err != nil {

@@ -34,6 +34,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -47,11 +48,12 @@ import (
 	"github.com/agentlane/agentlane/internal/sessionserver"
 )
 
-var scheme = runtime.NewScheme()
-
-func init() {
+// newScheme holds the Kubernetes types and agentlane's.
+func newScheme() *runtime.Scheme {
+	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(agentlanev1alpha1.AddToScheme(scheme))
+	return scheme
 }
 
 // options are the manager's command-line settings.
@@ -63,7 +65,7 @@ type options struct {
 	leaderElect      bool
 	leaderElectionNS string
 	leaderElection   leaderElection
-	api              *sessionserver.Server
+	api              *sessionserver.Config
 	sessionAPIURL    string
 	tlsSecret        string
 	tlsHosts         string
@@ -77,9 +79,9 @@ type options struct {
 }
 
 // parseFlags reads the command line; the Session API's settings go
-// straight into the Server it configures.
+// straight into the Config it is built from.
 func parseFlags() *options {
-	o := &options{api: &sessionserver.Server{}}
+	o := &options{api: &sessionserver.Config{}}
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; \"0\" disables it.")
 	flag.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve the metrics over HTTPS to callers whose bearer token (TokenReview) may get the non-resource URL /metrics (SubjectAccessReview), such as through the metrics-reader ClusterRole; false serves them over plain HTTP to anyone.")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the liveness and readiness probes bind to; \"0\" disables them.")
@@ -154,7 +156,7 @@ func main() {
 	}
 	mgrOptions, takeover, err := o.leaderElection.withTakeover(cfg, o.leaderElection.apply(ctrl.Options{
 		Cache:                   controller.CacheOptions(),
-		Scheme:                  scheme,
+		Scheme:                  newScheme(),
 		Metrics:                 o.metricsOptions(),
 		HealthProbeBindAddress:  o.probeAddr,
 		PprofBindAddress:        o.pprofAddr,
@@ -187,35 +189,49 @@ func main() {
 		Budgets:      &budget.Ledger{Publish: schedulers.Publish, Recorder: mgr.GetEventRecorder("agentlane-budget")},
 		Passivations: &controller.PassivationClock{},
 	}
-	if o.api.Addr != "0" {
-		// Delegate lanes post to inboxes through the Session API.
-		shared.Inboxes = o.api
-	}
-	access, err := o.sessionAPIAccess(ctx, mgr)
+	api, access, err := o.sessionAPI(ctx, mgr, shared)
 	if err != nil {
-		log.Error(err, "unable to set up the Session API's TLS")
+		log.Error(err, "unable to set up the Session API")
 		os.Exit(1)
 	}
+	if api != nil {
+		// Delegate lanes post to inboxes through the Session API.
+		shared.Inboxes = api
+		if err := mgr.Add(api); err != nil {
+			log.Error(err, "unable to add the Session API")
+			os.Exit(1)
+		}
+	}
 	access = append(access, controller.WithDelegationBounds(o.delegation))
-	if err := controller.Setup(ctx, mgr, shared, access...); err != nil {
+	controllers, err := controller.Setup(ctx, mgr, shared, access...)
+	if err != nil {
 		log.Error(err, "unable to set up the controllers")
 		os.Exit(1)
 	}
-	if o.api.Addr != "0" {
-		o.api.Schedulers, o.api.Budgets, o.api.Checkpoints = schedulers, shared.Budgets, shared.Passivations
-		if o.sessionStore == "configmap" {
-			o.api.Store = o.newStore(mgr)
-		}
-		if err := o.api.SetupWithManager(mgr); err != nil {
-			log.Error(err, "unable to set up the Session API")
-			os.Exit(1)
-		}
+	// The schedulers call back into the components built above through
+	// these hooks, bound once here; the schedulers refuse to start without
+	// them.
+	hooks := scheduling.Hooks{
+		Observer:          scheduling.NoObserver,
+		OnSessionActivity: controllers.Sessions.SessionActivity,
+		Rebuild:           controllers.Tasks.Rebuild,
+	}
+	if api != nil {
+		hooks.Observer = api.Observer()
+	}
+	if err := schedulers.Bind(hooks); err != nil {
+		log.Error(err, "unable to bind the schedulers' hooks")
+		os.Exit(1)
+	}
+	if err := registerMetrics(metrics.Registry, controllers); err != nil {
+		log.Error(err, "unable to register the metrics")
+		os.Exit(1)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		log.Error(err, "unable to set up the health check")
 		os.Exit(1)
 	}
-	if err := addReadyChecks(mgr, o, schedulers); err != nil {
+	if err := addReadyChecks(mgr, api, schedulers); err != nil {
 		log.Error(err, "unable to set up the ready checks")
 		os.Exit(1)
 	}
@@ -238,42 +254,58 @@ func (o *options) metricsOptions() metricsserver.Options {
 		FilterProvider: filters.WithAuthenticationAndAuthorization}
 }
 
-// sessionAPIAccess configures the Session API's authentication and TLS and
-// returns how runtime pods reach it: its URL, a token for its audience and
-// the CA bundle to trust. A generated certificate is read from (or made
-// into) its Secret now, before the controllers start, so that the first
-// runtime pod already gets the CA.
-func (o *options) sessionAPIAccess(ctx context.Context, mgr ctrl.Manager) ([]controller.SetupOption, error) {
+// sessionAPI builds the Session API on the shared state, with its
+// authentication and TLS, and returns how runtime pods reach it: its URL, a
+// token for its audience and the CA bundle to trust. A generated
+// certificate is read from (or made into) its Secret now, before the
+// controllers start, so that the first runtime pod already gets the CA.
+// With --session-api-bind-address=0 there is no Session API and the server
+// is nil.
+func (o *options) sessionAPI(ctx context.Context, mgr ctrl.Manager, shared controller.Shared) (*sessionserver.Server, []controller.SetupOption, error) {
 	setup := []controller.SetupOption{controller.WithSessionAPIURL(o.sessionAPIURL)}
 	if o.api.Addr == "0" {
-		return setup, nil
+		return nil, setup, nil
 	}
 	audiences := servingcert.Hosts(strings.Split(o.audiences, ",")...)
 	if len(audiences) == 0 {
-		return nil, fmt.Errorf("--session-api-audiences names no audience")
+		return nil, nil, fmt.Errorf("--session-api-audiences names no audience")
 	}
-	o.api.Auth = &sessionserver.KubeAuthorizer{Client: mgr.GetClient(), Audiences: audiences,
+	cfg := *o.api
+	cfg.Schedulers, cfg.Budgets, cfg.Checkpoints = shared.Schedulers, shared.Budgets, shared.Passivations
+	cfg.Client, cfg.Reader = mgr.GetClient(), mgr.GetAPIReader()
+	cfg.Auth = &sessionserver.KubeAuthorizer{Client: mgr.GetClient(), Audiences: audiences,
 		RefuseAPIServerTokens: !o.apiServerTokens}
+	cfg.Recorder = mgr.GetEventRecorder("agentlane-session-api")
+	cfg.Leading = mgr.Elected()
+	if o.sessionStore == "configmap" {
+		cfg.Store = o.newStore(mgr)
+	}
 	setup = append(setup, controller.WithSessionAPIAudience(audiences[0]))
-	if o.api.TLS.InsecureHTTP {
-		return setup, nil
-	}
-	var urlHost string
-	if o.sessionAPIURL != "" {
-		u, err := url.Parse(o.sessionAPIURL)
-		if err != nil || u.Scheme != "https" {
-			return nil, fmt.Errorf("--session-api-url %q must be https:// while the Session API serves TLS (or set --session-api-insecure-http)", o.sessionAPIURL)
+	if !cfg.TLS.InsecureHTTP {
+		var urlHost string
+		if o.sessionAPIURL != "" {
+			u, err := url.Parse(o.sessionAPIURL)
+			if err != nil || u.Scheme != "https" {
+				return nil, nil, fmt.Errorf("--session-api-url %q must be https:// while the Session API serves TLS (or set --session-api-insecure-http)", o.sessionAPIURL)
+			}
+			urlHost = u.Hostname()
 		}
-		urlHost = u.Hostname()
+		cfg.TLS.Hosts = servingcert.Hosts(append([]string{urlHost}, strings.Split(o.tlsHosts, ",")...)...)
+		if ns := managerNamespace(); ns != "" && o.tlsSecret != "" {
+			cfg.TLS.Secret = types.NamespacedName{Namespace: ns, Name: o.tlsSecret}
+		}
 	}
-	o.api.TLS.Hosts = servingcert.Hosts(append([]string{urlHost}, strings.Split(o.tlsHosts, ",")...)...)
-	if ns := managerNamespace(); ns != "" && o.tlsSecret != "" {
-		o.api.TLS.Secret = types.NamespacedName{Namespace: ns, Name: o.tlsSecret}
+	api, err := sessionserver.New(cfg)
+	if err != nil {
+		return nil, nil, err
 	}
-	if err := o.api.LoadTLS(ctx, mgr.GetClient(), mgr.GetAPIReader()); err != nil {
-		return nil, err
+	if cfg.TLS.InsecureHTTP {
+		return api, setup, nil
 	}
-	return append(setup, controller.WithSessionAPICA(o.api.CABundle)), nil
+	if err := api.LoadTLS(ctx, cfg.Client, cfg.Reader); err != nil {
+		return nil, nil, err
+	}
+	return api, append(setup, controller.WithSessionAPICA(api.CABundle)), nil
 }
 
 // managerNamespace is the namespace the manager runs in: $POD_NAMESPACE,

@@ -25,7 +25,7 @@ import (
 // bindSessionAPIBounds binds the flags of the Session API's bounds on
 // connections, long-lived calls and access reviews (docs/security.md,
 // "Session API bounds") to s.
-func bindSessionAPIBounds(fs *flag.FlagSet, s *sessionserver.Server) {
+func bindSessionAPIBounds(fs *flag.FlagSet, s *sessionserver.Config) {
 	fs.IntVar(&s.MaxConnections, "session-api-max-connections", sessionserver.DefaultMaxConnections, "The most connections the Session API keeps open at once; past it a new connection is closed at once. Negative disables the bound.")
 	fs.IntVar(&s.MaxConnectionsPerAddress, "session-api-max-connections-per-address", sessionserver.DefaultMaxConnectionsPerAddress, "The most connections one client address may hold open to the Session API; past it the address's new connections are closed at once. Negative disables the bound.")
 	fs.DurationVar(&s.ReadTimeout, "session-api-read-timeout", sessionserver.DefaultReadTimeout, "How long the Session API waits for a whole request, body included.")

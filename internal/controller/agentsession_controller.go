@@ -92,7 +92,8 @@ type AgentSessionReconciler struct {
 	Clock clock.PassiveClock
 
 	// activity remembers when each session last did something, for the
-	// idle reaper; the schedulers report it (Schedulers.OnSessionActivity).
+	// idle reaper; the schedulers report it (SessionActivity, bound as
+	// their OnSessionActivity hook).
 	activity activity
 	// refresh turns that activity into coalesced reconciles.
 	refresh *sessionRefresh
@@ -102,22 +103,24 @@ type AgentSessionReconciler struct {
 
 var _ reconcile.Reconciler = &AgentSessionReconciler{}
 
+// SessionActivity is the schedulers' OnSessionActivity hook
+// (scheduling.Hooks): it records that the session did something at at, for
+// the idle reaper, and asks for a coalesced reconcile of the session. It
+// must be bound after SetupWithManager.
+func (r *AgentSessionReconciler) SessionActivity(key types.NamespacedName, at time.Time) {
+	r.activity.touch(key, at)
+	r.refresh.mark(key)
+}
+
 // SetupWithManager registers the reconciler; it also reacts to its
 // LaneQueue appearing, changing or going away.
 func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Client == nil || r.Schedulers == nil || r.Budgets == nil {
 		return errors.New("AgentSessionReconciler needs a Client, Schedulers and Budgets")
 	}
-	if r.Schedulers.OnSessionActivity != nil {
-		return errors.New("AgentSessionReconciler: the schedulers already report session activity elsewhere")
-	}
 	r.refresh = newSessionRefresh(sessionRefreshInterval)
 	if err := mgr.Add(r.refresh); err != nil {
 		return fmt.Errorf("add the session refresh: %w", err)
-	}
-	r.Schedulers.OnSessionActivity = func(key types.NamespacedName, at time.Time) {
-		r.activity.touch(key, at)
-		r.refresh.mark(key)
 	}
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}

@@ -128,7 +128,6 @@ func (r *ExternalTaskReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
-	r.Schedulers.Rebuild = r.rebuild
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&agentlanev1alpha1.ExternalTask{}).
 		Owns(&batchv1.Job{}).

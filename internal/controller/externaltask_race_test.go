@@ -85,7 +85,7 @@ func TestSettleSuccessThatRacedTheTimeout(t *testing.T) {
 // that runs meanwhile must not write that as the task's phase, or a
 // SIGTERM of the leader would cancel the tasks in flight.
 func TestStoppingManagerCancelsNoTask(t *testing.T) {
-	schedulers := &scheduling.Schedulers{}
+	schedulers := boundSchedulers(t)
 	lq := &agentlanev1alpha1.LaneQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "q1"}}
 	if _, err := schedulers.Ensure(lq, lanequeue.Config{Lanes: []lanequeue.LaneConfig{{Name: "execute", Mode: lanequeue.External}}}); err != nil {
 		t.Fatal(err)

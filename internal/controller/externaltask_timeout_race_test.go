@@ -41,7 +41,7 @@ import (
 // for 0), submits task t1, starts its attempt 1 and lets it time out.
 func timedOutTask(t *testing.T, ns string, maxRetries int) (binding, *lanequeue.Ticket, func()) {
 	t.Helper()
-	schedulers := &scheduling.Schedulers{}
+	schedulers := boundSchedulers(t)
 	lq := &agentlanev1alpha1.LaneQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "q1"}}
 	retry := lanequeue.RetryPolicy{Strategy: lanequeue.RetryFixed, FixedDelay: time.Hour, MaxRetries: maxRetries}
 	if maxRetries == 0 {

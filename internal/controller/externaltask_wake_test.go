@@ -135,7 +135,6 @@ var _ = Describe("Tasks waiting for a worker", func() {
 // wait for a worker's free slot.
 func awaitingWorker(t *agentlanev1alpha1.ExternalTask) func() bool {
 	return func() bool {
-		r := pools.source.Load()
-		return r != nil && r.awaiting.has(client.ObjectKeyFromObject(t))
+		return controllers.Tasks.awaiting.has(client.ObjectKeyFromObject(t))
 	}
 }

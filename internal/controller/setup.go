@@ -21,12 +21,14 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/prometheus/client_golang/prometheus"
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,6 +36,7 @@ import (
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/budget"
 	"github.com/agentlane/agentlane/internal/delegation"
+	"github.com/agentlane/agentlane/internal/lanequeue"
 	"github.com/agentlane/agentlane/internal/scheduling"
 	"github.com/agentlane/agentlane/internal/steadywatch"
 	"github.com/agentlane/agentlane/internal/workerproto"
@@ -43,7 +46,7 @@ import (
 
 // Shared is what the controllers share with the Session API. The caller
 // (cmd/manager) builds each part once and hands the same objects to the
-// Session API (sessionserver.Server).
+// Session API (sessionserver.Config).
 type Shared struct {
 	// Schedulers are the lane schedulers; Setup adds them to the manager.
 	Schedulers *scheduling.Schedulers
@@ -58,19 +61,33 @@ type Shared struct {
 	Inboxes Inboxes
 }
 
+// Controllers are the reconcilers Setup registered that the caller wires to
+// the shared state: the scheduler hooks they expose (SessionActivity,
+// Rebuild), bound with scheduling.Schedulers.Bind, and their metrics
+// (RegisterMetrics).
+type Controllers struct {
+	// Sessions is the AgentSession controller; its SessionActivity is the
+	// schedulers' OnSessionActivity hook.
+	Sessions *AgentSessionReconciler
+	// Tasks is the ExternalTask controller; its Rebuild is the schedulers'
+	// Rebuild hook.
+	Tasks *ExternalTaskReconciler
+}
+
 // Setup registers agentlane's field indexes, the schedulers and every
-// controller with mgr.
-func Setup(ctx context.Context, mgr ctrl.Manager, shared Shared, options ...SetupOption) error {
+// controller with mgr. It returns the controllers whose hooks the caller
+// binds to the schedulers (scheduling.Hooks) before the manager starts.
+func Setup(ctx context.Context, mgr ctrl.Manager, shared Shared, options ...SetupOption) (*Controllers, error) {
 	var opts setupOptions
 	for _, o := range options {
 		o(&opts)
 	}
 	schedulers := shared.Schedulers
 	if schedulers == nil || shared.Budgets == nil {
-		return errors.New("setup needs the Schedulers and the Budgets")
+		return nil, errors.New("setup needs the Schedulers and the Budgets")
 	}
 	if err := SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
-		return err
+		return nil, err
 	}
 	// One clock for the schedulers and every reconciler, so that a fake
 	// clock reaches task timestamps, TTLs and passivation deadlines alike.
@@ -82,32 +99,48 @@ func Setup(ctx context.Context, mgr ctrl.Manager, shared Shared, options ...Setu
 		schedulers.Recorder = mgr.GetEventRecorder("agentlane-scheduler")
 	}
 	if err := mgr.Add(schedulers); err != nil {
-		return fmt.Errorf("add the schedulers: %w", err)
+		return nil, fmt.Errorf("add the schedulers: %w", err)
 	}
 	if err := (&LaneQueueReconciler{Client: mgr.GetClient(), Schedulers: schedulers}).SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("set up the LaneQueue controller: %w", err)
+		return nil, fmt.Errorf("set up the LaneQueue controller: %w", err)
 	}
 	sessions := &AgentSessionReconciler{Client: mgr.GetClient(), Schedulers: schedulers, Budgets: shared.Budgets,
 		Passivations: shared.Passivations, Recorder: mgr.GetEventRecorder("agentlane-session"),
 		SessionAPIURL: opts.SessionAPIURL, SessionAPIAudience: opts.SessionAPIAudience, SessionAPICA: opts.SessionAPICA,
 		APIReader: mgr.GetAPIReader(), Clock: clk}
 	if err := sessions.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("set up the AgentSession controller: %w", err)
+		return nil, fmt.Errorf("set up the AgentSession controller: %w", err)
 	}
 	tasks := &ExternalTaskReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Schedulers: schedulers,
 		Recorder: mgr.GetEventRecorder("agentlane-externaltask"), Clock: clk}
 	if err := tasks.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("set up the ExternalTask controller: %w", err)
+		return nil, fmt.Errorf("set up the ExternalTask controller: %w", err)
 	}
-	pools.source.Store(tasks)
 	if shared.Inboxes != nil {
 		delegation := &DelegationReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Inboxes: shared.Inboxes,
 			Recorder: mgr.GetEventRecorder("agentlane-delegation"), Clock: clk, Budgets: shared.Budgets, Bounds: opts.Delegation}
 		if err := delegation.SetupWithManager(mgr); err != nil {
-			return fmt.Errorf("set up the delegation controller: %w", err)
+			return nil, fmt.Errorf("set up the delegation controller: %w", err)
 		}
 	}
+	return &Controllers{Sessions: sessions, Tasks: tasks}, nil
+}
+
+// RegisterMetrics adds the controllers' metrics (the worker pools as the
+// ExternalTask controller judges them, worker_metrics.go) to reg, the
+// manager's controller-runtime registry; cmd/manager calls it once.
+func (c *Controllers) RegisterMetrics(reg prometheus.Registerer) error {
+	if err := reg.Register(&workerPools{source: c.Tasks}); err != nil {
+		return fmt.Errorf("register the worker pool metrics: %w", err)
+	}
 	return nil
+}
+
+// Rebuild is the schedulers' Rebuild hook (scheduling.Hooks): it puts the
+// unfinished tasks of the LaneQueue key back into its starting scheduler
+// (externaltask_rebuild.go).
+func (r *ExternalTaskReconciler) Rebuild(key types.NamespacedName, q *lanequeue.Queue, tasks *scheduling.TaskSet) {
+	r.rebuild(key, q, tasks)
 }
 
 // SetupOption configures Setup.

@@ -44,6 +44,8 @@ var (
 	testEnv    *envtest.Environment
 	k8sClient  client.Client
 	schedulers *scheduling.Schedulers
+	// controllers are the reconcilers Setup built.
+	controllers *Controllers
 	// reconciles counts the manager's reconciles per controller and object.
 	reconciles = &reconcileLog{}
 	// managerCache is the manager's cache, as the reconcilers read it.
@@ -78,7 +80,14 @@ var _ = BeforeSuite(func() {
 	managerCache = mgr.GetCache()
 	schedulers = &scheduling.Schedulers{StatusInterval: 100 * time.Millisecond}
 	budgets := &budget.Ledger{Publish: schedulers.Publish, Recorder: mgr.GetEventRecorder("agentlane-budget")}
-	Expect(Setup(ctx, mgr, Shared{Schedulers: schedulers, Budgets: budgets})).To(Succeed())
+	controllers, err = Setup(ctx, mgr, Shared{Schedulers: schedulers, Budgets: budgets})
+	Expect(err).NotTo(HaveOccurred())
+	// As cmd/manager wires them, without a Session API.
+	Expect(schedulers.Bind(scheduling.Hooks{
+		Observer:          scheduling.NoObserver,
+		OnSessionActivity: controllers.Sessions.SessionActivity,
+		Rebuild:           controllers.Tasks.Rebuild,
+	})).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())

@@ -18,14 +18,12 @@ package controller
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/agentlane/agentlane/internal/workerproto"
 )
@@ -54,17 +52,10 @@ var (
 )
 
 // workerPools exports the worker pools as the manager judges them from
-// their heartbeat Leases, the same judgement dispatch uses. The ExternalTask
-// reconciler that Setup builds is its source; until then it exports
-// nothing.
+// their heartbeat Leases, the same judgement dispatch uses: source, the
+// ExternalTask reconciler Setup built (Controllers.RegisterMetrics).
 type workerPools struct {
-	source atomic.Pointer[ExternalTaskReconciler]
-}
-
-var pools = &workerPools{}
-
-func init() {
-	metrics.Registry.MustRegister(pools)
+	source *ExternalTaskReconciler
 }
 
 var _ prometheus.Collector = &workerPools{}
@@ -76,10 +67,7 @@ func (p *workerPools) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect lists the worker Leases from the manager's cache.
 func (p *workerPools) Collect(ch chan<- prometheus.Metric) {
-	r := p.source.Load()
-	if r == nil {
-		return
-	}
+	r := p.source
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	leases := &coordinationv1.LeaseList{}

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,11 +54,10 @@ func TestWorkerPoolMetrics(t *testing.T) {
 		rig.renew("b")
 	}
 
-	p := &workerPools{}
-	if n := testutil.CollectAndCount(p); n != 0 {
-		t.Errorf("%d series before Setup gave the collector its source; want none", n)
+	reg := prometheus.NewPedanticRegistry()
+	if err := (&Controllers{Tasks: rig.r}).RegisterMetrics(reg); err != nil {
+		t.Fatal(err)
 	}
-	p.source.Store(rig.r)
 	want := `
 # HELP agentlane_worker_pool_capacity Tasks the live workers of a namespace run at most at once: the sum of their advertised capacities.
 # TYPE agentlane_worker_pool_capacity gauge
@@ -68,7 +68,7 @@ agentlane_workers{state="draining",worker_namespace="ns"} 1
 agentlane_workers{state="live",worker_namespace="ns"} 1
 agentlane_workers{state="unresponsive",worker_namespace="ns"} 1
 `
-	if err := testutil.CollectAndCompare(p, strings.NewReader(want)); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
 		t.Error(err)
 	}
 }

@@ -20,11 +20,15 @@ limitations under the License.
 // cmd/manager builds one Schedulers and hands it to both. The LaneQueue
 // controller starts, reconfigures and stops schedulers (Ensure, Remove);
 // the ExternalTask controller admits and closes tasks (TasksOf, TaskEvents);
-// the Session API submits commands and messages (SubmitTask, Session). What
-// the schedulers do for sessions is reported to one SessionObserver (the
-// Session API's event streams) and, for the idle reaper, to
-// OnSessionActivity (the AgentSession controller). Schedulers.Start
-// coalesces status refreshes: at most one per LaneQueue per StatusInterval.
+// the Session API submits commands and messages (SubmitTask, Session). The
+// schedulers call back into their consumers through Hooks, which
+// cmd/manager binds once its consumers are built (Bind): what they do for
+// sessions goes to one SessionObserver (the Session API's event streams)
+// and, for the idle reaper, to OnSessionActivity (the AgentSession
+// controller); a starting scheduler is refilled by Rebuild (the
+// ExternalTask controller). Schedulers.Start coalesces status refreshes: at
+// most one per LaneQueue per StatusInterval. RegisterMetrics adds the lane
+// metrics to the manager's registry.
 //
 // See docs/architecture.md for which package owns which state.
 package scheduling

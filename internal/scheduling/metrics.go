@@ -17,18 +17,19 @@ limitations under the License.
 package scheduling
 
 import (
-	"github.com/prometheus/client_golang/prometheus"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"fmt"
 
-	"github.com/agentlane/agentlane/internal/buildinfo"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/agentlane/agentlane/internal/lanequeue"
 )
 
 // The lane schedulers' metrics, served on the manager's metrics endpoint
-// with controller-runtime's; docs/metrics.md describes each. Every series is
-// labelled with the LaneQueue (queue_namespace, queue) and most with the
-// lane. The LaneQueue's namespace is not called "namespace": scrapes add a
-// namespace target label of their own (the manager pod's).
+// with controller-runtime's once RegisterMetrics adds them; docs/metrics.md
+// describes each. Every series is labelled with the LaneQueue
+// (queue_namespace, queue) and most with the lane. The LaneQueue's
+// namespace is not called "namespace": scrapes add a namespace target label
+// of their own (the manager pod's).
 const (
 	// LabelQueueNamespace is the namespace of the LaneQueue.
 	LabelQueueNamespace = "queue_namespace"
@@ -106,11 +107,17 @@ var (
 		LaneMaxConcurrency, LaneMaxConcurrencyPerSession, QueueMaxConcurrent}
 )
 
-func init() {
+// RegisterMetrics adds the lane schedulers' metrics to reg (the manager's
+// controller-runtime registry); cmd/manager calls it once. A Schedulers
+// whose Options.Metrics is nil updates these series whether or not they
+// are registered.
+func RegisterMetrics(reg prometheus.Registerer) error {
 	for _, v := range laneVectors {
-		metrics.Registry.MustRegister(v)
+		if err := reg.Register(v); err != nil {
+			return fmt.Errorf("register the lane metrics: %w", err)
+		}
 	}
-	buildinfo.Register(metrics.Registry)
+	return nil
 }
 
 // queueMetrics adapts one LaneQueue's scheduler metrics to Prometheus.

@@ -60,7 +60,7 @@ func metricsTestConfig(lanes ...lanequeue.LaneConfig) lanequeue.Config {
 // namespace as queue_namespace.
 func TestLaneMetricsOfARetriedCommand(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := &Schedulers{Options: lanequeue.Options{Handler: &failOnce{}}}
+		s := bound(t, &Schedulers{Options: lanequeue.Options{Handler: &failOnce{}}})
 		lq := &agentlanev1alpha1.LaneQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "agents"}}
 		key := types.NamespacedName{Namespace: "team-a", Name: "agents"}
 		if _, err := s.Ensure(lq, metricsTestConfig(lanequeue.LaneConfig{Name: "execute", MaxConcurrency: 3, MaxConcurrencyPerSession: 1})); err != nil {
@@ -131,7 +131,7 @@ agentlane_queue_max_concurrent{` + labels + `} 5
 // caps, a removed lane's go away, and a removed queue's series all go.
 func TestCapacityFollowsTheConfiguration(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := &Schedulers{}
+		s := bound(t, &Schedulers{})
 		lq := &agentlanev1alpha1.LaneQueue{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "caps"}}
 		key := types.NamespacedName{Namespace: "team-b", Name: "caps"}
 		if _, err := s.Ensure(lq, metricsTestConfig(

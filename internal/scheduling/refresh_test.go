@@ -35,7 +35,7 @@ import (
 // be refreshed every StatusInterval forever.
 func TestUnchangedEnsureAsksForNoRefresh(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := &Schedulers{StatusInterval: time.Second}
+		s := bound(t, &Schedulers{StatusInterval: time.Second})
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
 		go func() { _ = s.Start(ctx); close(done) }()

@@ -18,8 +18,10 @@ package scheduling
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,23 +65,11 @@ type Schedulers struct {
 	// DefaultStatusInterval when zero.
 	StatusInterval time.Duration
 
-	// Observer, when set, receives every session's command and inbox
-	// events, for the Session API's event streams.
-	Observer SessionObserver
-
-	// OnSessionActivity, when set, is told each time a session does
-	// something (a command or inbox event), for the AgentSession
-	// controller's idle reaper. Calls come from the queues' goroutines and
-	// must return quickly.
-	OnSessionActivity func(session types.NamespacedName, at time.Time)
-
-	// Rebuild, when set, is called each time a scheduler starts, with its
-	// queue and task set, before anyone else can reach it (Get, TasksOf
-	// and Session do not find it until Rebuild returns): the ExternalTask
-	// controller puts back the tasks an earlier manager, or the leader
-	// before this one, left unfinished, so that a new leader's scheduler is
-	// whole before it dispatches from it.
-	Rebuild func(key types.NamespacedName, q *lanequeue.Queue, tasks *TaskSet)
+	// hooks are the calls into the components that consume the schedulers;
+	// set once by Bind, before Start.
+	hooks Hooks
+	// bound tells that Bind set hooks.
+	bound bool
 
 	// taskEvents wakes the ExternalTask controller for the tasks whose
 	// scheduler state changed: granted a slot, timed out, retried, finished.
@@ -94,6 +84,81 @@ type Schedulers struct {
 	// changed feeds the LaneQueue controller; created by Changes.
 	changed chan event.GenericEvent
 }
+
+// Hooks are the calls the schedulers make into the components that
+// consume them. Those components are built after the Schedulers (they hold
+// it), so cmd/manager builds the Schedulers first, then the controllers and
+// the Session API, and binds their hooks with Bind before the manager
+// starts. Every hook is required: a Schedulers whose hooks are not bound
+// starts no scheduler (Ensure and Start fail).
+type Hooks struct {
+	// Observer receives every session's command, inbox and cluster events,
+	// for the Session API's event streams; NoObserver when the manager
+	// serves no Session API.
+	Observer SessionObserver
+	// OnSessionActivity is told each time a session does something (a
+	// command or inbox event), for the AgentSession controller's idle
+	// reaper. Calls come from the queues' goroutines and must return
+	// quickly.
+	OnSessionActivity func(session types.NamespacedName, at time.Time)
+	// Rebuild is called each time a scheduler starts, with its queue and
+	// task set, before anyone else can reach it (Get, TasksOf and Session
+	// do not find it until Rebuild returns): the ExternalTask controller
+	// puts back the tasks an earlier manager, or the leader before this
+	// one, left unfinished, so that a new leader's scheduler is whole
+	// before it dispatches from it.
+	Rebuild func(key types.NamespacedName, q *lanequeue.Queue, tasks *TaskSet)
+}
+
+// errNotBound is returned by Ensure and Start before Bind.
+var errNotBound = errors.New("scheduling: the Schedulers' hooks are not bound (call Bind with the Observer, OnSessionActivity and Rebuild before the manager starts)")
+
+// Bind sets the hooks, once, before the manager starts. It fails when a
+// hook is missing or the hooks are already bound.
+func (s *Schedulers) Bind(h Hooks) error {
+	var missing []string
+	if h.Observer == nil {
+		missing = append(missing, "Observer")
+	}
+	if h.OnSessionActivity == nil {
+		missing = append(missing, "OnSessionActivity")
+	}
+	if h.Rebuild == nil {
+		missing = append(missing, "Rebuild")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("scheduling: Bind needs every hook; missing %s", strings.Join(missing, ", "))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.bound {
+		return errors.New("scheduling: the Schedulers' hooks are already bound")
+	}
+	s.hooks, s.bound = h, true
+	return nil
+}
+
+// isBound tells whether Bind set the hooks.
+func (s *Schedulers) isBound() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bound
+}
+
+// NoObserver is the Observer of a manager that serves no Session API: it
+// drops every session event.
+var NoObserver SessionObserver = noObserver{}
+
+type noObserver struct{}
+
+func (noObserver) CommandEvent(types.NamespacedName, lanequeue.Event)     {}
+func (noObserver) InboxEvent(types.NamespacedName, lanequeue.InboxEvent)  {}
+func (noObserver) SessionReleased(string, string)                         {}
+func (noObserver) ClusterEvent(types.NamespacedName, sessionapi.Event)    {}
+func (noObserver) SessionRetention(types.NamespacedName, RetentionLimits) {}
+
+// observer is the bound Observer; nil before Bind.
+func (s *Schedulers) observer() SessionObserver { return s.hooks.Observer }
 
 // SessionObserver follows what the schedulers do for sessions. Calls come
 // in the order things happened within one queue, from one goroutine per
@@ -117,17 +182,19 @@ type SessionObserver interface {
 	SessionRetention(session types.NamespacedName, limits RetentionLimits)
 }
 
-// Publish reports a cluster event of a session to the observer, if any.
+// Publish reports a cluster event of a session to the observer (none
+// before Bind).
 func (s *Schedulers) Publish(session types.NamespacedName, ev sessionapi.Event) {
-	if s.Observer != nil {
-		s.Observer.ClusterEvent(session, ev)
+	if o := s.observer(); o != nil {
+		o.ClusterEvent(session, ev)
 	}
 }
 
-// SetRetention reports a session's retention caps to the observer, if any.
+// SetRetention reports a session's retention caps to the observer (none
+// before Bind).
 func (s *Schedulers) SetRetention(session types.NamespacedName, limits RetentionLimits) {
-	if s.Observer != nil {
-		s.Observer.SessionRetention(session, limits)
+	if o := s.observer(); o != nil {
+		o.SessionRetention(session, limits)
 	}
 }
 
@@ -144,10 +211,10 @@ type scheduler struct {
 	tasks *TaskSet
 }
 
-// touched reports a session's activity to OnSessionActivity, if set.
+// touched reports a session's activity to the OnSessionActivity hook.
 func (s *Schedulers) touched(session types.NamespacedName, at time.Time) {
-	if s.OnSessionActivity != nil {
-		s.OnSessionActivity(session, at)
+	if f := s.hooks.OnSessionActivity; f != nil {
+		f(session, at)
 	}
 }
 
@@ -249,8 +316,8 @@ func (s *Schedulers) ReleaseSession(key types.NamespacedName, name string) (int,
 		}
 		in.ForgetSession(name)
 	}
-	if s.Observer != nil {
-		s.Observer.SessionReleased(key.Namespace, name)
+	if o := s.observer(); o != nil {
+		o.SessionReleased(key.Namespace, name)
 	}
 	return n, nil
 }
@@ -288,6 +355,10 @@ func (s *Schedulers) ForEachTasks(namespace string, fn func(*lanequeue.Queue, *T
 func (s *Schedulers) Ensure(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Config) (bool, error) {
 	key := types.NamespacedName{Namespace: lq.Namespace, Name: lq.Name}
 	s.mu.Lock()
+	if !s.bound {
+		s.mu.Unlock()
+		return false, errNotBound
+	}
 	if sc, ok := s.queues[key]; ok {
 		defer s.mu.Unlock()
 		// Each status refresh of the queue passes here: leave an unchanged
@@ -312,9 +383,7 @@ func (s *Schedulers) Ensure(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Confi
 		return false, err
 	}
 	go s.consume(key, sc)
-	if s.Rebuild != nil {
-		s.Rebuild(key, sc.queue, sc.tasks)
-	}
+	s.hooks.Rebuild(key, sc.queue, sc.tasks)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.queues == nil {
@@ -356,9 +425,7 @@ func (s *Schedulers) start(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Config
 		session := types.NamespacedName{Namespace: key.Namespace, Name: ev.Session}
 		s.touched(session, s.now())
 		logInboxWait(inboxLog, session, ev)
-		if s.Observer != nil {
-			s.Observer.InboxEvent(key, ev)
-		}
+		s.hooks.Observer.InboxEvent(key, ev)
 	}
 	return &scheduler{
 		queue: q,
@@ -400,9 +467,7 @@ func (s *Schedulers) consume(key types.NamespacedName, sc *scheduler) {
 		s.MarkDirty(key)
 		if ev.SessionKey != "" {
 			s.touched(types.NamespacedName{Namespace: key.Namespace, Name: ev.SessionKey}, ev.Time)
-			if s.Observer != nil {
-				s.Observer.CommandEvent(key, ev)
-			}
+			s.hooks.Observer.CommandEvent(key, ev)
 		}
 		if taskEnding(ev.Type) && sc.tasks.Has(ev.CommandID) {
 			s.taskEvents.Add(TaskRequest(key.Namespace, ev.CommandID))
@@ -460,8 +525,12 @@ func (s *Schedulers) markDirtyLocked(key types.NamespacedName) {
 }
 
 // Start announces the dirty queues once per StatusInterval until ctx ends.
-// It implements manager.Runnable.
+// It implements manager.Runnable, and fails at once when the hooks are not
+// bound.
 func (s *Schedulers) Start(ctx context.Context) error {
+	if !s.isBound() {
+		return errNotBound
+	}
 	interval := s.StatusInterval
 	if interval <= 0 {
 		interval = DefaultStatusInterval

@@ -45,12 +45,13 @@ import (
 var suiteServer *Server
 
 // withStore gives the suite's server the ConfigMap session store, reading
-// around the cache as the manager does, and keeps the server for the specs.
-func withStore(mgr ctrl.Manager, s *Server) *Server {
-	s.Store = sessionstore.NewConfigMaps(mgr.GetClient(), mgr.GetAPIReader())
-	s.Recorder = mgr.GetEventRecorder("agentlane-session-api")
-	suiteServer = s
-	return s
+// around the cache as the manager does, builds it and keeps it for the
+// specs.
+func withStore(mgr ctrl.Manager, cfg Config) *Server {
+	cfg.Store = sessionstore.NewConfigMaps(mgr.GetClient(), mgr.GetAPIReader())
+	cfg.Recorder = mgr.GetEventRecorder("agentlane-session-api")
+	suiteServer = mustNew(cfg)
+	return suiteServer
 }
 
 // expectCode checks that err is an API error with status and code, and
@@ -262,7 +263,8 @@ var _ = Describe("Checkpoints", func() {
 		a.newSession("s1", nil)
 		// A second server on the suite's schedulers, as a manager started
 		// with --session-store=none serves.
-		bare := &Server{Client: suiteServer.Client, Schedulers: suiteServer.Schedulers, Budgets: suiteServer.Budgets, Auth: suiteServer.Auth}
+		bare := mustNew(Config{Client: suiteServer.Client, Reader: suiteServer.Reader, Schedulers: suiteServer.Schedulers,
+			Budgets: suiteServer.Budgets, Auth: suiteServer.Auth})
 		srv := httptest.NewServer(bare.Handler())
 		DeferCleanup(srv.Close)
 		c, err := sessionapi.NewClient(srv.URL, sessionapi.WithToken(a.token))

@@ -25,22 +25,18 @@ import (
 	"net/http"
 	"testing"
 	"time"
-
-	"github.com/agentlane/agentlane/internal/budget"
-	"github.com/agentlane/agentlane/internal/scheduling"
 )
 
 // startPlain starts a Server on loopback over plain HTTP, as set by
 // configure, until the test ends, and returns its address.
-func startPlain(t *testing.T, configure func(*Server)) string {
+func startPlain(t *testing.T, configure func(*Config)) string {
 	t.Helper()
 	leading := make(chan struct{})
 	close(leading)
-	s := &Server{Addr: "127.0.0.1:0", TLS: TLS{InsecureHTTP: true}, Leading: leading,
-		Schedulers: &scheduling.Schedulers{}, Budgets: &budget.Ledger{}}
-	configure(s)
+	cfg := plainConfig(Config{Addr: "127.0.0.1:0", TLS: TLS{InsecureHTTP: true}, Leading: leading})
+	configure(&cfg)
+	s := mustNew(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
-	s.Observer()
 	done := make(chan error, 1)
 	go func() { done <- s.Start(ctx) }()
 	t.Cleanup(func() {
@@ -106,7 +102,7 @@ func TestConnectionsAreBounded(t *testing.T) {
 		"address": {server: 100, perAddress: 3},
 	} {
 		t.Run(name, func(t *testing.T) {
-			addr := startPlain(t, func(s *Server) {
+			addr := startPlain(t, func(s *Config) {
 				s.MaxConnections, s.MaxConnectionsPerAddress = tc.server, tc.perAddress
 			})
 			var idle []*keepAlive
@@ -138,7 +134,7 @@ func TestConnectionsAreBounded(t *testing.T) {
 // request on its way hold their places; one more is closed before any
 // byte, and is served once a place is given back.
 func TestConnectionsPastTheBoundAreRefused(t *testing.T) {
-	addr := startPlain(t, func(s *Server) { s.MaxConnections = 3 })
+	addr := startPlain(t, func(s *Config) { s.MaxConnections = 3 })
 	var busy []net.Conn
 	for range 3 {
 		c, err := net.Dial("tcp", addr)
@@ -171,7 +167,7 @@ func TestConnectionsPastTheBoundAreRefused(t *testing.T) {
 // TestIdleConnectionIsClosed: a keep-alive connection that sends nothing
 // after its request is closed once IdleTimeout passes.
 func TestIdleConnectionIsClosed(t *testing.T) {
-	addr := startPlain(t, func(s *Server) { s.IdleTimeout = 200 * time.Millisecond })
+	addr := startPlain(t, func(s *Config) { s.IdleTimeout = 200 * time.Millisecond })
 	k, ok := dial(t, addr)
 	if !ok {
 		t.Fatal("the request was not served")

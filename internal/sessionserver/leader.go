@@ -77,7 +77,6 @@ var errNotLeader = &sessionapi.Error{Status: http.StatusServiceUnavailable, Code
 // ReadyCheck fails until the API listens and this replica leads, for the
 // manager's readiness probe.
 func (s *Server) ReadyCheck(_ *http.Request) error {
-	s.init()
 	select {
 	case <-s.ready:
 	default:

@@ -26,8 +26,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/agentlane/agentlane/internal/budget"
-	"github.com/agentlane/agentlane/internal/scheduling"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
@@ -38,11 +36,9 @@ func TestStandbyAnswersNotLeader(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	clk := clocktesting.NewFakeClock(t0)
 	leading := make(chan struct{})
-	s := &Server{Addr: "127.0.0.1:0", TLS: TLS{InsecureHTTP: true}, Clock: clk, Leading: leading,
-		Schedulers: &scheduling.Schedulers{}, Budgets: &budget.Ledger{}}
+	s := mustNew(plainConfig(Config{Addr: "127.0.0.1:0", TLS: TLS{InsecureHTTP: true}, Clock: clk, Leading: leading}))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s.Observer() // as SetupWithManager does, before it starts
 	done := make(chan error, 1)
 	go func() { done <- s.Start(ctx) }()
 	addr, err := s.BoundAddr(ctx)

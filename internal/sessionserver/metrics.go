@@ -17,11 +17,11 @@ limitations under the License.
 package sessionserver
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/agentlane/agentlane/internal/scheduling"
 )
@@ -69,8 +69,15 @@ var (
 	}, []string{"kind"})
 )
 
-func init() {
-	metrics.Registry.MustRegister(requests, requestDuration, requestErrors, connections, connectionsRefused, longCalls)
+// RegisterMetrics adds the Session API's metrics to reg (the manager's
+// controller-runtime registry); cmd/manager calls it once.
+func RegisterMetrics(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{requests, requestDuration, requestErrors, connections, connectionsRefused, longCalls} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("register the Session API metrics: %w", err)
+		}
+	}
+	return nil
 }
 
 // methodLabel bounds the method label: a caller may send any token as its

@@ -83,8 +83,8 @@ func (o *switchObserver) SessionRetention(s types.NamespacedName, l scheduling.R
 // It returns the new server's client with the tenant's token.
 func restartAPI(t tenant, startedAt time.Time) *sessionapi.Client {
 	GinkgoHelper()
-	restarted := &Server{Client: server.Client, Schedulers: server.Schedulers, Budgets: server.Budgets,
-		Auth: server.Auth, RetainedEvents: retainedEvents, StartedAt: startedAt, Store: server.Store}
+	restarted := mustNew(Config{Client: server.Client, Reader: server.Reader, Schedulers: server.Schedulers, Budgets: server.Budgets,
+		Auth: server.Auth, RetainedEvents: retainedEvents, StartedAt: startedAt, Store: server.Store})
 	srv := httptest.NewServer(restarted.Handler())
 	observer.use(restarted)
 	DeferCleanup(func() {

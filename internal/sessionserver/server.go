@@ -37,7 +37,6 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/budget"
@@ -68,11 +67,10 @@ const (
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
-// Server is the Session API: agent runtimes submit commands into their
-// session's lanes, post inbound messages, follow the session's events and
-// read its queue, over HTTP/JSON. It runs in the manager beside the
-// controllers and reaches the same schedulers.
-type Server struct {
+// Config is what the Session API is built from (New). Schedulers, Budgets,
+// Client, Reader and Auth are required; every other field is optional, and
+// New fills the zero ones with their defaults.
+type Config struct {
 	// Addr is the address to listen on, such as ":8443".
 	Addr string
 	// TLS is how the API serves TLS; by default with a certificate it
@@ -81,8 +79,9 @@ type Server struct {
 	// Client reads AgentSessions and ExternalTasks (from the manager's
 	// cache) and creates ExternalTasks.
 	Client client.Client
-	// Reader reads the Secret of a generated certificate around the cache
-	// (TLS.Secret); the manager's API reader.
+	// Reader reads around the cache: the Secret of a generated
+	// certificate (TLS.Secret) and the sessions the delegation controller
+	// just created; the manager's API reader.
 	Reader client.Reader
 	// Schedulers are the manager's lane schedulers.
 	Schedulers *scheduling.Schedulers
@@ -107,8 +106,8 @@ type Server struct {
 	// lowercase ULIDs when nil. Sequential ids with a fake clock make a run
 	// replay to the same ids.
 	IDs lanequeue.IDGenerator
-	// StartedAt is when this manager run began; Clock.Now() at first use
-	// when zero. Event ids continue above it, and command ids issued
+	// StartedAt is when this manager run began; Clock.Now() in New when
+	// zero. Event ids continue above it, and command ids issued
 	// before it are answered Interrupted (see restart.go).
 	StartedAt time.Time
 	// MaxWait caps how long a call waits; DefaultMaxWait when zero.
@@ -172,7 +171,7 @@ type Server struct {
 	MaxConnections           int
 	MaxConnectionsPerAddress int
 	// MaxReviewsInFlight and MaxReviewsInFlightPerAddress are handed to a
-	// KubeAuthorizer Auth that sets none of its own when the server starts
+	// KubeAuthorizer Auth that sets none of its own, in New
 	// (KubeAuthorizer.MaxReviewsInFlight).
 	MaxReviewsInFlight           int
 	MaxReviewsInFlightPerAddress int
@@ -187,6 +186,20 @@ type Server struct {
 	IdleTimeout               time.Duration
 	MaxHeaderBytes            int
 	HTTP2MaxConcurrentStreams int
+}
+
+// Server is the Session API: agent runtimes submit commands into their
+// session's lanes, post inbound messages, follow the session's events and
+// read its queue, over HTTP/JSON. It runs in the manager beside the
+// controllers and reaches the same schedulers. Build it with New; its
+// routes (routes()) are answered in one file per resource:
+// routes_commands.go, routes_messages.go, routes_events.go,
+// routes_queue.go, external.go, budget.go, checkpoints.go, delegation.go.
+type Server struct {
+	// Config is what New was given, with the defaults filled in. Set
+	// before the server starts; read only afterwards, except for what a
+	// test changes between calls.
+	Config
 
 	// callers holds a token bucket per caller.
 	callers atomic.Pointer[keyedLimiter]
@@ -227,17 +240,27 @@ type CheckpointObserver interface {
 	CheckpointSaved(session types.NamespacedName, at time.Time)
 }
 
-// Observer returns what the schedulers must report session events to
-// (scheduling.Schedulers.Observer). Call it before the schedulers start.
-func (s *Server) Observer() scheduling.SessionObserver {
-	s.init()
-	return s.hub
-}
+// Observer is what the schedulers report session events to: the Observer
+// hook the caller binds (scheduling.Hooks).
+func (s *Server) Observer() scheduling.SessionObserver { return s.hub }
 
-func (s *Server) init() {
-	if s.hub != nil {
-		return
+// New builds the Session API from cfg: it checks the dependencies and
+// fills every default, in this one place. The server serves once added to
+// the manager (it is a manager.Runnable); its Observer is the schedulers'
+// Observer hook (scheduling.Hooks), bound by the caller.
+func New(cfg Config) (*Server, error) {
+	var missing []string
+	for name, set := range map[string]bool{"Schedulers": cfg.Schedulers != nil, "Budgets": cfg.Budgets != nil,
+		"Client": cfg.Client != nil, "Reader": cfg.Reader != nil, "Auth": cfg.Auth != nil} {
+		if !set {
+			missing = append(missing, name)
+		}
 	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return nil, fmt.Errorf("session API: New needs %s", strings.Join(missing, ", "))
+	}
+	s := &Server{Config: cfg}
 	if s.Clock == nil {
 		s.Clock = clock.RealClock{}
 	}
@@ -299,6 +322,11 @@ func (s *Server) init() {
 	s.inboxes = newInboxKeeper(s.Store, s.Schedulers, s.log, s.hub.ClusterEvent)
 	s.hub.inboxes = s.inboxes
 	s.initStoreBounds()
+	if ka, ok := s.Auth.(*KubeAuthorizer); ok {
+		ka.MaxReviewsInFlight = cmp.Or(ka.MaxReviewsInFlight, s.MaxReviewsInFlight)
+		ka.MaxReviewsInFlightPerAddress = cmp.Or(ka.MaxReviewsInFlightPerAddress, s.MaxReviewsInFlightPerAddress)
+	}
+	return s, nil
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: the API
@@ -309,14 +337,6 @@ func (s *Server) NeedLeaderElection() bool { return false }
 
 // Start serves until ctx ends. It implements manager.Runnable.
 func (s *Server) Start(ctx context.Context) error {
-	if s.Schedulers == nil || s.Budgets == nil {
-		return errors.New("session API: Schedulers and Budgets are required")
-	}
-	s.init()
-	if ka, ok := s.Auth.(*KubeAuthorizer); ok {
-		ka.MaxReviewsInFlight = cmp.Or(ka.MaxReviewsInFlight, s.MaxReviewsInFlight)
-		ka.MaxReviewsInFlightPerAddress = cmp.Or(ka.MaxReviewsInFlightPerAddress, s.MaxReviewsInFlightPerAddress)
-	}
 	useTLS := !s.TLS.InsecureHTTP
 	if useTLS {
 		if err := s.LoadTLS(ctx, s.Client, s.Reader); err != nil {
@@ -358,7 +378,6 @@ func (s *Server) Start(ctx context.Context) error {
 
 // BoundAddr waits until the server listens and returns its address.
 func (s *Server) BoundAddr(ctx context.Context) (string, error) {
-	s.init()
 	select {
 	case <-s.ready:
 		return s.boundAddr, nil
@@ -438,7 +457,6 @@ func (s *Server) routes() []route {
 
 // Handler returns the API's HTTP handler.
 func (s *Server) Handler() http.Handler {
-	s.init()
 	mux := http.NewServeMux()
 	prefix := "/" + sessionapi.Version + "/namespaces/{namespace}/sessions/{session}"
 	// Routes that share a path (GET and POST /delegations) share a handler.
@@ -691,33 +709,4 @@ func uintParam(v string) (uint64, bool) {
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
 	return n, err == nil
-}
-
-// SetupWithManager adds the server to mgr, with the manager's client and a
-// KubeAuthorizer unless set, and makes the schedulers report session events
-// to it.
-func (s *Server) SetupWithManager(mgr manager.Manager) error {
-	if s.Schedulers == nil || s.Budgets == nil {
-		return errors.New("the Session API needs the Schedulers and the Budgets")
-	}
-	if s.Client == nil {
-		s.Client = mgr.GetClient()
-	}
-	if s.Reader == nil {
-		s.Reader = mgr.GetAPIReader()
-	}
-	if s.Auth == nil {
-		s.Auth = &KubeAuthorizer{Client: mgr.GetClient()}
-	}
-	if s.Recorder == nil {
-		s.Recorder = mgr.GetEventRecorder("agentlane-session-api")
-	}
-	if s.Leading == nil {
-		s.Leading = mgr.Elected()
-	}
-	s.Schedulers.Observer = s.Observer()
-	if err := mgr.Add(s); err != nil {
-		return fmt.Errorf("add the Session API: %w", err)
-	}
-	return nil
 }

@@ -85,8 +85,8 @@ func limitShare(share float64) {
 // restartAPIRecording is restartAPI with the suite's event recorder.
 func restartAPIRecording(t tenant) *sessionapi.Client {
 	GinkgoHelper()
-	restarted := &Server{Client: server.Client, Schedulers: server.Schedulers, Budgets: server.Budgets,
-		Auth: server.Auth, RetainedEvents: retainedEvents, StartedAt: time.Now(), Store: server.Store, Recorder: server.Recorder}
+	restarted := mustNew(Config{Client: server.Client, Reader: server.Reader, Schedulers: server.Schedulers, Budgets: server.Budgets,
+		Auth: server.Auth, RetainedEvents: retainedEvents, StartedAt: time.Now(), Store: server.Store, Recorder: server.Recorder})
 	srv := httptest.NewServer(restarted.Handler())
 	observer.use(restarted)
 	DeferCleanup(func() {

@@ -275,8 +275,8 @@ var _ = Describe("Session API long-lived calls", func() {
 // schedulers whose access reviews are reused for ttl, until the spec ends.
 func serveWithTTL(ttl time.Duration) string {
 	GinkgoHelper()
-	alt := &Server{Client: server.Client, Schedulers: server.Schedulers, Budgets: server.Budgets,
-		Auth: &KubeAuthorizer{Client: reviews, TTL: ttl}, RetainedEvents: retainedEvents, Store: server.Store}
+	alt := mustNew(Config{Client: server.Client, Reader: server.Reader, Schedulers: server.Schedulers, Budgets: server.Budgets,
+		Auth: &KubeAuthorizer{Client: reviews, TTL: ttl}, RetainedEvents: retainedEvents, Store: server.Store})
 	srv := httptest.NewServer(alt.Handler())
 	DeferCleanup(srv.Close)
 	return srv.URL
@@ -288,10 +288,9 @@ func serveWithTTL(ttl time.Duration) string {
 // report to it meanwhile.
 func startWithTimeouts(d time.Duration) string {
 	GinkgoHelper()
-	alt := &Server{Addr: "127.0.0.1:0", TLS: TLS{InsecureHTTP: true}, Client: server.Client, Schedulers: server.Schedulers,
-		Budgets: server.Budgets, Auth: server.Auth, RetainedEvents: retainedEvents, Store: server.Store,
-		ReadTimeout: d, WriteTimeout: d}
-	alt.Observer() // as SetupWithManager does, before it starts
+	alt := mustNew(Config{Addr: "127.0.0.1:0", TLS: TLS{InsecureHTTP: true}, Client: server.Client, Reader: server.Reader,
+		Schedulers: server.Schedulers, Budgets: server.Budgets, Auth: server.Auth, RetainedEvents: retainedEvents,
+		Store: server.Store, ReadTimeout: d, WriteTimeout: d})
 	sctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- alt.Start(sctx) }()

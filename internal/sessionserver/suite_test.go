@@ -40,6 +40,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
@@ -118,17 +119,25 @@ var _ = BeforeSuite(func() {
 	schedulers := &scheduling.Schedulers{StatusInterval: 100 * time.Millisecond}
 	shared := controller.Shared{Schedulers: schedulers, Passivations: &controller.PassivationClock{},
 		Budgets: &budget.Ledger{Publish: schedulers.Publish, Recorder: mgr.GetEventRecorder("agentlane-budget")}}
-	Expect(controller.Setup(ctx, mgr, shared)).To(Succeed())
+	controllers, err := controller.Setup(ctx, mgr, shared)
+	Expect(err).NotTo(HaveOccurred())
 	reviews = &reviewCounter{Client: mgr.GetClient()}
 	Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tlsSecret.Namespace}})).To(Succeed())
-	server = withStore(mgr, &Server{Addr: "127.0.0.1:0", Schedulers: schedulers, Budgets: shared.Budgets,
+	server = withStore(mgr, Config{Addr: "127.0.0.1:0", Schedulers: schedulers, Budgets: shared.Budgets,
 		Checkpoints: shared.Passivations, RetainedEvents: retainedEvents, Auth: &KubeAuthorizer{Client: reviews},
-		TLS: TLS{Secret: tlsSecret, Hosts: []string{"127.0.0.1", "localhost"}}})
-	Expect(server.SetupWithManager(mgr)).To(Succeed())
+		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(),
+		Leading: mgr.Elected(), TLS: TLS{Secret: tlsSecret, Hosts: []string{"127.0.0.1", "localhost"}}})
+	Expect(mgr.Add(server)).To(Succeed())
+	// As cmd/manager registers them; the metrics specs read this registry.
+	Expect(RegisterMetrics(ctrlmetrics.Registry)).To(Succeed())
 	// The schedulers report to whichever server serves, so that a spec can
 	// restart the API (restart_test.go).
 	observer.use(server)
-	schedulers.Observer = observer
+	Expect(schedulers.Bind(scheduling.Hooks{
+		Observer:          observer,
+		OnSessionActivity: controllers.Sessions.SessionActivity,
+		Rebuild:           controllers.Tasks.Rebuild,
+	})).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())

@@ -84,7 +84,6 @@ type serving struct {
 // that the controllers have the CA for the runtime pods (CABundle). A
 // server with InsecureHTTP loads nothing.
 func (s *Server) LoadTLS(ctx context.Context, c client.Client, r client.Reader) error {
-	s.init()
 	s.tls.once.Do(func() { s.tls.err = s.loadTLS(ctx, c, r) })
 	return s.tls.err
 }
@@ -150,7 +149,6 @@ func (s *Server) useBundle(b *servingcert.Bundle) error {
 // InsecureHTTP, or with files and no CAFile (runtimes then use their
 // system roots).
 func (s *Server) CABundle() []byte {
-	s.init()
 	if ca := s.tls.ca.Load(); ca != nil {
 		return *ca
 	}

@@ -35,8 +35,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/agentlane/agentlane/internal/budget"
-	"github.com/agentlane/agentlane/internal/scheduling"
 	"github.com/agentlane/agentlane/internal/servingcert"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
@@ -108,7 +106,8 @@ var _ = Describe("TLS", func() {
 		Expect(k8sClient.Get(ctx, tlsSecret, before)).To(Succeed())
 		Expect(before.Data[servingcert.KeyCAKey]).NotTo(BeEmpty())
 		for range 2 {
-			restarted := &Server{TLS: TLS{Secret: tlsSecret, Hosts: []string{"localhost", "127.0.0.1"}}}
+			restarted := mustNew(Config{TLS: TLS{Secret: tlsSecret, Hosts: []string{"localhost", "127.0.0.1"}},
+				Client: server.Client, Reader: server.Reader, Schedulers: server.Schedulers, Budgets: server.Budgets, Auth: server.Auth})
 			Expect(restarted.LoadTLS(ctx, k8sClient, k8sClient)).To(Succeed())
 			Expect(restarted.CABundle()).To(Equal(before.Data[servingcert.KeyCACert]))
 		}
@@ -134,10 +133,9 @@ var _ = Describe("TLS", func() {
 			return cert
 		}
 		first := write()
-		files := &Server{Addr: "127.0.0.1:0", Schedulers: &scheduling.Schedulers{}, Budgets: &budget.Ledger{},
-			TLS: TLS{CertFile: certFile, KeyFile: keyFile}}
-		// Set up before Start, as SetupWithManager does: the server is not
-		// set up from two goroutines at once.
+		files := mustNew(plainConfig(Config{Addr: "127.0.0.1:0", TLS: TLS{CertFile: certFile, KeyFile: keyFile}}))
+		// Loaded before Start, as cmd/manager does: the server is not set
+		// up from two goroutines at once.
 		Expect(files.LoadTLS(ctx, nil, nil)).To(Succeed())
 		sctx, stop := context.WithCancel(ctx)
 		DeferCleanup(stop)

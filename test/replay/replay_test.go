@@ -201,12 +201,22 @@ func runOnce(ctx context.Context, script agentscript.Script) runRecord {
 		Options: lanequeue.Options{Clock: clk, IDs: &lanequeue.SequentialIDs{}}}
 	shared := controller.Shared{Schedulers: schedulers, Passivations: &controller.PassivationClock{},
 		Budgets: &budget.Ledger{Publish: schedulers.Publish, Clock: clk, Recorder: mgr.GetEventRecorder("agentlane-budget")}}
-	Expect(controller.Setup(mgrCtx, mgr, shared)).To(Succeed())
-	server := &sessionserver.Server{Addr: "127.0.0.1:0", Schedulers: schedulers, Budgets: shared.Budgets,
+	// Wired as cmd/manager wires it.
+	server, err := sessionserver.New(sessionserver.Config{Addr: "127.0.0.1:0", Schedulers: schedulers, Budgets: shared.Budgets,
 		Checkpoints: shared.Passivations, Clock: clk,
+		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Auth: &sessionserver.KubeAuthorizer{Client: mgr.GetClient()},
+		Recorder: mgr.GetEventRecorder("agentlane-session-api"), Leading: mgr.Elected(),
 		IDs:   &lanequeue.SequentialIDs{Prefix: "api"},
-		Store: &sessionstore.ConfigMaps{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Clock: clk}}
-	Expect(server.SetupWithManager(mgr)).To(Succeed())
+		Store: &sessionstore.ConfigMaps{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Clock: clk}})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(mgr.Add(server)).To(Succeed())
+	controllers, err := controller.Setup(mgrCtx, mgr, shared)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(schedulers.Bind(scheduling.Hooks{
+		Observer:          server.Observer(),
+		OnSessionActivity: controllers.Sessions.SessionActivity,
+		Rebuild:           controllers.Tasks.Rebuild,
+	})).To(Succeed())
 	stopped := make(chan struct{})
 	go func() {
 		defer GinkgoRecover()

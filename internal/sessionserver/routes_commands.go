@@ -21,12 +21,10 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,9 +38,14 @@ import (
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
+// The command routes: POST /commands submits a command, GET
+// /commands/{id} reads (and waits for) one, POST /commands/{id}/result
+// reports an Internal command's outcome, POST /cancel cancels commands.
+
 // reportSettle bounds how long a report waits for the scheduler to take it.
 const reportSettle = 2 * time.Second
 
+// submit answers POST /commands.
 func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
 	var req sessionapi.SubmitRequest
 	if err := readJSON(r, &req); err != nil {
@@ -204,6 +207,7 @@ func newTask(sc *sessionCall, cmd lanequeue.Command, lane string) *agentlanev1al
 	return task
 }
 
+// getCommand answers GET /commands/{id}.
 func (s *Server) getCommand(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
 	id := r.PathValue("id")
 	wait, err := waitParam(r, "wait", s.MaxWait)
@@ -285,6 +289,7 @@ func commandOfTask(task *agentlanev1alpha1.ExternalTask) sessionapi.Command {
 	return cmd
 }
 
+// reportResult answers POST /commands/{id}/result.
 func (s *Server) reportResult(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
 	id := r.PathValue("id")
 	var req sessionapi.ReportRequest
@@ -327,66 +332,7 @@ func (s *Server) reportResult(w http.ResponseWriter, r *http.Request, sc *sessio
 	return nil
 }
 
-func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
-	var m sessionapi.Message
-	if err := readJSON(r, &m); err != nil {
-		return err
-	}
-	if err := s.validateMessage(&m, s.sessionBounds(r.Context(), sc)); err != nil {
-		return err
-	}
-	if m.ID == "" {
-		m.ID = s.ids.NewID()
-	}
-	if m.From != nil {
-		if err := s.announcePeer(r.Context(), sc, m.From); err != nil {
-			return err
-		}
-	}
-	s.configureInbox(r.Context(), sc)
-	res, err := sc.inbox.Post(sc.key.Name, lanequeue.Message{ID: m.ID, Text: m.Text, Channel: m.Channel, Thread: m.Thread})
-	if err != nil {
-		return schedulerError(err)
-	}
-	s.inboxes.save(r.Context(), sc.key, sc.inbox)
-	out := sessionapi.PostResult{Directive: res.Directive, Queued: res.Queued, Steered: res.Steered,
-		Dropped: res.Dropped, Aborted: res.Aborted}
-	if res.Directive {
-		o := queueOptionsOf(res.Options)
-		out.Options = &o
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
-}
-
-// configureInbox gives the inbox the session's options from its spec and
-// whether a runtime that takes steers is connected, after what a restarted
-// manager kept of it is put back.
-func (s *Server) configureInbox(ctx context.Context, sc *sessionCall) {
-	s.inboxes.restore(ctx, sc.key, sc.inbox)
-	opts := messageOptions(sc.session.Spec.QueueMode)
-	if err := sc.inbox.ConfigureSession(sc.key.Name, opts, s.hub.log(sc.key).hasRuntime()); err != nil {
-		// The CRD validates the options; should it ever let a bad value
-		// through, the defaults serve.
-		s.log.Error(err, "AgentSession queueMode refused; using the defaults", "session", sc.key)
-		_ = sc.inbox.ConfigureSession(sc.key.Name, lanequeue.DefaultMessageOptions(), s.hub.log(sc.key).hasRuntime())
-	}
-}
-
-func (s *Server) finishRun(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
-	out, err := readRunOutcome(r)
-	if err != nil {
-		return err
-	}
-	if err := s.completeDelegation(r.Context(), sc, r.PathValue("run"), out); err != nil {
-		return err
-	}
-	sc.inbox.RunFinished(sc.key.Name, r.PathValue("run"))
-	s.hub.runFinished(sc.key, r.PathValue("run"))
-	writeJSON(w, http.StatusOK, struct{}{})
-	return nil
-}
-
+// cancel answers POST /cancel.
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
 	var req sessionapi.CancelRequest
 	if err := readJSON(r, &req); err != nil {
@@ -421,210 +367,5 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 		n = sc.queue.CancelSession(sc.key.Name)
 	}
 	writeJSON(w, http.StatusOK, sessionapi.CancelResult{Cancelled: n})
-	return nil
-}
-
-func (s *Server) events(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
-	req, err := parseStreamRequest(r)
-	if err != nil {
-		return err
-	}
-	flusher, ok := w.(http.Flusher)
-	if !ok {
-		return apiError(http.StatusInternalServerError, sessionapi.CodeInternal, "the connection cannot stream")
-	}
-	log := s.hub.log(sc.key)
-	cursor, first, err := log.start(req, s.Clock.Now())
-	if err != nil {
-		return err
-	}
-	if r.URL.Query().Get("runtime") == "true" {
-		log.attachRuntime(1)
-		s.configureInbox(r.Context(), sc)
-		defer func() {
-			log.attachRuntime(-1)
-			s.configureInbox(r.Context(), sc)
-		}()
-	}
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	s.holdFor(w, 0)
-	if _, err := w.Write(first); err != nil {
-		return nil
-	}
-	flusher.Flush()
-
-	keepAlive := s.Clock.NewTicker(keepAliveInterval)
-	defer keepAlive.Stop()
-	var buf bytes.Buffer
-	for {
-		items, next, wake := log.after(cursor)
-		cursor = next
-		buf.Reset()
-		for _, it := range items {
-			if it.Lost > 0 {
-				writeEvent(&buf, sessionapi.Event{Type: sessionapi.EventEventsLost, Time: s.Clock.Now().UTC(), Lost: it.Lost})
-			}
-			if e := it.Entry; e != nil {
-				fmt.Fprintf(&buf, "id: %d\nevent: %s\ndata: %s\n\n", e.id, e.typ, e.data)
-			}
-		}
-		if buf.Len() > 0 {
-			s.holdFor(w, 0)
-			if _, err := w.Write(buf.Bytes()); err != nil {
-				return nil
-			}
-			flusher.Flush()
-		}
-		if wake == nil {
-			return nil // the session was deleted
-		}
-		select {
-		case <-wake:
-		case <-keepAlive.C():
-			s.holdFor(w, 0)
-			if _, err := w.Write([]byte(": keepalive\n\n")); err != nil {
-				return nil
-			}
-			flusher.Flush()
-		case <-r.Context().Done():
-			if e := revoked(r.Context()); e != nil {
-				// The caller may no longer follow the session: the stream
-				// ends with an error event saying why.
-				buf.Reset()
-				writeEvent(&buf, sessionapi.Event{Type: eventStreamError, Time: s.Clock.Now().UTC(), Error: e.Code + ": " + e.Message})
-				s.holdFor(w, 0)
-				_, _ = w.Write(buf.Bytes())
-				flusher.Flush()
-			}
-			return nil
-		}
-	}
-}
-
-// writeEvent writes one Server-Sent Event that is not in the session's log,
-// so has no id.
-func writeEvent(buf *bytes.Buffer, ev sessionapi.Event) {
-	data, _ := json.Marshal(ev)
-	fmt.Fprintf(buf, "event: %s\ndata: %s\n\n", ev.Type, data)
-}
-
-func (s *Server) stats(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
-	s.configureInbox(r.Context(), sc)
-	st := sc.queue.Stats()
-	ss := sc.queue.SessionStats(sc.key.Name)
-	out := sessionapi.Stats{
-		Queue: sc.queueKey.Name,
-		Session: sessionapi.SessionCounts{
-			Pending: ss.Pending, Active: ss.Active, Completed: ss.Completed, Failed: ss.Failed,
-			DeadLettered: ss.DeadLettered, Cancelled: ss.Cancelled,
-			QueuedMessages: sc.inbox.Queued(sc.key.Name),
-		},
-		Lanes:   make([]sessionapi.LaneStats, 0, len(st.Lanes)),
-		Options: queueOptionsOf(sc.inbox.Options(sc.key.Name)),
-	}
-	out.Session.ActiveRun, _ = sc.inbox.ActiveRun(sc.key.Name)
-	if len(ss.LaneModes) > 0 {
-		out.Session.LaneModes = make(map[string]string, len(ss.LaneModes))
-		for l, m := range ss.LaneModes {
-			out.Session.LaneModes[l] = string(m)
-		}
-	}
-	for _, l := range st.Lanes {
-		out.Lanes = append(out.Lanes, sessionapi.LaneStats{
-			Name: l.Name, Priority: l.Priority, Mode: string(l.Mode), Pending: l.Pending, Active: l.Active,
-			Completed: l.Completed, Failed: l.Failed, DeadLettered: l.DeadLettered, Cancelled: l.Cancelled,
-			Wait: percentilesOf(l.Wait), Run: percentilesOf(l.Run),
-		})
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
-}
-
-func (s *Server) deadLetters(w http.ResponseWriter, _ *http.Request, sc *sessionCall) error {
-	out := sessionapi.DeadLetterList{Items: []sessionapi.DeadLetter{}}
-	for _, d := range sc.queue.DeadLetters() {
-		if d.SessionKey == sc.key.Name {
-			out.Items = append(out.Items, sessionapi.DeadLetter{ID: d.ID, CommandType: d.CommandType, Lane: d.Lane,
-				RunID: d.RunID, Error: d.Error, Attempts: d.Attempts, FailedAt: d.FailedAt, Labels: identityOf(d.Labels)})
-		}
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
-}
-
-func percentilesOf(p lanequeue.Percentiles) sessionapi.Percentiles {
-	return sessionapi.Percentiles{Count: p.Count, P50: p.P50.Seconds(), P90: p.P90.Seconds(),
-		P95: p.P95.Seconds(), P99: p.P99.Seconds()}
-}
-
-func queueOptionsOf(o lanequeue.MessageOptions) sessionapi.QueueOptions {
-	out := sessionapi.QueueOptions{Mode: string(o.Mode), Debounce: metav1.Duration{Duration: o.Debounce},
-		Cap: o.Cap, Drop: string(o.Drop)}
-	for ch, m := range o.ByChannel {
-		if out.ByChannel == nil {
-			out.ByChannel = make(map[string]string, len(o.ByChannel))
-		}
-		out.ByChannel[ch] = string(m)
-	}
-	return out
-}
-
-// messageOptions are the inbox options of a session's spec.queueMode, with
-// the defaults for what it leaves out.
-func messageOptions(q *agentlanev1alpha1.QueueModeOptions) lanequeue.MessageOptions {
-	o := lanequeue.DefaultMessageOptions()
-	if q == nil {
-		return o
-	}
-	if q.Mode != "" {
-		o.Mode = lanequeue.MessageMode(q.Mode)
-	}
-	if q.Debounce != nil {
-		o.Debounce = q.Debounce.Duration
-	}
-	if q.Cap != nil {
-		o.Cap = int(*q.Cap)
-	}
-	if q.Drop != "" {
-		o.Drop = lanequeue.DropPolicy(q.Drop)
-	}
-	for ch, m := range q.ByChannel {
-		if o.ByChannel == nil {
-			o.ByChannel = make(map[string]lanequeue.MessageMode, len(q.ByChannel))
-		}
-		o.ByChannel[ch] = lanequeue.MessageMode(m)
-	}
-	return o
-}
-
-// announcePeer checks that the caller may act for the sending session and
-// tells the receiving session who invokes it.
-func (s *Server) announcePeer(ctx context.Context, sc *sessionCall, from *sessionapi.SessionRef) error {
-	if from.Namespace == "" || from.Name == "" {
-		return apiError(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "from needs the namespace and name of the sending session")
-	}
-	if err := s.Auth.Authorize(ctx, sc.caller, from.Namespace, from.Name, VerbWrite); err != nil {
-		return err
-	}
-	sender := &agentlanev1alpha1.AgentSession{}
-	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: from.Namespace, Name: from.Name}, sender); err != nil {
-		if apierrors.IsNotFound(err) {
-			return apiErrorf(http.StatusNotFound, sessionapi.CodeSessionNotFound, "sending AgentSession %q does not exist in namespace %q", from.Name, from.Namespace)
-		}
-		return err
-	}
-	peer := &sessionapi.PeerInvocation{FromNamespace: from.Namespace, FromSession: from.Name}
-	if id := sender.Spec.Identity; id != nil {
-		peer.FromTenant, peer.CorrelationID = id.TenantID, id.CorrelationID
-	}
-	s.hub.ClusterEvent(sc.key, sessionapi.Event{Type: sessionapi.EventPeerInvocation, Time: s.Clock.Now().UTC(), Peer: peer})
-	if s.Recorder != nil {
-		s.Recorder.Eventf(sc.session, sender, corev1.EventTypeNormal, sessionapi.EventPeerInvocation, "Invoke",
-			"session %s/%s (tenant %q, correlation %q) sent a message", from.Namespace, from.Name, peer.FromTenant, peer.CorrelationID)
-	}
 	return nil
 }
