@@ -23,7 +23,6 @@ import (
 	"net/http"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -31,6 +30,7 @@ import (
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/lanequeue"
+	"github.com/agentlane/agentlane/internal/taskstate"
 	"github.com/agentlane/agentlane/internal/truncate"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
@@ -120,12 +120,11 @@ func (s *Server) completeDelegation(ctx context.Context, sc *sessionCall, runID 
 			}
 			return err
 		}
-		st := &task.Status
-		if st.Phase != agentlanev1alpha1.ExternalTaskRunning || st.Worker != sc.key.Name {
-			return nil
+		scope := taskstate.NewScope(task)
+		if err := finishDelegated(task, sc.key.Name, *out, metav1.NewTime(s.Clock.Now())); err != nil {
+			return nil // not this session's to complete (any more)
 		}
-		finishDelegated(task, *out, metav1.NewTime(s.Clock.Now()))
-		if err := s.Client.Status().Update(ctx, task); err != nil {
+		if err := scope.Write(ctx, s.Client, nil, false); err != nil {
 			return err
 		}
 		s.log.V(1).Info("Delegated task completed by its worker session", "task", name, "worker", sc.key.Name, "run", runID, "error", out.Error)
@@ -133,22 +132,16 @@ func (s *Server) completeDelegation(ctx context.Context, sc *sessionCall, runID 
 	})
 }
 
-// finishDelegated records the worker's outcome as the task's final status.
-func finishDelegated(task *agentlanev1alpha1.ExternalTask, out sessionapi.RunOutcome, now metav1.Time) {
-	st := &task.Status
-	res := &agentlanev1alpha1.TaskResult{Success: out.Error == ""}
-	phase, outcome := agentlanev1alpha1.ExternalTaskSucceeded, agentlanev1alpha1.AttemptSucceeded
+// finishDelegated records the outcome of worker session's run as the
+// task's final status (taskstate.SessionFinish); an error when the task does
+// not run in that session.
+func finishDelegated(task *agentlanev1alpha1.ExternalTask, session string, out sessionapi.RunOutcome, now metav1.Time) error {
+	res := agentlanev1alpha1.TaskResult{Success: out.Error == ""}
 	if res.Success {
 		raw, _ := json.Marshal(map[string]string{"answer": truncate.Runes(out.Answer, maxDelegationAnswer, "…")})
 		res.Result = &runtime.RawExtension{Raw: raw}
 	} else {
 		res.Error = truncate.Runes(out.Error, maxDelegationError, "…")
-		phase, outcome = agentlanev1alpha1.ExternalTaskFailed, agentlanev1alpha1.AttemptFailed
 	}
-	st.Phase, st.Result, st.FinishedAt = phase, res, &now
-	st.Attempts = append(st.Attempts, agentlanev1alpha1.TaskAttempt{Attempt: max(st.Attempt, 1), Worker: st.Worker,
-		StartedAt: st.StartedAt, FinishedAt: &now, Outcome: outcome, Error: res.Error})
-	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: agentlanev1alpha1.ExternalTaskFinishedCondition,
-		Status: metav1.ConditionTrue, Reason: string(phase), ObservedGeneration: task.Generation, LastTransitionTime: now,
-		Message: fmt.Sprintf("worker session %s finished the task", st.Worker)})
+	return taskstate.SessionFinish(&task.Status, task.Generation, now, session, res)
 }

@@ -19,6 +19,7 @@ package sessionserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/taskstate"
 	"github.com/agentlane/agentlane/internal/truncate"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
@@ -111,11 +113,11 @@ func (s *Server) completeExternal(w http.ResponseWriter, r *http.Request, sc *se
 		if err != nil {
 			return err
 		}
-		if err := fenceCompletion(task, req.Attempt); err != nil {
+		scope := taskstate.NewScope(task)
+		if err := recordCompletion(task, req, metav1.NewTime(s.Clock.Now())); err != nil {
 			return err
 		}
-		recordCompletion(task, req, metav1.NewTime(s.Clock.Now()))
-		err = s.Client.Status().Update(r.Context(), task)
+		err = scope.Write(r.Context(), s.Client, nil, false)
 		if apierrors.IsConflict(err) {
 			continue // changed since the read: look again
 		}
@@ -163,46 +165,36 @@ func (s *Server) readSessionTask(ctx context.Context, sc *sessionCall, id string
 	return task, nil
 }
 
-// fenceCompletion returns why a completion of attempt cannot be taken for
-// task, or nil when the attempt is the current one, offered to handlers and
-// still without a result.
-func fenceCompletion(task *agentlanev1alpha1.ExternalTask, attempt int) error {
-	st := &task.Status
-	switch {
-	case st.Phase.IsTerminal():
-		return apiErrorf(http.StatusConflict, sessionapi.CodeAlreadyCompleted, "task %q has finished: %s", task.Name, st.Phase)
-	case int(st.Attempt) != attempt:
-		return apiErrorf(http.StatusConflict, sessionapi.CodeStaleAttempt,
-			"task %q is at attempt %d, not %d; a completion counts only for the current attempt", task.Name, st.Attempt, attempt)
-	case st.Result != nil:
-		return apiErrorf(http.StatusConflict, sessionapi.CodeAlreadyCompleted, "attempt %d of task %q already has a completion", attempt, task.Name)
-	case st.Worker != "" || st.JobName != "":
-		return apiErrorf(http.StatusConflict, sessionapi.CodeNotHandlerTask,
-			"attempt %d of task %q is held by a worker or a Job; only tasks of lanes whose externalTarget.type is Handler are completed through the API", attempt, task.Name)
-	case st.Phase != agentlanev1alpha1.ExternalTaskDispatched:
-		return apiErrorf(http.StatusConflict, sessionapi.CodeNotRunning,
-			"attempt %d of task %q is %s, not dispatched to handlers", attempt, task.Name, st.Phase)
-	}
-	return nil
-}
-
 // recordCompletion writes req into the task's status as a worker's
-// completion would: the result, when the attempt started and finished, and
-// Succeeded for a success; a failure stays Running so that the manager
-// applies the lane's retry policy.
-func recordCompletion(task *agentlanev1alpha1.ExternalTask, req sessionapi.Completion, now metav1.Time) {
-	st := &task.Status
-	res := &agentlanev1alpha1.TaskResult{Success: req.Success, Error: req.Error, ExitCode: req.ExitCode}
+// completion would (taskstate.HandlerComplete): the result, when the
+// attempt started and finished, and Succeeded for a success; a failure
+// stays Running so that the manager applies the lane's retry policy. It
+// returns why the completion cannot be taken unless req's attempt is the
+// current one, offered to handlers and still without a result.
+func recordCompletion(task *agentlanev1alpha1.ExternalTask, req sessionapi.Completion, now metav1.Time) error {
+	res := agentlanev1alpha1.TaskResult{Success: req.Success, Error: req.Error, ExitCode: req.ExitCode}
 	if len(req.Result) > 0 {
 		res.Result = &runtime.RawExtension{Raw: req.Result}
 	}
-	st.Result = res
-	if st.StartedAt == nil {
-		st.StartedAt = st.DispatchedAt
+	st := &task.Status
+	attempt := req.Attempt
+	err := taskstate.HandlerComplete(st, now, int32(attempt), res)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, taskstate.ErrFinished):
+		return apiErrorf(http.StatusConflict, sessionapi.CodeAlreadyCompleted, "task %q has finished: %s", task.Name, st.Phase)
+	case errors.Is(err, taskstate.ErrStaleAttempt):
+		return apiErrorf(http.StatusConflict, sessionapi.CodeStaleAttempt,
+			"task %q is at attempt %d, not %d; a completion counts only for the current attempt", task.Name, st.Attempt, attempt)
+	case errors.Is(err, taskstate.ErrHasResult):
+		return apiErrorf(http.StatusConflict, sessionapi.CodeAlreadyCompleted, "attempt %d of task %q already has a completion", attempt, task.Name)
+	case errors.Is(err, taskstate.ErrNotHolder):
+		return apiErrorf(http.StatusConflict, sessionapi.CodeNotHandlerTask,
+			"attempt %d of task %q is held by a worker or a Job; only tasks of lanes whose externalTarget.type is Handler are completed through the API", attempt, task.Name)
+	case errors.Is(err, taskstate.ErrPhase):
+		return apiErrorf(http.StatusConflict, sessionapi.CodeNotRunning,
+			"attempt %d of task %q is %s, not dispatched to handlers", attempt, task.Name, st.Phase)
 	}
-	st.FinishedAt = &now
-	st.Phase = agentlanev1alpha1.ExternalTaskRunning
-	if req.Success {
-		st.Phase = agentlanev1alpha1.ExternalTaskSucceeded
-	}
+	return apiErrorf(http.StatusInternalServerError, sessionapi.CodeInternal, "record the completion: %v", err)
 }

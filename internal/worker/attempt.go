@@ -37,6 +37,7 @@ import (
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/executor"
+	"github.com/agentlane/agentlane/internal/taskstate"
 	"github.com/agentlane/agentlane/internal/truncate"
 	"github.com/agentlane/agentlane/internal/workerproto"
 )
@@ -295,28 +296,20 @@ func (a *attempts) report(ctx context.Context, task *agentlanev1alpha1.ExternalT
 	return err
 }
 
-// claimedOps update the Claimed condition the manager wrote at dispatch.
+// claimedOps update the Claimed condition the manager wrote at dispatch,
+// as the claim's transition (taskstate.Claim) says.
 func (a *attempts) claimedOps(task *agentlanev1alpha1.ExternalTask, f workerproto.Fence, at metav1.Time) []workerproto.PatchOp {
-	return workerproto.ConditionOps(task, metav1.Condition{
-		Type: agentlanev1alpha1.ExternalTaskClaimedCondition, Status: metav1.ConditionTrue,
-		Reason:             agentlanev1alpha1.ExternalTaskWorkerClaimedReason,
-		Message:            fmt.Sprintf("attempt %d claimed by %s", f.Attempt, f.Holder),
-		ObservedGeneration: task.Generation, LastTransitionTime: at,
-	})
+	return workerproto.ConditionOps(task, taskstate.ClaimedCondition(task.Generation, f, at))
 }
 
 // finishedOps update the Finished condition the manager wrote at dispatch,
-// for a successful run (the manager records failures).
+// for a successful run (the manager records failures), as the completion's
+// transition (taskstate.Complete) says.
 func (a *attempts) finishedOps(task *agentlanev1alpha1.ExternalTask, f workerproto.Fence, result agentlanev1alpha1.TaskResult, at metav1.Time) []workerproto.PatchOp {
 	if !result.Success {
 		return nil
 	}
-	return workerproto.ConditionOps(task, metav1.Condition{
-		Type: agentlanev1alpha1.ExternalTaskFinishedCondition, Status: metav1.ConditionTrue,
-		Reason:             string(agentlanev1alpha1.ExternalTaskSucceeded),
-		Message:            fmt.Sprintf("attempt %d succeeded", f.Attempt),
-		ObservedGeneration: task.Generation, LastTransitionTime: at,
-	})
+	return workerproto.ConditionOps(task, taskstate.SucceededCondition(task.Generation, f, at))
 }
 
 // handBack returns the task's attempt, in phase from, to its lane.

@@ -22,7 +22,10 @@ limitations under the License.
 //   - The JSON Patches a worker sends to an ExternalTask's status to claim,
 //     complete or hand back an attempt. Each starts with test operations (a
 //     Fence) on the holder and the attempt number, so the API server rejects
-//     the write once the manager has taken the attempt away.
+//     the write once the manager has taken the attempt away. Each patch is
+//     one transition of the task state machine (package taskstate: Claim,
+//     Complete, StartAndComplete, HandBack), whose tests apply these
+//     patches and check that they make exactly that transition.
 //
 // The package has no client: it only builds and reads objects.
 package workerproto
