@@ -219,7 +219,7 @@ var _ = Describe("config/policy worker rules, installed", Ordered, func() {
 				`{"status":{"workerIncarnation":"PROCESSB"}}`,
 				`{"status":{"workerIncarnation":null}}`,
 			} {
-				expectRefused(patchStatus(a, t, types.MergePatchType, patch), "a worker may not change status.worker, status.workerIncarnation")
+				expectRefused(patchStatus(a, t, types.MergePatchType, patch), "a worker may not change status.worker, status.workerIncarnation, status.holder")
 			}
 			By("while its fenced report of that attempt is admitted")
 			f := workerproto.WorkerFence("worker-a", 1).WithIncarnation("PROCESSA")
@@ -228,6 +228,24 @@ var _ = Describe("config/policy worker rules, installed", Ordered, func() {
 			Expect(admin.Get(ctx, client.ObjectKeyFromObject(t), t)).To(Succeed())
 			Expect(t.Status.WorkerIncarnation).To(Equal("PROCESSA"))
 			Expect(t.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskSucceeded))
+		})
+
+		It("cannot change the kind of holder its attempt was dispatched to", func() {
+			t := dispatched("worker-a", 1)
+			setStatus(t, func(st *agentlanev1alpha1.ExternalTaskStatus) { st.Holder = agentlanev1alpha1.HolderWorkers })
+			a := workerPod("worker-a")
+			for _, patch := range []string{
+				`{"status":{"holder":"Handler"}}`,
+				`{"status":{"holder":null}}`,
+			} {
+				expectRefused(patchStatus(a, t, types.MergePatchType, patch), "a worker may not change status.worker, status.workerIncarnation, status.holder")
+			}
+			By("while its fenced claim of that attempt is admitted")
+			claim := must(workerproto.ClaimPatch(workerproto.WorkerFence("worker-a", 1), metav1.Now()))
+			Expect(patchStatus(a, t, types.JSONPatchType, string(claim))).To(Succeed())
+			Expect(admin.Get(ctx, client.ObjectKeyFromObject(t), t)).To(Succeed())
+			Expect(t.Status.Holder).To(Equal(agentlanev1alpha1.HolderWorkers))
+			Expect(t.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskRunning))
 		})
 
 		It("cannot move a phase back, nor change a finished one", func() {
