@@ -74,6 +74,30 @@ const (
 	AgentSessionWithinBudgetReason = "WithinBudget"
 )
 
+// Reasons of the Kubernetes Events recorded on an AgentSession, besides
+// the condition reasons above that are also recorded as Events
+// (LaneOverrideRefused, PodFailed, Passivated, Resuming).
+const (
+	// AgentSessionRuntimePodCreatedReason (Normal): the controller created
+	// the session's runtime pod; the message names it and the checkpoint it
+	// resumes from, if any.
+	AgentSessionRuntimePodCreatedReason = "RuntimePodCreated"
+	// AgentSessionEvictedReason (Normal): the session's runtime pod was
+	// evicted after its passivation was requested.
+	AgentSessionEvictedReason = "Evicted"
+	// AgentSessionPassivationDeadlineExceededReason (Warning): the runtime
+	// did not checkpoint before its passivation deadline; the session is
+	// passivated without a new checkpoint.
+	AgentSessionPassivationDeadlineExceededReason = "PassivationDeadlineExceeded"
+	// AgentSessionResumedReason (Normal): a passivated session runs again in
+	// a new pod.
+	AgentSessionResumedReason = "Resumed"
+	// AgentSessionInboxRecordRefusedReason (Warning): the session's stored
+	// inbox record does not verify (someone else wrote or altered it), and
+	// the Session API did not apply it.
+	AgentSessionInboxRecordRefusedReason = "InboxRecordRefused"
+)
+
 // QueueMode is how inbound messages for a session are handled while the
 // session is busy with a run.
 //

@@ -40,9 +40,6 @@ const (
 	// the scheduler cannot run it; the message says why. The previous
 	// scheduler, if any, keeps running.
 	LaneQueueInvalidSpecReason = "InvalidSpec"
-	// LaneQueueDeletingReason (Ready=False): the queue is being deleted; it
-	// takes no new commands and cancels those still waiting.
-	LaneQueueDeletingReason = "Deleting"
 
 	// LaneQueuePressureReason (UnderPressure=True): a lane's pending count
 	// reached pressureThreshold.
@@ -56,6 +53,23 @@ const (
 	LaneQueueCriticalDepthReason = "CriticalDepthReached"
 	// LaneQueueIdleReason (UnderPressure=False): no lane is under pressure.
 	LaneQueueIdleReason = "Idle"
+)
+
+// Reasons of the Kubernetes Events the lane schedulers record on a
+// LaneQueue; the message names the lane and its pending count.
+const (
+	// LaneQueueLanePressureReason (Warning): a lane's pending count reached
+	// pressureThreshold.
+	LaneQueueLanePressureReason = "LanePressure"
+	// LaneQueueLaneIdleReason (Normal): a lane under pressure drained to no
+	// pending command.
+	LaneQueueLaneIdleReason = "LaneIdle"
+	// LaneQueueDepthWarningReason (Warning): a lane's pending count reached
+	// alerts.warningDepth.
+	LaneQueueDepthWarningReason = "QueueDepthWarning"
+	// LaneQueueDepthCriticalReason (Warning): a lane's pending count reached
+	// alerts.criticalDepth.
+	LaneQueueDepthCriticalReason = "QueueDepthCritical"
 )
 
 // Lane is one priority lane of a LaneQueue: a class of commands with its own

@@ -220,14 +220,14 @@ func (r *AgentSessionReconciler) continuePassivation(ctx context.Context, s *age
 		return min(left, time.Second), nil
 	}
 	if !safe {
-		r.event(s, corev1.EventTypeWarning, "PassivationDeadlineExceeded", "Passivate",
+		r.event(s, corev1.EventTypeWarning, agentlanev1alpha1.AgentSessionPassivationDeadlineExceededReason, "Passivate",
 			"passivating at the deadline with %d commands running; the last checkpoint%s is older than the request", lc.stats.Active, checkpointNote(s))
 	}
 	if pod != nil && s.Spec.Runtime != nil {
 		if err := r.evict(ctx, s, pod); err != nil {
 			return 0, err
 		}
-		r.event(s, corev1.EventTypeNormal, "Evicted", "Passivate", "runtime pod %s evicted%s", pod.Name, podNote(pod))
+		r.event(s, corev1.EventTypeNormal, agentlanev1alpha1.AgentSessionEvictedReason, "Passivate", "runtime pod %s evicted%s", pod.Name, podNote(pod))
 	}
 	s.Status.Phase = agentlanev1alpha1.SessionPassivated
 	s.Status.PodName = ""
@@ -236,7 +236,7 @@ func (r *AgentSessionReconciler) continuePassivation(ctx context.Context, s *age
 		msg += "; the deadline passed before a newer checkpoint"
 	}
 	lc.notReadyBecause(agentlanev1alpha1.AgentSessionPassivatedReason, msg)
-	r.event(s, corev1.EventTypeNormal, "Passivated", "Passivate", "%s", msg)
+	r.event(s, corev1.EventTypeNormal, agentlanev1alpha1.AgentSessionPassivatedReason, "Passivate", "%s", msg)
 	return r.reconcileLifecycleAgain(s, lc)
 }
 

@@ -149,7 +149,7 @@ func (r *AgentSessionReconciler) ensureRuntime(ctx context.Context, s *agentlane
 		}
 		return nil, fmt.Errorf("create the runtime pod: %w", err)
 	}
-	r.event(s, corev1.EventTypeNormal, "RuntimePodCreated", "CreatePod", "created runtime pod %s%s", pod.Name, checkpointNote(s))
+	r.event(s, corev1.EventTypeNormal, agentlanev1alpha1.AgentSessionRuntimePodCreatedReason, "CreatePod", "created runtime pod %s%s", pod.Name, checkpointNote(s))
 	return pod, nil
 }
 

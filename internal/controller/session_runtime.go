@@ -86,7 +86,7 @@ func (r *AgentSessionReconciler) reconcileLifecycle(ctx context.Context, s *agen
 			return 0, nil
 		}
 		s.Status.Phase = agentlanev1alpha1.SessionResuming
-		r.event(s, corev1.EventTypeNormal, "Resuming", "Resume", "resuming the session from its last checkpoint%s", checkpointNote(s))
+		r.event(s, corev1.EventTypeNormal, agentlanev1alpha1.AgentSessionResumingReason, "Resume", "resuming the session from its last checkpoint%s", checkpointNote(s))
 		fallthrough
 	case agentlanev1alpha1.SessionResuming:
 		if s.Spec.DesiredState == agentlanev1alpha1.DesiredStatePassivated {
@@ -108,7 +108,7 @@ func (r *AgentSessionReconciler) reconcileLifecycle(ctx context.Context, s *agen
 		s.Status.Phase = agentlanev1alpha1.SessionActive
 		s.Status.Passivation = nil
 		r.Passivations.forget(lc.key)
-		r.event(s, corev1.EventTypeNormal, "Resumed", "Resume", "the session runs again%s", podNote(pod))
+		r.event(s, corev1.EventTypeNormal, agentlanev1alpha1.AgentSessionResumedReason, "Resume", "the session runs again%s", podNote(pod))
 		return 0, nil
 	}
 

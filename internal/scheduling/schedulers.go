@@ -477,13 +477,13 @@ func (s *Schedulers) consume(key types.NamespacedName, sc *scheduler) {
 		}
 		switch ev.Type {
 		case lanequeue.EventLanePressure:
-			s.Recorder.Eventf(sc.ref, nil, corev1.EventTypeWarning, "LanePressure", "Schedule",
+			s.Recorder.Eventf(sc.ref, nil, corev1.EventTypeWarning, agentlanev1alpha1.LaneQueueLanePressureReason, "Schedule",
 				"lane %s has %d pending commands, at or above the pressure threshold", ev.Lane, ev.Depth)
 		case lanequeue.EventLaneIdle:
-			s.Recorder.Eventf(sc.ref, nil, corev1.EventTypeNormal, "LaneIdle", "Schedule",
+			s.Recorder.Eventf(sc.ref, nil, corev1.EventTypeNormal, agentlanev1alpha1.LaneQueueLaneIdleReason, "Schedule",
 				"lane %s drained to 0 pending commands", ev.Lane)
 		case lanequeue.EventAlert:
-			s.Recorder.Eventf(sc.ref, nil, corev1.EventTypeWarning, "QueueDepth"+alertLevel(ev.Level), "Schedule",
+			s.Recorder.Eventf(sc.ref, nil, corev1.EventTypeWarning, depthReason(ev.Level), "Schedule",
 				"lane %s reached %d pending commands (%s depth)", ev.Lane, ev.Depth, ev.Level)
 		}
 	}
@@ -500,13 +500,12 @@ func taskEnding(t lanequeue.EventType) bool {
 	return false
 }
 
-func alertLevel(level lanequeue.AlertLevel) string {
-	switch level {
-	case lanequeue.AlertCritical:
-		return "Critical"
-	default:
-		return "Warning"
+// depthReason is the reason of the Event of a depth alert at level.
+func depthReason(level lanequeue.AlertLevel) string {
+	if level == lanequeue.AlertCritical {
+		return agentlanev1alpha1.LaneQueueDepthCriticalReason
 	}
+	return agentlanev1alpha1.LaneQueueDepthWarningReason
 }
 
 // MarkDirty asks for the LaneQueue key's status to be refreshed at the next

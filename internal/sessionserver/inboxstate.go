@@ -56,11 +56,6 @@ type inboxRecord struct {
 	Lost int `json:"lost,omitempty"`
 }
 
-// EventInboxRecordRefused is the reason of the Warning event recorded on an
-// AgentSession whose stored inbox record does not verify: someone else
-// wrote or altered it, and it was not applied.
-const EventInboxRecordRefused = "InboxRecordRefused"
-
 // inboxKeeper keeps each session's queued messages and /queue override in
 // the session store, so that a restarted manager puts them back. A post
 // saves before it is answered, unless the session's record was written less
@@ -181,7 +176,7 @@ func (k *inboxKeeper) refused(ctx context.Context, key types.NamespacedName, err
 	if k.client.Get(ctx, key, sess) != nil {
 		return
 	}
-	k.recorder.Eventf(sess, nil, corev1.EventTypeWarning, EventInboxRecordRefused, "RestoreInbox",
+	k.recorder.Eventf(sess, nil, corev1.EventTypeWarning, agentlanev1alpha1.AgentSessionInboxRecordRefusedReason, "RestoreInbox",
 		"The stored inbox record %s does not verify with the manager's key (written or altered by someone else); nothing of it was applied: %v",
 		sessionstore.InboxConfigMapName(key.Name), err)
 }

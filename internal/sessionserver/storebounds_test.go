@@ -232,7 +232,7 @@ var _ = Describe("Tenant bounds on what the manager holds and writes", func() {
 		st, err := restarted.Stats(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(st.Session.QueuedMessages).To(Equal(0), "nothing of the forged record is applied")
-		Eventually(sessionEvents(sess)).Should(HaveKeyWithValue(EventInboxRecordRefused, ContainSubstring("does not verify")))
+		Eventually(sessionEvents(sess)).Should(HaveKeyWithValue(agentlanev1alpha1.AgentSessionInboxRecordRefusedReason, ContainSubstring("does not verify")))
 	})
 
 	It("writes at most the namespace's write budget to the API server while a tenant floods checkpoints and inbox records", func() {
