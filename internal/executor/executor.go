@@ -324,10 +324,10 @@ func (p *ProcessExecutor) Execute(ctx context.Context, raw json.RawMessage) (Out
 		// the task.
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 		select {
-		case <-waited:
+		case <-waited: //nolint:errcheck // the task was stopped: what Wait returns does not matter
 		case <-time.After(grace):
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-waited
+			<-waited //nolint:errcheck // the task was killed: what Wait returns does not matter
 		}
 		return p.output(stdout, stderr, -1), fmt.Errorf("process stopped: %w", context.Cause(ctx))
 	}

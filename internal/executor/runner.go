@@ -68,6 +68,8 @@ type runRequest struct {
 }
 
 // wireOutput is an Output with every field, as the runner answers it.
+// Output(w) and wireOutput(o) convert between the two, so a field added to
+// one and not the other does not compile.
 type wireOutput struct {
 	Success   bool            `json:"success"`
 	ExitCode  int             `json:"exitCode"`
@@ -166,11 +168,8 @@ func (s *RunnerServer) run(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("invalid run request: %v", err), http.StatusBadRequest)
 		return
 	}
-	out, err := s.Registry.Run(r.Context(), Task{CommandType: req.CommandType, Payload: req.Payload})
-	resp := runResponse{Output: wireOutput{
-		Success: out.Success, ExitCode: out.ExitCode, Stdout: out.Stdout, Stderr: out.Stderr,
-		Truncated: out.Truncated, Error: out.Error, Result: out.Result,
-	}}
+	out, err := s.Registry.Run(r.Context(), Task(req))
+	resp := runResponse{Output: wireOutput(out)}
 	if err != nil {
 		resp.Error = err.Error()
 	}
@@ -434,16 +433,14 @@ func (r *Runner) Registry(ctx context.Context, interval time.Duration) (*Registr
 // stops the task, and the error wraps ctx's cause.
 func (r *Runner) Run(ctx context.Context, t Task) (Output, error) {
 	var resp runResponse
-	err := r.call(ctx, http.MethodPost, runPath, runRequest{CommandType: t.CommandType, Payload: t.Payload}, &resp)
+	err := r.call(ctx, http.MethodPost, runPath, runRequest(t), &resp)
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil {
 			return Output{ExitCode: -1}, fmt.Errorf("process stopped: %w", cause)
 		}
 		return Output{}, fmt.Errorf("run in the runner: %w", err)
 	}
-	o := resp.Output
-	out := Output{Success: o.Success, ExitCode: o.ExitCode, Stdout: o.Stdout, Stderr: o.Stderr,
-		Truncated: o.Truncated, Error: o.Error, Result: o.Result}
+	out := Output(resp.Output)
 	out.Stdout, out.Truncated = r.cut(out.Stdout, out.Truncated)
 	out.Stderr, out.Truncated = r.cut(out.Stderr, out.Truncated)
 	if resp.Error != "" {
