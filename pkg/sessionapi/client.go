@@ -283,7 +283,7 @@ func (s *SessionClient) do(ctx context.Context, method, path string, query url.V
 		if err != nil {
 			return err
 		}
-		resp, err = s.c.send(req)
+		resp, err = s.c.send(req) //nolint:bodyclose // closed by the deferred drainClose after the loop
 		var apiErr *Error
 		if err == nil || retries == 0 || !errors.As(err, &apiErr) || apiErr.Code != CodeNotLeader {
 			if err != nil {

@@ -250,7 +250,7 @@ func (es *EventStream) connect() error {
 	if id > 0 {
 		req.Header.Set("Last-Event-ID", strconv.FormatUint(id, 10))
 	}
-	resp, err := es.s.c.send(req)
+	resp, err := es.s.c.send(req) //nolint:bodyclose // closed by drainClose below, or by the sseConn that holds it
 	if err != nil {
 		cancel()
 		return err
