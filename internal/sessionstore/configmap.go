@@ -230,7 +230,7 @@ func (s *ConfigMaps) Save(ctx context.Context, session types.NamespacedName, cp 
 	}
 	value, err := json.Marshal(cp)
 	if err != nil {
-		return Saved{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return Saved{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if len(value) > maxOne {
 		return Saved{}, fmt.Errorf("%w: the checkpoint of run %s takes %d bytes, the store holds at most %d per checkpoint",

@@ -49,15 +49,6 @@ func checkpoint(run, state string) Checkpoint {
 	return cp
 }
 
-// runsOf lists the runs kept in data, least recently saved first.
-func runsOf(data map[string]string) []string {
-	var out []string
-	for _, r := range runs(data) {
-		out = append(out, r.runID)
-	}
-	return out
-}
-
 // legacyData is the data of a checkpoint ConfigMap of the earlier format
 // holding cps, saved in that order.
 func legacyData(t *testing.T, cps ...Checkpoint) map[string]string {

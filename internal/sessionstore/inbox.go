@@ -353,7 +353,7 @@ func (k *SecretKey) Key(ctx context.Context) ([]byte, error) {
 				k.key = v
 				return v, nil
 			}
-			return nil, fmt.Errorf("Secret %s has no %s of at least 32 bytes", k.Secret, keySecretField)
+			return nil, fmt.Errorf("the Secret %s has no %s of at least 32 bytes", k.Secret, keySecretField)
 		}
 		if !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("read Secret %s: %w", k.Secret, err)
@@ -375,5 +375,5 @@ func (k *SecretKey) Key(ctx context.Context) ([]byte, error) {
 		}
 		// Another replica created it first: read theirs.
 	}
-	return nil, fmt.Errorf("Secret %s could not be read or created", k.Secret)
+	return nil, fmt.Errorf("the Secret %s could not be read or created", k.Secret)
 }

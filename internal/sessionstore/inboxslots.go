@@ -214,7 +214,7 @@ func planInbox(slots []inboxSlot, items []string, rewrite bool) (add []inboxAdd,
 		}
 		gone = append(gone, sl)
 	}
-	reuse := append(gone, free...)
+	reuse := slices.Concat(gone, free)
 	next := 0
 	for _, item := range items[j:] {
 		var sl inboxSlot
