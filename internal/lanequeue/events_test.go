@@ -163,9 +163,8 @@ func TestReplayIsDeterministic(t *testing.T) {
 		cfg.MaxConcurrent = 2
 		cfg.PressureThreshold = 2
 		h := newHarness(t, cfg, func(o *Options) { o.IDs = ids(o.Clock) })
-		var ts []*Ticket
 		for i, typ := range []string{"bash", "read", "llm", "bash", "grep", "write"} {
-			ts = append(ts, h.submit(Command{SessionKey: []string{"a", "b"}[i%2], Type: typ, RunID: "r"}))
+			h.submit(Command{SessionKey: []string{"a", "b"}[i%2], Type: typ, RunID: "r"})
 			h.step(10 * time.Millisecond)
 		}
 		h.fail(h.grants[0].t.id, errBoom)

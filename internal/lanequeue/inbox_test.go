@@ -18,6 +18,7 @@ package lanequeue
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -166,7 +167,7 @@ func TestInboxCollectMergesWhatArrivesDuringARun(t *testing.T) {
 	if ev.Type != InboxTurn || ev.RunID == "" || ev.RunID == run.RunID {
 		t.Fatalf("event = %+v, want a new turn", ev)
 	}
-	want := append(burst, "and tag it")
+	want := append(slices.Clone(burst), "and tag it")
 	if diff := cmp.Diff(want, texts(ev)); diff != "" {
 		t.Errorf("merged messages (-want,+got):\n%s", diff)
 	}

@@ -81,7 +81,8 @@ func retryTimeline(t *testing.T, cfg Config) ([]time.Duration, Outcome, *harness
 		}
 		h.step(50 * time.Millisecond)
 	}
-	return starts, h.outcome(tk), h
+	out := h.outcome(tk)
+	return starts, out, h
 }
 
 func TestRetryTimeline(t *testing.T) {
