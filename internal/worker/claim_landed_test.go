@@ -76,8 +76,8 @@ func (f *flakyAPI) patch(ctx context.Context, c client.Client, sub string, obj c
 
 // claimThrough claims attempt 1 of a task Dispatched to worker-a against an
 // API server answering as script says, stepping the fake clock whenever
-// the claim waits to retry, and returns the claim's error and the task.
-func claimThrough(t *testing.T, script ...string) (error, *agentlanev1alpha1.ExternalTask) {
+// the claim waits to retry, and returns the task and the claim's error.
+func claimThrough(t *testing.T, script ...string) (*agentlanev1alpha1.ExternalTask, error) {
 	t.Helper()
 	clk := testingclock.NewFakeClock(time.Date(2026, 11, 24, 2, 0, 0, 0, time.UTC))
 	task := &agentlanev1alpha1.ExternalTask{}
@@ -106,7 +106,7 @@ func claimThrough(t *testing.T, script ...string) (error, *agentlanev1alpha1.Ext
 	if gerr := c.Get(context.Background(), client.ObjectKeyFromObject(task), got); gerr != nil {
 		t.Fatal(gerr)
 	}
-	return err, got
+	return got, err
 }
 
 // TestClaimWhoseAnswerWasLostIsKept: the API server commits a claim and
@@ -120,7 +120,7 @@ func TestClaimWhoseAnswerWasLostIsKept(t *testing.T) {
 		"outage, then rejected":            {applyNoReply, noReply, rejected},
 		"outage, 403 at restart, rejected": {applyNoReply, noReply, forbidden, forbidden, rejected},
 	} {
-		err, task := claimThrough(t, script...)
+		task, err := claimThrough(t, script...)
 		if err != nil {
 			t.Errorf("%s: the claim that was applied before its answer was lost failed: %v", name, err)
 		}
@@ -138,7 +138,7 @@ func TestClaimRejectedAfterUncertainTryIsLost(t *testing.T) {
 		"no reply, not applied, then rejected": {noReply, rejected},
 		"rejected at once":                     {rejected},
 	} {
-		err, task := claimThrough(t, script...)
+		task, err := claimThrough(t, script...)
 		if !errors.Is(err, errAttemptLost) {
 			t.Errorf("%s: the claim returned %v, want errAttemptLost", name, err)
 		}
@@ -151,7 +151,7 @@ func TestClaimRejectedAfterUncertainTryIsLost(t *testing.T) {
 // TestClaimRetriesForbidden: a 403 from an API server whose authorizer is
 // not ready yet is retried like an outage, and the claim then succeeds.
 func TestClaimRetriesForbidden(t *testing.T) {
-	err, task := claimThrough(t, forbidden, forbidden, "apply")
+	task, err := claimThrough(t, forbidden, forbidden, "apply")
 	if err != nil {
 		t.Fatalf("a claim retried through 403s failed: %v", err)
 	}

@@ -53,7 +53,7 @@ func OptionErrors(err error) []*OptionError {
 	var walk func(error)
 	walk = func(err error) {
 		var oe *OptionError
-		switch e := err.(type) {
+		switch e := err.(type) { //nolint:errorlint // walks the tree of joined errors itself: errors.As stops at the first match
 		case nil:
 		case interface{ Unwrap() []error }:
 			for _, inner := range e.Unwrap() {

@@ -53,9 +53,10 @@ func (o *outageClient) patch(context.Context, client.Client, string, client.Obje
 }
 
 // runPatch calls patchStatus against an API server that is down for outage,
-// stepping the fake clock whenever the write waits, and returns its error
-// and how long the write kept trying by the fake clock.
-func runPatch(t *testing.T, outage time.Duration) (error, time.Duration, int) {
+// stepping the fake clock whenever the write waits, and returns how long
+// the write kept trying by the fake clock, how many tries reached the API
+// server, and the write's error.
+func runPatch(t *testing.T, outage time.Duration) (time.Duration, int, error) {
 	t.Helper()
 	start := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	clk := testingclock.NewFakeClock(start)
@@ -70,8 +71,9 @@ func runPatch(t *testing.T, outage time.Duration) (error, time.Duration, int) {
 		select {
 		case err := <-done:
 			oc.mu.Lock()
-			defer oc.mu.Unlock()
-			return err, clk.Since(start), oc.tries
+			tries := oc.tries
+			oc.mu.Unlock()
+			return clk.Since(start), tries, err
 		default:
 		}
 		if clk.HasWaiters() {
@@ -87,7 +89,7 @@ func runPatch(t *testing.T, outage time.Duration) (error, time.Duration, int) {
 // up after about 6.5s, when its Cap ended its Steps), and a write gives up
 // once writeTimeout has passed on the worker's clock, not before.
 func TestPatchStatusRetriesForWriteTimeout(t *testing.T) {
-	err, took, n := runPatch(t, 25*time.Second)
+	took, n, err := runPatch(t, 25*time.Second)
 	if err != nil {
 		t.Fatalf("a write through a 25s outage failed after %s and %d tries: %v", took, n, err)
 	}
@@ -95,7 +97,7 @@ func TestPatchStatusRetriesForWriteTimeout(t *testing.T) {
 		t.Errorf("the write succeeded after %s, before the outage ended", took)
 	}
 
-	err, took, n = runPatch(t, time.Hour)
+	took, n, err = runPatch(t, time.Hour)
 	if err == nil {
 		t.Fatal("a write during an outage longer than writeTimeout succeeded")
 	}
