@@ -36,8 +36,8 @@ import (
 
 var gr = schema.GroupResource{Group: "agentlane.io", Resource: "externaltasks"}
 
-// refused is what a client gets while the API server is down.
-var refused = fmt.Errorf("dial tcp 127.0.0.1:6443: connect: %w", syscall.ECONNREFUSED)
+// errRefused is what a client gets while the API server is down.
+var errRefused = fmt.Errorf("dial tcp 127.0.0.1:6443: connect: %w", syscall.ECONNREFUSED)
 
 // flaky is a ListerWatcher whose lists and watches fail with errs[i] on
 // the i-th try, and succeed once errs runs out.
@@ -77,8 +77,8 @@ func repeat(err error, n int) []error {
 }
 
 // drive runs call and steps clk by step whenever call waits, until it
-// returns; it returns call's error and the fake time that passed.
-func drive(t *testing.T, clk *testingclock.FakeClock, step time.Duration, call func() error) (error, time.Duration) {
+// returns; it returns the fake time that passed and call's error.
+func drive(t *testing.T, clk *testingclock.FakeClock, step time.Duration, call func() error) (time.Duration, error) {
 	t.Helper()
 	start := clk.Now()
 	done := make(chan error, 1)
@@ -86,7 +86,7 @@ func drive(t *testing.T, clk *testingclock.FakeClock, step time.Duration, call f
 	for {
 		select {
 		case err := <-done:
-			return err, clk.Since(start)
+			return clk.Since(start), err
 		default:
 		}
 		if clk.HasWaiters() {
@@ -101,7 +101,7 @@ func TestRetriesAnOutageAtAStepNoLongerThanMaxDelay(t *testing.T) {
 	// by now. Each wait here must end within MaxDelay plus its jitter.
 	maxWait := time.Duration(float64(MaxDelay) * (1 + backoff.Jitter))
 	for name, errs := range map[string][]error{
-		"connection refused":              repeat(refused, 15),
+		"connection refused":              repeat(errRefused, 15),
 		"429, 503, then a warming-up 403": append(append(repeat(apierrors.NewTooManyRequests("slow down", 1), 5), repeat(apierrors.NewServiceUnavailable("starting"), 5)...), repeat(apierrors.NewForbidden(gr, "", errors.New("RBAC: not ready")), 5)...),
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -109,7 +109,7 @@ func TestRetriesAnOutageAtAStepNoLongerThanMaxDelay(t *testing.T) {
 				clk := testingclock.NewFakeClock(time.Date(2026, 11, 24, 3, 0, 0, 0, time.UTC))
 				f := &flaky{errs: errs}
 				lw := Wrap(f, clk).(toolscache.ListerWatcherWithContext)
-				err, waited := drive(t, clk, maxWait, func() error {
+				waited, err := drive(t, clk, maxWait, func() error {
 					if op == "list" {
 						_, err := lw.ListWithContext(context.Background(), metav1.ListOptions{})
 						return err
@@ -138,9 +138,9 @@ func TestPassesOnWhatWaitingCannotCure(t *testing.T) {
 		ctx context.Context
 		err error
 	}{
-		"410 Gone":           {context.Background(), apierrors.NewGone("too old resource version")},
+		"410 Gone":           {context.Background(), apierrors.NewResourceExpired("too old resource version")},
 		"404":                {context.Background(), apierrors.NewNotFound(gr, "")},
-		"a stopped informer": {ctx, refused},
+		"a stopped informer": {ctx, errRefused},
 	} {
 		t.Run(name, func(t *testing.T) {
 			clk := testingclock.NewFakeClock(time.Now())
@@ -155,9 +155,9 @@ func TestPassesOnWhatWaitingCannotCure(t *testing.T) {
 
 func TestHandsALongOutageToTheReflectorAfterMaxRetrying(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Now())
-	f := &flaky{errs: repeat(refused, 1000)}
-	err, waited := drive(t, clk, MaxDelay, func() error {
-		_, err := Wrap(f, clk).List(metav1.ListOptions{})
+	f := &flaky{errs: repeat(errRefused, 1000)}
+	waited, err := drive(t, clk, MaxDelay, func() error {
+		_, err := Wrap(f, clk).List(metav1.ListOptions{}) //nolint:staticcheck // List is still part of the ListerWatcher that Wrap returns
 		return err
 	})
 	if !errors.Is(err, syscall.ECONNREFUSED) {
