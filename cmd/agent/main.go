@@ -158,7 +158,8 @@ func parseFlags(args []string, output io.Writer, getenv func(string) string) (op
 	if o.token == "" && o.tokenFile == "" {
 		o.tokenFile = getenv(sessionapi.EnvSessionAPITokenFile)
 	}
-	return o, o.validate()
+	err := o.validate()
+	return o, err
 }
 
 func main() {

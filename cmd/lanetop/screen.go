@@ -63,6 +63,12 @@ func newScreen(f *os.File, o options) *screen {
 	return s
 }
 
+// write writes str to the screen; a failed write to the terminal has
+// nowhere to be reported.
+func (s *screen) write(str string) {
+	_, _ = io.WriteString(s.w, str)
+}
+
 // size is the width to cut lines to and the terminal's rows (0 when
 // unknown). --width wins over the terminal's columns.
 func (s *screen) size() (width, rows int) {
@@ -79,7 +85,7 @@ func (s *screen) start(stdin *os.File) {
 	if !s.live {
 		return
 	}
-	io.WriteString(s.w, altScreenOn+cursorHide+cursorHome+clearBelow)
+	s.write(altScreenOn + cursorHide + cursorHome + clearBelow)
 	if stdin != nil && isTerminal(stdin) {
 		if restore, err := keysMode(stdin); err == nil {
 			s.restoreKeys = restore
@@ -100,7 +106,7 @@ func (s *screen) stop() {
 			_ = s.restoreKeys()
 		}
 		if s.live {
-			io.WriteString(s.w, cursorShow+altScreenOff)
+			s.write(cursorShow + altScreenOff)
 		}
 	})
 }
@@ -108,7 +114,7 @@ func (s *screen) stop() {
 // clear blanks a live screen, when the view or the size changes.
 func (s *screen) clear() {
 	if s.live {
-		io.WriteString(s.w, cursorHome+clearBelow)
+		s.write(cursorHome + clearBelow)
 	}
 }
 
@@ -117,27 +123,27 @@ func (s *screen) clear() {
 // as a history of the queues.
 func (s *screen) strip(line string) {
 	if s.live {
-		io.WriteString(s.w, cursorHome+line+clearLine+clearBelow)
+		s.write(cursorHome + line + clearLine + clearBelow)
 		return
 	}
 	if line == s.lastStrip {
 		return
 	}
 	s.lastStrip = line
-	io.WriteString(s.w, line+"\n")
+	s.write(line + "\n")
 }
 
 // dashboard shows a frame of lines, each ending in "\n".
 func (s *screen) dashboard(frame string) {
 	if s.live {
-		io.WriteString(s.w, inPlace(frame))
+		s.write(inPlace(frame))
 		return
 	}
 	if s.frames > 0 {
 		frame = "\n" + frame
 	}
 	s.frames++
-	io.WriteString(s.w, frame)
+	s.write(frame)
 }
 
 // inPlace is what draws frame over the previous one: home, each line

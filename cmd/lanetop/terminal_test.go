@@ -98,7 +98,7 @@ func startOnTerminal(t *testing.T, p *pty, bin string, args ...string) (*exec.Cm
 		buf := make([]byte, 4096)
 		for {
 			n, err := p.control.Read(buf)
-			out.Write(buf[:n])
+			_, _ = out.Write(buf[:n]) // a bytes.Buffer's Write returns no error
 			if err != nil {
 				return
 			}

@@ -166,7 +166,8 @@ func parseFlags(args []string, getenv func(string) string, hostname string, outp
 		}
 		o.pool.Labels = set
 	}
-	return o, o.validate()
+	err := o.validate()
+	return o, err
 }
 
 func main() {

@@ -247,7 +247,7 @@ func (d *dashboard) sessions() {
 		}
 		t.add(indent, newSpan(d.snap.name(s.Namespace, s.Name), bold),
 			newSpan(s.Queue, dim),
-			newSpan(string(orDash(string(s.Phase))), sessionStyle(s.Phase)),
+			newSpan(orDash(string(s.Phase)), sessionStyle(s.Phase)),
 			newSpan(orDash(s.Node), plain),
 			newSpan(s.Identity.TenantID, dim),
 			span{text: "●" + itoa(int64(s.Active)), style: activeStyle(s.Active)},
