@@ -78,11 +78,11 @@ var burst = []string{
 func (d *demo) ready(ctx context.Context) error {
 	resp, err := http.Get(d.apiURL + "/healthz")
 	if err != nil {
-		return fmt.Errorf("Session API: %w", err)
+		return fmt.Errorf("the Session API: %w", err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("Session API: %s", resp.Status)
+		return fmt.Errorf("the Session API: %s", resp.Status)
 	}
 	leases := &coordinationv1.LeaseList{}
 	if err := d.client.List(ctx, leases, client.InNamespace(namespace), client.MatchingLabels{"agentlane.io/worker": "true"}); err != nil {

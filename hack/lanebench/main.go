@@ -82,7 +82,6 @@ func main() {
 			fmt.Fprintln(os.Stderr, "lanebench:", err)
 			os.Exit(1)
 		}
-		defer pprof.StopCPUProfile()
 	}
 
 	var (
@@ -111,8 +110,8 @@ func main() {
 	default:
 		err = fmt.Errorf("unknown workload %q", *workload)
 	}
+	pprof.StopCPUProfile() // does nothing without --cpuprofile
 	if err != nil {
-		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "lanebench:", err)
 		os.Exit(1)
 	}
@@ -182,7 +181,7 @@ func throughput(n int, cfg lanequeue.Config, cmd func(int) lanequeue.Command) (r
 	elapsed := time.Since(start)
 	for _, t := range tickets {
 		if o, _ := t.Outcome(); o.State != lanequeue.StateSucceeded {
-			return report{}, fmt.Errorf("command %s ended %s: %v", t.ID(), o.State, o.Err)
+			return report{}, fmt.Errorf("command %s ended %s: %w", t.ID(), o.State, o.Err)
 		}
 	}
 	st := q.Stats()
