@@ -17,7 +17,6 @@ limitations under the License.
 package chaos
 
 import (
-	"os"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -35,16 +34,6 @@ const faultAfter = 0.25
 // workerGrace is the grace period of workers the scenario does not stop
 // on purpose; they only stop when the spec ends.
 const workerGrace = 5 * time.Second
-
-// itKnownBug declares a scenario that a known bug makes fail: Pending, with
-// the bug in its name, unless CHAOS_KNOWN_BUGS is set.
-func itKnownBug(text, bug string, body func()) {
-	if os.Getenv("CHAOS_KNOWN_BUGS") != "" {
-		It(text, body)
-		return
-	}
-	PIt(text+" (pending, known bug: "+bug+")", body)
-}
 
 var _ = Describe("Chaos", func() {
 	It("loses nothing when half the workers are killed with SIGKILL", func() {

@@ -18,9 +18,7 @@ package chaos
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -67,12 +65,6 @@ func (p *process) stop() { p.Stop(20 * time.Second) }
 
 // logTail returns the end of the process log.
 func (p *process) logTail() string { return p.LogTail(6000) }
-
-// logContains tells whether the process has logged text.
-func (p *process) logContains(text string) bool {
-	b, _ := os.ReadFile(p.Log)
-	return strings.Contains(string(b), text)
-}
 
 // startManager starts a manager process without the Session API, electing
 // a leader when leaderElect is set.

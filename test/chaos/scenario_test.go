@@ -199,8 +199,10 @@ func (s *scenario) command(t plannedTask) string {
 		return record + "echo failing on purpose >&2; exit 3"
 	case flaky:
 		return record + fmt.Sprintf("mkdir %s 2>/dev/null && exit 3; exit 0", filepath.Join(s.dir, "flaky", t.name))
-	default:
+	case succeeds:
 		return record + "echo done"
+	default:
+		panic(fmt.Sprintf("task %s: unknown kind %d", t.name, t.kind))
 	}
 }
 

@@ -151,7 +151,7 @@ func unknownFlags(c corev1.Container, defined map[string]bool) []string {
 	var unknown []string
 	for _, a := range c.Args {
 		m := flagArg.FindStringSubmatch(a)
-		if m == nil || !defined[m[1]] {
+		if m == nil || !defined[m[1]] { //nolint:gocritic // FindStringSubmatch returns nil or every group
 			unknown = append(unknown, a)
 		}
 	}
@@ -161,7 +161,7 @@ func unknownFlags(c corev1.Container, defined map[string]bool) []string {
 // argValue returns the value of --name in c's arguments.
 func argValue(c corev1.Container, name string) (string, bool) {
 	for _, a := range c.Args {
-		if m := flagArg.FindStringSubmatch(a); m != nil && m[1] == name {
+		if m := flagArg.FindStringSubmatch(a); m != nil && m[1] == name { //nolint:gocritic // FindStringSubmatch returns nil or every group
 			return m[2], true
 		}
 	}

@@ -97,7 +97,7 @@ turns:
 		ctx, cancel := context.WithTimeout(suiteCtx, 2*time.Minute)
 		defer cancel()
 		report := rt.RunScript(ctx)
-		Expect(report.Refusal()).To(BeNil())
+		Expect(report.Refusal()).NotTo(HaveOccurred())
 		Expect(report.Turns).To(HaveLen(1))
 		turn := report.Turns[0]
 		Expect(turn.Commands).To(HaveLen(6))
