@@ -4,12 +4,14 @@
 CONTROLLER_TOOLS_VERSION ?= v0.21.0
 KUSTOMIZE_VERSION ?= v5.8.2
 HELM_VERSION ?= v3.22.0
+GOLANGCI_LINT_VERSION ?= v2.15.0
 KUBE_VERSION ?= 1.36.3
 
 LOCALBIN ?= $(CURDIR)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
 HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
+GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
 # The Helm chart (charts/agentlane) is generated from config/ by `make
 # manifests` but for the Deployments it builds from values: the CRDs in its
@@ -88,6 +90,11 @@ fmt: ## Run gofmt on the tree.
 .PHONY: vet
 vet: ## Run go vet.
 	$(GO) vet ./...
+
+.PHONY: lint
+# The linters and every exclusion, each with its reason, are in .golangci.yml.
+lint: golangci-lint ## Run golangci-lint (the linters of .golangci.yml, gofmt included) over the module.
+	$(GOLANGCI_LINT) run ./...
 
 ##@ Test
 
@@ -203,6 +210,13 @@ $(HELM):
 .PHONY: helm-lint
 helm-lint: helm ## Lint the chart.
 	$(HELM) lint --strict $(CHART)
+
+.PHONY: golangci-lint
+golangci-lint: $(GOLANGCI_LINT) ## Build golangci-lint into bin/ from the Go module proxy.
+$(GOLANGCI_LINT):
+	@mkdir -p $(LOCALBIN)
+	GOBIN=$(LOCALBIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	@mv $(LOCALBIN)/golangci-lint $(GOLANGCI_LINT)
 
 .PHONY: kustomize
 kustomize: $(KUSTOMIZE) ## Build kustomize into bin/ from the Go module proxy.
