@@ -212,6 +212,28 @@ var _ = Describe("ExternalTask controller", func() {
 		Expect(task.Status.NodeName).To(Equal("node-w1"))
 		Expect(task.Status.Attempt).To(Equal(int32(1)))
 		Expect(task.Status.DispatchedAt).NotTo(BeNil())
+		Expect(task.Status.Holder).To(Equal(agentlanev1alpha1.HolderWorkers))
+	})
+
+	It("records the holder of an attempt dispatched before status recorded holders, as inferred", func() {
+		taskQueue(ns, nil)
+		fakeWorker(ns, "w1", 1)
+		task := queueTask(ns, "old")
+		Expect(k8sClient.Create(ctx, task)).To(Succeed())
+		Eventually(taskPhase(task)).Should(Equal(agentlanev1alpha1.ExternalTaskDispatched))
+
+		By("the attempt as a manager that did not record holders left it")
+		Eventually(func(g Gomega) {
+			getTask(task)(g)
+			task.Status.Holder = ""
+			g.Expect(k8sClient.Status().Update(ctx, task)).To(Succeed())
+		}).Should(Succeed())
+		Eventually(func(g Gomega) {
+			getTask(task)(g)
+			g.Expect(task.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskDispatched))
+			g.Expect(task.Status.Worker).To(Equal("w1"))
+			g.Expect(task.Status.Holder).To(Equal(agentlanev1alpha1.HolderWorkers), "inferred from status.worker and recorded")
+		}).Should(Succeed())
 	})
 
 	It("dispatches no more tasks to a worker than its capacity", func() {
