@@ -43,6 +43,30 @@ func (s *Server) validateMessage(m *sessionapi.Message, qb queueBounds) error {
 	return nil
 }
 
+// messageEnvelope is what a message's body may hold besides its text: its
+// id, channel, thread and sender.
+const messageEnvelope = 64 << 10
+
+// limitMessageBody bounds the body of a posted message by what a text
+// within the message bound can take as JSON (at most 6 bytes per byte of
+// text, \u00XX, and the envelope): a larger body is refused 413 TooLarge
+// before it is read, and its connection closed; a body that says nothing
+// of its length is cut there.
+// A flood of oversized messages then costs no decoding.
+func (s *Server) limitMessageBody(w http.ResponseWriter, r *http.Request, qb queueBounds) error {
+	limit := qb.messageBytes(s.StoreBounds.MaxMessageBytes)
+	most := 6*limit.limit + messageEnvelope
+	if r.ContentLength > most {
+		// The body is never read: the connection closes after the answer,
+		// rather than reading what is left of the body first.
+		w.Header().Set("Connection", "close")
+		return apiErrorf(http.StatusRequestEntityTooLarge, sessionapi.CodeTooLarge,
+			"the message's body is %d bytes, more than a text within the bound of %d bytes (%s) can take", r.ContentLength, limit.limit, limit.source)
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, most)
+	return nil
+}
+
 // inboxFull is the 429 QueueFull answer to a message the session's inbox
 // has no room for (lanequeue.ErrInboxFull).
 func inboxFull(err error) error {

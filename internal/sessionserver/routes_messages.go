@@ -36,10 +36,14 @@ import (
 // postMessage answers POST /messages.
 func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
 	var m sessionapi.Message
+	qb := s.sessionBounds(r.Context(), sc)
+	if err := s.limitMessageBody(w, r, qb); err != nil {
+		return err
+	}
 	if err := readJSON(r, &m); err != nil {
 		return err
 	}
-	if err := s.validateMessage(&m, s.sessionBounds(r.Context(), sc)); err != nil {
+	if err := s.validateMessage(&m, qb); err != nil {
 		return err
 	}
 	if m.ID == "" {

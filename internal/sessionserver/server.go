@@ -186,6 +186,10 @@ type Config struct {
 	IdleTimeout               time.Duration
 	MaxHeaderBytes            int
 	HTTP2MaxConcurrentStreams int
+	// RefusalHold is how long a 429 answer is held before it is sent, at
+	// most its Retry-After (holdRefusal); zero sends it at once. The
+	// manager holds for DefaultRefusalHold.
+	RefusalHold time.Duration
 }
 
 // Server is the Session API: agent runtimes submit commands into their
@@ -212,6 +216,8 @@ type Server struct {
 	storeLimits storeLimits
 	// long counts the long-lived calls open.
 	long longLedger
+	// refusals counts the 429 answers being held.
+	refusals refusalHolds
 	// delegations admits delegations against Delegations.
 	delegations delegationAdmission
 
@@ -664,6 +670,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, route string
 		e = apiError(http.StatusInternalServerError, sessionapi.CodeInternal, err.Error())
 	}
 	countError(route, r, e.Code)
+	s.holdRefusal(w, r, e)
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(e.RetryAfter)))
 	}

@@ -229,6 +229,10 @@ func (e *env) loadPhase(steady, flood *loadTenant, d time.Duration) loadRun {
 		flooder = e.startFlooder(floodSpec{API: e.sessionAPI, Namespace: flood.ns, Sessions: flood.sessions, Token: flood.token,
 			Duration: d, Conns: *flagLoadConns, Streams: *flagLoadStreams, Skip: strings.Split(*flagLoadSkip, ",")})
 	}
+	if flood != nil && e.pprofURL != "" {
+		// A CPU profile of the manager over most of the flood (-profile-dir).
+		wg.Go(func() { e.cpuProfile("flood", d*3/4) })
+	}
 	lat := e.steadyLoad(ctx, steady, &run)
 	wg.Wait()
 	if flooder != nil {

@@ -64,6 +64,7 @@ know fails the render rather than being dropped.
     "maxReviewsInFlight" "session-api-max-reviews-in-flight"
     "maxReviewsInFlightPerAddress" "session-api-max-reviews-in-flight-per-address"
     "reauthorizeInterval" "session-api-reauthorize-interval"
+    "refusalHold" "session-api-refusal-hold"
     "maxPendingPerSession" "session-api-max-pending-per-session"
     "maxPendingBytesPerSession" "session-api-max-pending-bytes-per-session"
     "maxPendingBytes" "session-api-max-pending-bytes"
