@@ -82,8 +82,9 @@ func (s *Server) holdLimits() (total, perAddr int) {
 	return total, perAddr
 }
 
-// holdRefusal holds a 429 answer for RefusalHold, or its Retry-After when
-// that is sooner, before it is sent. A client that honours Retry-After
+// holdRefusal holds a 429 answer for RefusalHold, or the Retry-After it
+// sends (whole seconds, at least one) when that is sooner, before it is
+// sent. A client that honours Retry-After
 // loses nothing: it would not call again before then. A client that does
 // not, and calls again as soon as it is answered, makes at most one call
 // per hold on each of its connections instead of one per round trip, so a
@@ -94,10 +95,9 @@ func (s *Server) holdRefusal(w http.ResponseWriter, r *http.Request, e *sessiona
 	if e.Status != http.StatusTooManyRequests || s.RefusalHold <= 0 {
 		return
 	}
-	d := s.RefusalHold
-	if e.RetryAfter > 0 {
-		d = min(d, e.RetryAfter)
-	}
+	// The answer's Retry-After header is in whole seconds, at least one:
+	// holding up to it keeps the header true.
+	d := min(s.RefusalHold, time.Duration(retryAfterSeconds(e.RetryAfter))*time.Second)
 	addr := clientAddr(r)
 	total, perAddr := s.holdLimits()
 	if !s.refusals.take(addr, total, perAddr) {
