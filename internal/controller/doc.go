@@ -16,8 +16,11 @@ limitations under the License.
 
 // Package controller holds the reconcilers that connect agentlane's custom
 // resources to the lane schedulers: LaneQueue builds and updates a scheduler,
-// AgentSession binds a session to it, and ExternalTask carries External-lane
-// work to workers and Jobs.
+// AgentSession binds a session to it, ExternalTask carries External-lane
+// work to workers and Jobs, and the delegation controller runs Delegate
+// lanes through worker sessions. Setup registers them all with the manager
+// and returns the Controllers whose methods the caller binds as the
+// schedulers' hooks (scheduling.Hooks) and whose metrics it registers.
 package controller
 
 // The manager's permissions, generated into config/rbac/role.yaml.
