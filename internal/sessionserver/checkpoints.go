@@ -55,6 +55,10 @@ func (s *Server) saveCheckpoint(w http.ResponseWriter, r *http.Request, sc *sess
 	if err := s.allowCheckpoint(sc.key); err != nil {
 		return err
 	}
+	qb := s.sessionBounds(r.Context(), sc)
+	if err := s.limitCheckpointBody(w, r, qb); err != nil {
+		return err
+	}
 	var req sessionapi.Checkpoint
 	if err := readCheckpoint(r, &req); err != nil {
 		return err
@@ -69,7 +73,7 @@ func (s *Server) saveCheckpoint(w http.ResponseWriter, r *http.Request, sc *sess
 		Identity:      checkpointIdentity(req.Identity, sc.session.Spec.Identity),
 		State:         req.State,
 	}
-	if limit := s.sessionBounds(r.Context(), sc).checkpointBytes(); limit.limit > 0 {
+	if limit := qb.checkpointBytes(); limit.limit > 0 {
 		if size, err := json.Marshal(cp); err == nil && int64(len(size)) > limit.limit {
 			return apiErrorf(http.StatusRequestEntityTooLarge, sessionapi.CodeTooLarge,
 				"the checkpoint of run %s takes %d bytes, over the bound of %d (%s)", cp.RunID, len(size), limit.limit, limit.source)
@@ -104,6 +108,40 @@ func (s *Server) saveCheckpoint(w http.ResponseWriter, r *http.Request, sc *sess
 		Location:   saved.Location,
 		Evicted:    saved.Evicted,
 	})
+	return nil
+}
+
+// checkpointEnvelope is what a checkpoint's body may hold besides its
+// state: run, turn, round, identity.
+const checkpointEnvelope = 64 << 10
+
+// checkpointLimiter is a store that bounds one checkpoint
+// (sessionstore.ConfigMaps).
+type checkpointLimiter interface {
+	MaxCheckpoint() int
+}
+
+// limitCheckpointBody bounds the body of a checkpoint save by the largest
+// checkpoint the store, or the session's LaneQueue, takes plus its
+// envelope: a larger body is refused 413 TooLarge before it is read, and
+// its connection closed; a body that says nothing of its length is cut
+// there. A flood of oversized checkpoints then costs no reading or
+// decoding.
+func (s *Server) limitCheckpointBody(w http.ResponseWriter, r *http.Request, qb queueBounds) error {
+	limit := qb.checkpointBytes()
+	if l, ok := s.Store.(checkpointLimiter); ok && (limit.limit <= 0 || int64(l.MaxCheckpoint()) < limit.limit) {
+		limit = bound{limit: int64(l.MaxCheckpoint()), source: "--session-store-max-checkpoint-bytes"}
+	}
+	if limit.limit <= 0 {
+		return nil
+	}
+	most := limit.limit + checkpointEnvelope
+	if r.ContentLength > most {
+		w.Header().Set("Connection", "close")
+		return apiErrorf(http.StatusRequestEntityTooLarge, sessionapi.CodeTooLarge,
+			"the checkpoint's body is %d bytes, more than a checkpoint within the bound of %d bytes (%s) can take", r.ContentLength, limit.limit, limit.source)
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, most)
 	return nil
 }
 

@@ -253,7 +253,12 @@ var _ = Describe("Checkpoints", func() {
 		Expect(err).NotTo(HaveOccurred())
 		huge := json.RawMessage(`"` + strings.Repeat("x", 1100<<10) + `"`)
 		_, err = s.SaveCheckpoint(ctx, sessionapi.Checkpoint{RunID: "run-2", State: huge})
-		Expect(expectCode(err, http.StatusRequestEntityTooLarge, sessionapi.CodeTooLarge)).To(ContainSubstring("the checkpoint of run run-2 takes"))
+		Expect(expectCode(err, http.StatusRequestEntityTooLarge, sessionapi.CodeTooLarge)).To(
+			ContainSubstring("the checkpoint's body is"), "a body past the bound and its envelope is refused before it is read")
+		// Within the envelope, the store measures the checkpoint as encoded.
+		over := json.RawMessage(`"` + strings.Repeat("x", sessionstore.DefaultMaxCheckpointBytes+1) + `"`)
+		_, err = s.SaveCheckpoint(ctx, sessionapi.Checkpoint{RunID: "run-3", State: over})
+		Expect(expectCode(err, http.StatusRequestEntityTooLarge, sessionapi.CodeTooLarge)).To(ContainSubstring("the checkpoint of run run-3 takes"))
 		cp, err := s.LoadCheckpoint(ctx, "")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(cp.RunID).To(Equal("run-1"))

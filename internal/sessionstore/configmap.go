@@ -180,6 +180,12 @@ func Location(name, runID string) string {
 	return "configmap/" + name + "#" + runID
 }
 
+// MaxCheckpoint is the most bytes one checkpoint takes as encoded.
+func (s *ConfigMaps) MaxCheckpoint() int {
+	_, _, maxOne := s.limits()
+	return maxOne
+}
+
 func (s *ConfigMaps) limits() (maxRuns, maxBytes, maxOne int) {
 	maxRuns, maxBytes, maxOne = s.MaxRuns, s.MaxBytes, s.MaxCheckpointBytes
 	if maxRuns <= 0 {
