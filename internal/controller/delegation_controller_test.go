@@ -242,6 +242,7 @@ var _ = Describe("Delegation controller", func() {
 		task := delegatedTask(lead, "forever", "Review PR 43")
 		passUntil(task, func(g Gomega, t *agentlanev1alpha1.ExternalTask) {
 			g.Expect(t.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskRunning))
+			g.Expect(t.Status.Holder).To(Equal(agentlanev1alpha1.HolderDelegate))
 		})
 		clk.Step(delegation.DefaultTimeout + time.Second)
 		passUntil(task, func(g Gomega, t *agentlanev1alpha1.ExternalTask) {

@@ -75,8 +75,8 @@ func (r *DelegationReconciler) deliverResult(ctx context.Context, dl *delegateLa
 	t := s.Task
 	status, reason, msg := metav1.ConditionTrue, agentlanev1alpha1.ExternalTaskInboxReason, ""
 	producer := types.NamespacedName{Namespace: t.Namespace, Name: producerOf(t)}
-	switch {
-	case t.Annotations[agentlanev1alpha1.DelegationCallbackAnnotation] == "false":
+	switch t.Annotations[agentlanev1alpha1.DelegationCallbackAnnotation] {
+	case "false":
 		status, reason, msg = metav1.ConditionFalse, agentlanev1alpha1.ExternalTaskCallbackOffReason, "the producer asked for no callback"
 	default:
 		err := r.Inboxes.Deliver(ctx, producer, "result-"+t.Name, resultMessage(dl.name, t))

@@ -564,7 +564,6 @@ var _ = Describe("ExternalTask controller", func() {
 				TTLAfterFinished: &metav1.Duration{Duration: time.Hour}, MaxFinished: ptr.To[int32](2)}
 		})
 		fakeWorker(ns, "w", 1)
-		var tasks []*agentlanev1alpha1.ExternalTask
 		for i := range 4 {
 			t := queueTask(ns, fmt.Sprintf("done-%d", i))
 			Expect(k8sClient.Create(ctx, t)).To(Succeed())
@@ -572,7 +571,6 @@ var _ = Describe("ExternalTask controller", func() {
 			Eventually(func(g Gomega) *metav1.Condition {
 				return cond(getTask(t)(g), agentlanev1alpha1.ExternalTaskFinishedCondition)
 			}).Should(HaveField("Status", metav1.ConditionTrue))
-			tasks = append(tasks, t)
 			time.Sleep(1100 * time.Millisecond) // finish times are in whole seconds
 		}
 		Eventually(func(g Gomega) []string {

@@ -142,6 +142,7 @@ var _ = Describe("The external-task contract for handlers", func() {
 			g.Expect(task.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskDispatched))
 		}).Should(Succeed())
 		Expect(task.Status.Worker).To(BeEmpty())
+		Expect(task.Status.Holder).To(Equal(agentlanev1alpha1.HolderHandler))
 
 		done := map[string]any{"attempt": 1, "success": true, "result": map[string]any{"words": 3}}
 		By("callers without the update verb being refused")
