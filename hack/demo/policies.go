@@ -81,7 +81,9 @@ func (d *demo) installPolicies(ctx context.Context) error {
 }
 
 // asInstalled does to an object of config/policy what config/default's
-// namespace, namePrefix and replacements do.
+// namespace and namePrefix do. The policies name the manager's and the
+// workers' service accounts as config/default creates them, which the
+// demo's users are.
 func asInstalled(o *unstructured.Unstructured) {
 	o.SetName(namePrefix + o.GetName())
 	if o.GetNamespace() != "" {
@@ -95,30 +97,6 @@ func asInstalled(o *unstructured.Unstructured) {
 			_ = unstructured.SetNestedField(o.Object, namePrefix+p, "spec", "paramRef", "name")
 		}
 	}
-	// The service accounts, as the manager's and workers' users.
-	r := strings.NewReplacer(
-		"'system' + ':' + 'controller-manager'", "'"+systemNamespace+"' + ':' + '"+namePrefix+"controller-manager'",
-		"'system' + ':' + 'worker'", "'"+systemNamespace+"' + ':' + '"+namePrefix+"worker'",
-		"system:serviceaccount:system:controller-manager", managerUser,
-		"system:serviceaccount:system:worker", "system:serviceaccount:"+systemNamespace+":"+namePrefix+"worker",
-	)
-	o.Object = replaceStrings(o.Object, r).(map[string]any)
-}
-
-func replaceStrings(v any, r *strings.Replacer) any {
-	switch v := v.(type) {
-	case string:
-		return r.Replace(v)
-	case map[string]any:
-		for k, e := range v {
-			v[k] = replaceStrings(e, r)
-		}
-	case []any:
-		for i, e := range v {
-			v[i] = replaceStrings(e, r)
-		}
-	}
-	return v
 }
 
 // identities gives the manager and each worker their own user, with the
