@@ -19,6 +19,7 @@ package sessionserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -121,8 +122,12 @@ func (s *Server) completeDelegation(ctx context.Context, sc *sessionCall, runID 
 			return err
 		}
 		scope := taskstate.NewScope(task)
-		if err := finishDelegated(task, sc.key.Name, *out, metav1.NewTime(s.Clock.Now())); err != nil {
-			return nil // not this session's to complete (any more)
+		err := finishDelegated(task, sc.key.Name, *out, metav1.NewTime(s.Clock.Now()))
+		switch {
+		case errors.Is(err, taskstate.ErrIllegal):
+			return nil // the task does not run in this session (any more)
+		case err != nil:
+			return err
 		}
 		if err := scope.Write(ctx, s.Client, nil, false); err != nil {
 			return err
