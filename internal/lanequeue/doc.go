@@ -54,8 +54,10 @@ limitations under the License.
 //     level at 75%, 50%, 25% and 10% of the submit-to-deadline span left,
 //     Aggressive two levels at 80%, 60%, 40% and 20%. At or past the
 //     deadline it is 0. It is never below 0.
-//  4. Ties go to the earlier submit, then the lower sequence number, which
-//     is unique, so the order is total and replays exactly.
+//  4. Ties go to the earlier submit, by sequence number: unique and
+//     monotonic per queue, so the order is total, replays exactly, and
+//     stays in submit order when the wall clock steps back. Submit times
+//     are used only for the boost's span, never to order.
 //
 // # Lifecycle
 //

@@ -367,7 +367,9 @@ func (q *Queue) refreshLocked(ls *laneSession, now int64, keepTurn bool) {
 	case FairWeightedTenant:
 		ls.kSub = int64(h.tag)
 	default:
-		ls.kSub = h.submit
+		// FIFO: submit order, which is kSeq. Not the submit time: a wall
+		// clock that steps back must not put a later submit first.
+		ls.kSub = 0
 	}
 	ln.runnable.PushOrUpdate(ls)
 	if next > 0 {
@@ -389,16 +391,13 @@ func (q *Queue) priorityLocked(t *Ticket, now int64) (int, int64) {
 }
 
 // headBefore orders two runnable session heads from different lanes:
-// effective priority, then submit time, then seq.
+// effective priority, then submit order (seq, never the submit time, which
+// a wall clock stepping back would invert).
 func headBefore(a, b *laneSession) bool {
 	if a.kPrio != b.kPrio {
 		return a.kPrio < b.kPrio
 	}
-	ha, hb := a.queue.front(), b.queue.front()
-	if ha.submit != hb.submit {
-		return ha.submit < hb.submit
-	}
-	return ha.seq < hb.seq
+	return a.queue.front().seq < b.queue.front().seq
 }
 
 // addPendingLocked changes the pending count of ls's lane and session and
