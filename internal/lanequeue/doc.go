@@ -116,15 +116,15 @@ limitations under the License.
 // # Inbound messages and queue modes
 //
 // An Inbox decides when each session starts a run (one at a time) and with
-// which inbound messages, following the session's mode:
+// which inbound messages, following the session's mode. In every mode a
+// message to a session with no run and nothing waiting starts its turn at
+// once; the messages that arrive while a run is active (or while others
+// wait) wait for it to end and for the debounce (1s) of quiet:
 //
-//   - followup: each message becomes its own turn, in order, after the
-//     current run ends;
-//   - collect (the default): a message to a session with no run and nothing
-//     waiting starts its turn at once; the messages that arrive while a run
-//     is active wait for it to end and for the debounce (1s) of quiet, then
-//     every queued message of one channel and thread is merged into a single
-//     turn; other channels and threads get turns of their own;
+//   - followup: each message becomes its own turn, in order;
+//   - collect (the default): every queued message of one channel and
+//     thread is merged into a single turn; other channels and threads get
+//     turns of their own;
 //   - steer: the message is injected into the current run at its next tool
 //     boundary (an InboxSteer event), and the run's commands that have not
 //     started are cancelled (Queue.CancelRun); started ones finish. A

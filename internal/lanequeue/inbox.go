@@ -323,15 +323,16 @@ func (in *Inbox) Post(key string, m Message) (PostResult, error) {
 		in.deliverLocked(s, now)
 		return res, nil
 	}
-	// Collect coalesces what arrives while a run is active; a message to an
-	// idle session with nothing waiting starts its turn at once.
+	// In every mode a message to an idle session with nothing waiting
+	// starts its turn at once: the debounce only coalesces what arrives
+	// while a run is active or other messages wait.
 	idle := s.activeRun == "" && len(s.queued) == 0 && len(s.dropped) == 0 && s.droppedMore == 0
 	res.Queued, res.Dropped = in.enqueueLocked(s, m, opts)
 	if res.Queued {
 		in.queuedLocked(s, m)
 	}
 	s.quietSince = now
-	if idle && mode == ModeCollect {
+	if idle {
 		in.deliverLocked(s, now)
 		return res, nil
 	}

@@ -18,6 +18,7 @@ package lanequeue
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -141,6 +142,48 @@ func TestInboxCollectStartsAnIdleSessionAtOnce(t *testing.T) {
 	}
 	if run, ok := h.in.ActiveRun("s"); !ok || run != ev.RunID {
 		t.Errorf("active run = %q %v, want %q", run, ok, ev.RunID)
+	}
+}
+
+// Whatever the mode, a message to an idle session with nothing waiting
+// starts its turn at once; the debounce only coalesces what arrives while a
+// run is active or other messages wait.
+func TestInboxEveryModeStartsAnIdleSessionAtOnce(t *testing.T) {
+	for _, mode := range []MessageMode{ModeFollowup, ModeSteer, ModeSteerBacklog, ModeCollect, ModeInterrupt} {
+		for _, steers := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s steers=%v", mode, steers), func(t *testing.T) {
+				h := newInboxHarness(t, nil)
+				h.configure(MessageOptions{Mode: mode, Debounce: time.Second, Cap: 20, Drop: DropSummarize}, steers)
+				if res := h.post("fix the test"); !res.Queued {
+					t.Errorf("result = %+v, want queued", res)
+				}
+				ev := h.next() // no clock step
+				if ev.Type != InboxTurn || !cmp.Equal(texts(ev), []string{"fix the test"}) || ev.Waited != 0 {
+					t.Fatalf("event = %+v, want a turn with the message at once", ev)
+				}
+				// A second message while the run is active waits for it
+				// and then for the debounce.
+				h.post("and the lint")
+				if steers && (mode == ModeSteer || mode == ModeSteerBacklog) {
+					if ev := h.next(); ev.Type != InboxSteer {
+						t.Fatalf("event = %+v, want the steer", ev)
+					}
+					if mode == ModeSteer {
+						return // steered only
+					}
+				}
+				h.in.RunFinished("s", ev.RunID)
+				if mode == ModeInterrupt {
+					return // it aborted the run and started its own turn
+				}
+				h.step(999 * time.Millisecond)
+				h.none()
+				h.step(time.Millisecond)
+				if ev := h.next(); ev.Type != InboxTurn || !cmp.Equal(texts(ev), []string{"and the lint"}) {
+					t.Fatalf("event = %+v, want the second message's turn after the debounce", ev)
+				}
+			})
+		}
 	}
 }
 
@@ -448,10 +491,15 @@ func TestInboxReportsQueuedAtOnceAndWaitingPastSlowWait(t *testing.T) {
 func TestInboxReportsNoWaitWithoutARun(t *testing.T) {
 	h := newInboxHarness(t, nil)
 	h.configure(MessageOptions{Mode: ModeFollowup, Debounce: 5 * time.Second, Cap: 20, Drop: DropSummarize}, false)
+	h.post("start")
+	run := h.next()
+	h.notice() // start queued
 	h.post("x")
 	if n := h.notice(); n.Type != InboxQueued {
 		t.Errorf("notice = %+v, want queued", n)
 	}
+	// The run ends at once: x now waits out the debounce with no run.
+	h.in.RunFinished("s", run.RunID)
 	h.step(3 * time.Second)
 	h.noNotice()
 	h.step(2 * time.Second)
