@@ -42,12 +42,12 @@ func (q *Queue) beginAttemptLocked(t *Ticket, now, startedAt int64, mode Handler
 	t.attempts++
 	t.state = stRunning
 	t.started = startedAt
-	timeout := t.timeout
+	timeout, budget := t.timeout, budgetCommand
 	if timeout == 0 {
-		timeout = int64(ln.cfg.Timeout)
+		timeout, budget = int64(ln.cfg.Timeout), budgetLane
 	}
 	if timeout == 0 {
-		timeout = q.defaultTimeout
+		timeout, budget = q.defaultTimeout, budgetQueue
 	}
 	q.starts++
 	a := &attemptCtx{
@@ -58,6 +58,7 @@ func (q *Queue) beginAttemptLocked(t *Ticket, now, startedAt int64, mode Handler
 		mode:     mode,
 		granted:  unixTime(startedAt),
 		timeout:  timeout,
+		budget:   budget,
 	}
 	t.run = a
 	if mode == External && t.awaitStart {
@@ -310,6 +311,8 @@ type attemptCtx struct {
 	// handler reads them.
 	granted time.Time
 	timeout int64
+	// budget says whose setting timeout is, for the timeout's error.
+	budget timeoutBudget
 	// waitingSince is when an External attempt began to wait for
 	// MarkStarted; 0 while it runs. Guarded by q.mu.
 	waitingSince int64
@@ -398,5 +401,30 @@ func (q *Queue) countTerminalLocked(t *Ticket, st state) {
 		ln.counts.cancelled++
 		sess.counts.cancelled++
 		ln.m.commandsFinished[CommandCancelled].Inc()
+	}
+}
+
+// timeoutBudget names the setting an attempt's timeout came from.
+type timeoutBudget uint8
+
+const (
+	budgetCommand timeoutBudget = iota // Command.Timeout
+	budgetLane                         // LaneConfig.Timeout
+	budgetQueue                        // Config.DefaultTimeout
+)
+
+// timeoutErr is the error of attempt a timed out at now: ErrTimeout, with
+// how long the attempt ran and which budget ran out, e.g. "attempt timed
+// out after 25ms (lane execute timeout 25ms)".
+func (a *attemptCtx) timeoutErr(now int64) error {
+	ran := time.Duration(now - a.started.UnixNano())
+	budget := time.Duration(a.timeout)
+	switch a.budget {
+	case budgetCommand:
+		return fmt.Errorf("%w after %s (command timeout %s)", ErrTimeout, ran, budget)
+	case budgetLane:
+		return fmt.Errorf("%w after %s (lane %s timeout %s)", ErrTimeout, ran, a.t.ls.lane.name, budget)
+	default:
+		return fmt.Errorf("%w after %s (queue default timeout %s)", ErrTimeout, ran, budget)
 	}
 }

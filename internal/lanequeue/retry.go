@@ -123,7 +123,10 @@ func (p RetryPolicy) Delay(retry int) time.Duration {
 
 // Errors reported by the queue. The ones marked permanent never retry.
 var (
-	// ErrTimeout: an attempt ran past its timeout. Retryable.
+	// ErrTimeout: an attempt ran past its timeout. Retryable. The error a
+	// timed-out attempt ends with wraps it and says how long the attempt ran
+	// and which budget ran out: "... after 25ms (lane execute timeout 25ms)",
+	// "(command timeout ...)" or "(queue default timeout ...)".
 	ErrTimeout = errors.New("lanequeue: attempt timed out")
 	// ErrStartTimeout: a granted attempt of an AwaitStart command waited
 	// longer than its lane's StartTimeout for MarkStarted. Permanent: it

@@ -111,7 +111,7 @@ func (q *Queue) advanceLocked(now int64) {
 				q.startTimedOutLocked(t.run, now)
 				continue
 			}
-			q.endAttemptLocked(t, endTimeout, Result{}, ErrTimeout, now)
+			q.endAttemptLocked(t, endTimeout, Result{}, t.run.timeoutErr(now), now)
 		case stRetrying:
 			q.enqueueLocked(t, now, true)
 		case stQueued:

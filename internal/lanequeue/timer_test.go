@@ -81,3 +81,50 @@ func TestTimeoutGoesThroughRetry(t *testing.T) {
 		t.Errorf("lane stats = %+v", st)
 	}
 }
+
+// A timeout's error says how long the attempt ran and which budget ran out:
+// the command's own timeout, its lane's, or the queue's default.
+func TestTimeoutErrorNamesTheBudget(t *testing.T) {
+	tests := map[string]struct {
+		defaultTimeout, laneTimeout, cmdTimeout time.Duration
+		late                                    time.Duration // how late the timer fires
+		want                                    string
+	}{
+		"the queue's default, the timer late": {defaultTimeout: 40 * time.Millisecond, late: 3 * time.Millisecond,
+			want: "lanequeue: attempt timed out after 43ms (queue default timeout 40ms)"},
+		"the queue's default": {defaultTimeout: 40 * time.Millisecond,
+			want: "lanequeue: attempt timed out after 40ms (queue default timeout 40ms)"},
+		"the lane's": {defaultTimeout: time.Second, laneTimeout: 25 * time.Millisecond,
+			want: "lanequeue: attempt timed out after 25ms (lane work timeout 25ms)"},
+		"the command's": {laneTimeout: time.Second, cmdTimeout: 10 * time.Millisecond,
+			want: "lanequeue: attempt timed out after 10ms (command timeout 10ms)"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			cfg := oneLane(LaneConfig{Timeout: tc.laneTimeout, Retry: &RetryPolicy{Strategy: RetryNone}})
+			cfg.DefaultTimeout = tc.defaultTimeout
+			cfg.DeadLetter.Disabled = true
+			h := newHarness(t, cfg)
+			tk := h.submit(Command{ID: "c", SessionKey: "s", Timeout: tc.cmdTimeout})
+			budget := h.grants[0].timeout
+			h.clk.Step(time.Duration(budget) + tc.late)
+			h.q.advance()
+			o := h.outcome(tk)
+			if o.State != StateTimedOut || !errors.Is(o.Err, ErrTimeout) {
+				t.Fatalf("outcome = %+v, want TimedOut with ErrTimeout", o)
+			}
+			if got := o.Err.Error(); got != tc.want {
+				t.Errorf("error = %q, want %q", got, tc.want)
+			}
+			var ev *Event
+			for _, e := range h.events() {
+				if e.Type == EventTimeout {
+					ev = &e
+				}
+			}
+			if ev == nil || ev.Error != tc.want {
+				t.Errorf("timed-out event = %+v, want error %q", ev, tc.want)
+			}
+		})
+	}
+}
