@@ -148,6 +148,10 @@ limitations under the License.
 // to the session's configured ones. A turn whose first message waited more
 // than 2s is flagged Slow, with its wait.
 //
+// A message whose ID is queued in the session, or among the last 128 IDs
+// (InboxOptions.MaxRememberedIDs, IDs of at most 128 bytes) the session
+// took, is a re-delivery: Post reports it Duplicate and changes nothing.
+//
 // Every message taken for a turn is reported at once (InboxQueued, before
 // the turn it may start), so a channel can show a typing indicator, and a
 // message that has waited more than 2s while a run is active is reported

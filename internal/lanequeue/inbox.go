@@ -99,6 +99,9 @@ type PostResult struct {
 	// run an interrupt aborted.
 	Queued, Steered, Dropped bool
 	Aborted                  string
+	// Duplicate: a message of the same ID is queued or was taken recently
+	// (see MaxRememberedIDs); this one was ignored.
+	Duplicate bool
 }
 
 // InboxOptions are the host environment of an inbox.
@@ -123,6 +126,11 @@ type InboxOptions struct {
 	// summary turn; past it the summary counts the further messages
 	// dropped instead ("and N more"). DefaultMaxSummaryLines when 0.
 	MaxSummaryLines int
+	// MaxRememberedIDs bounds how many IDs of the messages it took each
+	// session remembers to report a re-delivered message as a duplicate
+	// (IDs of at most MaxRememberedIDLength bytes); a message still queued
+	// is found whatever the bound. DefaultMaxRememberedIDs when 0.
+	MaxRememberedIDs int
 }
 
 // Defaults of InboxOptions.
@@ -144,8 +152,9 @@ type Inbox struct {
 	ids     IDGenerator
 	queue   *Queue
 	onEvent func(InboxEvent)
-	// maxBytes and maxLines are MaxSessionBytes and MaxSummaryLines.
-	maxBytes, maxLines int
+	// maxBytes, maxLines and maxIDs are MaxSessionBytes, MaxSummaryLines
+	// and MaxRememberedIDs.
+	maxBytes, maxLines, maxIDs int
 
 	mu       sync.Mutex
 	sessions map[string]*inboxSession
@@ -165,7 +174,9 @@ type inboxSession struct {
 	dropped     []Message
 	droppedMore int
 	// bytes is the text of queued and dropped.
-	bytes      int
+	bytes int
+	// recent are the IDs of the last messages taken, for de-duplication.
+	recent     recentIDs
 	activeRun  string
 	quietSince time.Time // last post, for debounce
 	timer      clock.Timer
@@ -181,12 +192,16 @@ type inboxSession struct {
 // NewInbox returns an inbox.
 func NewInbox(opts InboxOptions) *Inbox {
 	in := &Inbox{clock: opts.Clock, ids: opts.IDs, queue: opts.Queue, onEvent: opts.OnEvent,
-		maxBytes: opts.MaxSessionBytes, maxLines: opts.MaxSummaryLines, sessions: map[string]*inboxSession{}}
+		maxBytes: opts.MaxSessionBytes, maxLines: opts.MaxSummaryLines, maxIDs: opts.MaxRememberedIDs,
+		sessions: map[string]*inboxSession{}}
 	if in.maxBytes <= 0 {
 		in.maxBytes = DefaultMaxSessionBytes
 	}
 	if in.maxLines <= 0 {
 		in.maxLines = DefaultMaxSummaryLines
+	}
+	if in.maxIDs <= 0 {
+		in.maxIDs = DefaultMaxRememberedIDs
 	}
 	if in.clock == nil {
 		in.clock = clock.RealClock{}
@@ -285,6 +300,9 @@ func (in *Inbox) Post(key string, m Message) (PostResult, error) {
 		}
 		return PostResult{Directive: true, Options: s.options()}, nil
 	}
+	if s.duplicateLocked(m.ID) {
+		return PostResult{Duplicate: true}, nil
+	}
 	if m.ReceivedAt.IsZero() {
 		m.ReceivedAt = now
 	}
@@ -300,6 +318,11 @@ func (in *Inbox) Post(key string, m Message) (PostResult, error) {
 			ErrInboxFull, held, len(m.Text), in.maxBytes)
 	}
 	var res PostResult
+	defer func() {
+		if res.Queued || res.Steered {
+			s.recent.add(m.ID, in.maxIDs)
+		}
+	}()
 	switch mode {
 	case ModeSteer, ModeSteerBacklog:
 		if s.activeRun != "" && s.acceptsSteer {

@@ -61,7 +61,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, sc *session
 	}
 	s.inboxes.save(r.Context(), sc.key, sc.inbox)
 	out := sessionapi.PostResult{Directive: res.Directive, Queued: res.Queued, Steered: res.Steered,
-		Dropped: res.Dropped, Aborted: res.Aborted}
+		Dropped: res.Dropped, Aborted: res.Aborted, Duplicate: res.Duplicate}
 	if res.Directive {
 		o := queueOptionsOf(res.Options)
 		out.Options = &o

@@ -193,6 +193,10 @@ type PostResult struct {
 	Dropped   bool          `json:"dropped,omitempty"`
 	// Aborted names the run an interrupt aborted.
 	Aborted string `json:"aborted,omitempty"`
+	// Duplicate: a message of the same id is queued in the session or was
+	// among the last 128 it took (ids of at most 128 bytes); this one was
+	// ignored, as a re-delivery.
+	Duplicate bool `json:"duplicate,omitempty"`
 }
 
 // CancelRequest cancels one command, the queued commands of a run, or all of

@@ -145,6 +145,7 @@ class PostResult:
     steered: Optional[bool] = None
     dropped: Optional[bool] = None
     aborted: Optional[str] = None
+    duplicate: Optional[bool] = None
 
 
 @dataclass
