@@ -99,9 +99,10 @@ const (
 )
 
 // QueueMode is how inbound messages for a session are handled while the
-// session is busy with a run.
+// session is busy with a run. In every mode a message to an idle session
+// with nothing waiting starts its turn at once.
 //
-// +kubebuilder:validation:Enum=followup;collect;steer;steer-backlog;interrupt;queue
+// +kubebuilder:validation:Enum=followup;collect;steer;steer-backlog;interrupt;queue;"steer+backlog"
 type QueueMode string
 
 const (
@@ -125,6 +126,10 @@ const (
 	// QueueModeQueue is the legacy name of steer: it behaves exactly as
 	// steer, and the Session API reports it as steer.
 	QueueModeQueue QueueMode = "queue"
+	// QueueModeSteerPlusBacklog is the legacy name of steer-backlog, as the
+	// /queue directive accepts it: it behaves exactly as steer-backlog, and
+	// the Session API reports it as steer-backlog.
+	QueueModeSteerPlusBacklog QueueMode = "steer+backlog"
 )
 
 // DropPolicy is what happens when a session's message queue is full.
@@ -148,8 +153,8 @@ const (
 // overrides them until "/queue default" or "/queue reset".
 type QueueModeOptions struct {
 	// mode is followup, collect, steer, steer-backlog or interrupt; queue is
-	// accepted as the legacy name of steer. See the QueueMode values for what
-	// each does. Defaults to collect.
+	// accepted as the legacy name of steer, steer+backlog of steer-backlog.
+	// See the QueueMode values for what each does. Defaults to collect.
 	// +kubebuilder:default=collect
 	// +optional
 	Mode QueueMode `json:"mode,omitempty"`
