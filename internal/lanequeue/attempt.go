@@ -421,7 +421,11 @@ func (a *attemptCtx) timeoutErr(now int64) error {
 	budget := time.Duration(a.timeout)
 	switch a.budget {
 	case budgetCommand:
-		return fmt.Errorf("%w after %s (command timeout %s)", ErrTimeout, ran, budget)
+		source := a.t.timeoutSource
+		if source == "" {
+			source = "command"
+		}
+		return fmt.Errorf("%w after %s (%s timeout %s)", ErrTimeout, ran, source, budget)
 	case budgetLane:
 		return fmt.Errorf("%w after %s (lane %s timeout %s)", ErrTimeout, ran, a.t.ls.lane.name, budget)
 	default:

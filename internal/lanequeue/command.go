@@ -55,6 +55,11 @@ type Command struct {
 	Deadline time.Time
 	// Timeout, when > 0, bounds each attempt and overrides the lane timeout.
 	Timeout time.Duration
+	// TimeoutSource names the setting Timeout came from in a timed-out
+	// attempt's error, "(<TimeoutSource> timeout 2s)": "command" when
+	// empty; a host that fills Timeout from its own configuration names it
+	// (say, "session lane execute").
+	TimeoutSource string
 	// Labels are the identity labels carried with the command.
 	Labels Identity
 	// RunID groups the commands of one agent run, for CancelRun.
@@ -206,7 +211,9 @@ type Ticket struct {
 	// deadline (unix nanos, 0 for none) drives priority boost.
 	deadline int64
 	// timeout is the per-command attempt timeout; 0 defers to the lane.
-	timeout int64
+	// timeoutSource is Command.TimeoutSource.
+	timeout       int64
+	timeoutSource string
 	// tag orders commands under WeightedTenant fairness (virtual finish time).
 	tag uint64
 

@@ -258,16 +258,17 @@ func (q *Queue) newTicket(cmd Command) (*Ticket, error) {
 		id = q.ids.NewID()
 	}
 	t := &Ticket{
-		q:        q,
-		id:       id,
-		typ:      cmd.Type,
-		runID:    cmd.RunID,
-		payload:  cmd.Payload,
-		labels:   cmd.Labels,
-		handler:  cmd.Handler,
-		prio:     -1,
-		timeout:  int64(cmd.Timeout),
-		attempts: int32(cmd.PriorAttempts),
+		q:             q,
+		id:            id,
+		typ:           cmd.Type,
+		runID:         cmd.RunID,
+		payload:       cmd.Payload,
+		labels:        cmd.Labels,
+		handler:       cmd.Handler,
+		prio:          -1,
+		timeout:       int64(cmd.Timeout),
+		timeoutSource: cmd.TimeoutSource,
+		attempts:      int32(cmd.PriorAttempts),
 		// Never more free attempts than the bound, whatever the caller says.
 		notStarted: int32(min(cmd.PriorNotStarted, MaxUncountedNotStarted)),
 		external:   cmd.External,

@@ -88,6 +88,7 @@ func TestTimeoutErrorNamesTheBudget(t *testing.T) {
 	tests := map[string]struct {
 		defaultTimeout, laneTimeout, cmdTimeout time.Duration
 		late                                    time.Duration // how late the timer fires
+		source                                  string
 		want                                    string
 	}{
 		"the queue's default, the timer late": {defaultTimeout: 40 * time.Millisecond, late: 3 * time.Millisecond,
@@ -98,6 +99,9 @@ func TestTimeoutErrorNamesTheBudget(t *testing.T) {
 			want: "lanequeue: attempt timed out after 25ms (lane work timeout 25ms)"},
 		"the command's": {laneTimeout: time.Second, cmdTimeout: 10 * time.Millisecond,
 			want: "lanequeue: attempt timed out after 10ms (command timeout 10ms)"},
+		"the command's, from its host's setting": {laneTimeout: time.Second, cmdTimeout: 10 * time.Millisecond,
+			source: "session lane work",
+			want:   "lanequeue: attempt timed out after 10ms (session lane work timeout 10ms)"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -105,7 +109,7 @@ func TestTimeoutErrorNamesTheBudget(t *testing.T) {
 			cfg.DefaultTimeout = tc.defaultTimeout
 			cfg.DeadLetter.Disabled = true
 			h := newHarness(t, cfg)
-			tk := h.submit(Command{ID: "c", SessionKey: "s", Timeout: tc.cmdTimeout})
+			tk := h.submit(Command{ID: "c", SessionKey: "s", Timeout: tc.cmdTimeout, TimeoutSource: tc.source})
 			budget := h.grants[0].timeout
 			h.clk.Step(time.Duration(budget) + tc.late)
 			h.q.advance()

@@ -100,7 +100,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 		}
 		cmd.Timeout = req.Timeout.Duration
 	} else if t := sc.session.Spec.LaneTimeout(lane); t != nil {
-		cmd.Timeout = t.Duration
+		cmd.Timeout, cmd.TimeoutSource = t.Duration, "AgentSession laneOverrides["+lane+"]"
 	}
 	if req.Deadline != nil {
 		cmd.Deadline = *req.Deadline

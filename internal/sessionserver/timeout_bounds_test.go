@@ -24,7 +24,9 @@ import (
 	. "github.com/onsi/gomega"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
@@ -43,5 +45,39 @@ var _ = Describe("A command's timeout", func() {
 			_, err := s.Submit(ctx, sessionapi.SubmitRequest{ID: []string{"low", "high"}[i], Type: "read", Timeout: &metav1.Duration{Duration: d}})
 			Expect(err).NotTo(HaveOccurred(), "timeout %s", d)
 		}
+	})
+})
+
+var _ = Describe("A timed-out command's error", func() {
+	It("names the budget that ran out: the session's lane override", func() {
+		a := newTenant()
+		a.newQueue(agentlanev1alpha1.LaneQueueSpec{Lanes: []agentlanev1alpha1.Lane{
+			{Name: "execute", Priority: 2, RetryPolicy: &agentlanev1alpha1.RetryPolicy{Strategy: agentlanev1alpha1.RetryNone}},
+		}})
+		sess := &agentlanev1alpha1.AgentSession{
+			ObjectMeta: metav1.ObjectMeta{Namespace: a.ns, Name: "s1"},
+			Spec: agentlanev1alpha1.AgentSessionSpec{
+				QueueRef: agentlanev1alpha1.LaneQueueReference{Name: "q"},
+				Identity: &agentlanev1alpha1.Identity{TenantID: a.ns, Principal: "agent"},
+				LaneOverrides: []agentlanev1alpha1.LaneOverride{{Lane: "execute",
+					HandlerMode: agentlanev1alpha1.HandlerModeInternal, Timeout: &metav1.Duration{Duration: 100 * time.Millisecond}}},
+			},
+		}
+		Expect(k8sClient.Create(ctx, sess)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sess), sess)).To(Succeed())
+			g.Expect(sess.Status.Phase).To(Equal(agentlanev1alpha1.SessionActive))
+		}).Should(Succeed())
+		s := a.session("s1")
+		cmd, err := s.Submit(ctx, sessionapi.SubmitRequest{ID: "slow", Type: "bash", Lane: "execute",
+			Wait: &metav1.Duration{Duration: 5 * time.Second}})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cmd.Grant).NotTo(BeNil())
+		Eventually(func(g Gomega) {
+			cmd, err := s.Get(ctx, "slow", time.Second)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(cmd.State).To(BeElementOf(sessionapi.StateTimedOut, sessionapi.StateDeadLettered))
+			g.Expect(cmd.Error).To(MatchRegexp(`attempt timed out after \S+ \(AgentSession laneOverrides\[execute\] timeout 100ms\)`))
+		}).Should(Succeed())
 	})
 })
