@@ -417,7 +417,7 @@ const (
 // how long the attempt ran and which budget ran out, e.g. "attempt timed
 // out after 25ms (lane execute timeout 25ms)".
 func (a *attemptCtx) timeoutErr(now int64) error {
-	ran := time.Duration(now - a.started.UnixNano())
+	ran := unixTime(now).Sub(a.started)
 	budget := time.Duration(a.timeout)
 	switch a.budget {
 	case budgetCommand:

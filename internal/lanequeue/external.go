@@ -152,7 +152,7 @@ func (q *Queue) reportExternal(id string, attempt int, r Result, err error) erro
 // another runner) starts it again from its at. It fails like
 // CompleteAttempt when attempt is not the pending one.
 func (q *Queue) MarkStarted(id string, attempt int, at time.Time) error {
-	return q.markExternal(id, attempt, func(a *attemptCtx, _ int64) { q.startTimerLocked(a, at.UnixNano()) })
+	return q.markExternal(id, attempt, func(a *attemptCtx, _ int64) { q.startTimerLocked(a, unixNanos(at)) })
 }
 
 // MarkWaiting reports that nothing runs attempt of the pending external task

@@ -88,3 +88,36 @@ func TestExponentialDelayDoesNotOverflow(t *testing.T) {
 		t.Errorf("Delay(100) = %d, want the cap %d", prev, time.Duration(math.MaxInt64))
 	}
 }
+
+// A deadline past the years an int64 of nanoseconds can hold (after 2262)
+// is far ahead, not wrapped into the past: it gives no boost, and a command
+// with a deadline does not overtake one of a better priority.
+func TestFarDeadlineDoesNotWrap(t *testing.T) {
+	for _, year := range []int{2300, 9999} {
+		h := newHarness(t, oneLane(LaneConfig{Priority: 4, MaxConcurrency: 1}))
+		h.submit(Command{ID: "blocker", SessionKey: "x"})
+		h.submit(Command{ID: "first", SessionKey: "s1"})
+		h.submit(Command{ID: "far", SessionKey: "s2", Deadline: time.Date(year, 12, 31, 0, 0, 0, 0, time.UTC)})
+		h.succeed("blocker")
+		if got := h.running(); len(got) != 1 || got[0] != "first" {
+			t.Errorf("deadline in %d: running = %v, want [first]: the far deadline boosted its command", year, got)
+		}
+	}
+}
+
+func TestUnixNanosSaturates(t *testing.T) {
+	cases := map[string]struct {
+		t    time.Time
+		want int64
+	}{
+		"now":          {t0, t0.UnixNano()},
+		"after 2262":   {time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), dueNever - 1},
+		"before 1678":  {time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC), math.MinInt64 + 1},
+		"the max time": {time.Unix(0, dueNever-1), dueNever - 1},
+	}
+	for name, tc := range cases {
+		if got := unixNanos(tc.t); got != tc.want {
+			t.Errorf("%s: unixNanos = %d, want %d", name, got, tc.want)
+		}
+	}
+}

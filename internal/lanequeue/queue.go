@@ -234,9 +234,9 @@ func (q *Queue) Adopt(cmd Command, attempt int, startedAt time.Time) (*Ticket, e
 		q.mu.Unlock()
 		return nil, err
 	}
-	t.ready = startedAt.UnixNano()
-	q.beginAttemptLocked(t, now, startedAt.UnixNano(), External, false)
-	q.startTimerLocked(t.run, startedAt.UnixNano())
+	t.ready = unixNanos(startedAt)
+	q.beginAttemptLocked(t, now, unixNanos(startedAt), External, false)
+	q.startTimerLocked(t.run, unixNanos(startedAt))
 	q.dispatchLocked(now)
 	q.unlock(now)
 	return t, nil
@@ -280,7 +280,7 @@ func (q *Queue) newTicket(cmd Command) (*Ticket, error) {
 		t.prio = int32(*cmd.Priority)
 	}
 	if !cmd.Deadline.IsZero() {
-		t.deadline = cmd.Deadline.UnixNano()
+		t.deadline = unixNanos(cmd.Deadline)
 	}
 	return t, nil
 }

@@ -43,6 +43,19 @@ func after(t, d int64) int64 {
 	return t + d
 }
 
+// unixNanos returns t in nanoseconds, saturated to the range after uses:
+// a time past 2262 (a deadline "in the year 9999") is just below dueNever
+// and one before 1678 far in the past, where UnixNano would wrap.
+func unixNanos(t time.Time) int64 {
+	if hi := time.Unix(0, dueNever-1); t.After(hi) {
+		return dueNever - 1
+	}
+	if lo := time.Unix(0, math.MinInt64+1); t.Before(lo) {
+		return math.MinInt64 + 1
+	}
+	return t.UnixNano()
+}
+
 func dueLess(a, b *Ticket) bool {
 	if a.due != b.due {
 		return a.due < b.due
