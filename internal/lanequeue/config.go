@@ -80,6 +80,8 @@ type Config struct {
 	// DefaultTimeout bounds attempts of lanes without their own timeout;
 	// 0 means 60s.
 	DefaultTimeout time.Duration
+	// Drain, when set, drains the queue: see DrainConfig.
+	Drain *DrainConfig
 }
 
 // DefaultConfig returns the four classic lanes of an agent session queue:
@@ -131,6 +133,9 @@ func (c Config) Validate() error {
 	}
 	if def := c.defaultLane(); len(c.Lanes) > 0 && !names[def] {
 		errs = append(errs, fmt.Errorf("defaultLane: lane %q is not configured; set defaultLane to one of the lanes", def))
+	}
+	if c.Drain != nil && c.Drain.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("drain.timeout: must be >= 0"))
 	}
 	if c.MaxConcurrent < 0 {
 		errs = append(errs, fmt.Errorf("maxConcurrent: must be >= 0, got %d", c.MaxConcurrent))
@@ -199,6 +204,10 @@ func (c Config) clone() Config {
 	if c.RateLimit != nil {
 		rc := *c.RateLimit
 		c.RateLimit = &rc
+	}
+	if c.Drain != nil {
+		d := *c.Drain
+		c.Drain = &d
 	}
 	if c.Routing != nil {
 		m := make(map[string]string, len(c.Routing))

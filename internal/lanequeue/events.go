@@ -38,6 +38,13 @@ const (
 	EventLanePressure          EventType = "queue.lane.pressure"
 	EventLaneIdle              EventType = "queue.lane.idle"
 	EventAlert                 EventType = "alert"
+	// Lane control: a lane paused or resumed (Lane and Depth set); the
+	// queue draining, and drained (nothing left queued, retrying or
+	// running).
+	EventLanePaused    EventType = "queue.lane.paused"
+	EventLaneResumed   EventType = "queue.lane.resumed"
+	EventQueueDraining EventType = "queue.draining"
+	EventQueueDrained  EventType = "queue.drained"
 )
 
 // AlertLevel is the severity of an EventAlert.

@@ -81,6 +81,10 @@ type LaneConfig struct {
 	// MaxConcurrencyPerSession caps the lane's running commands of any one
 	// session; 0 is unlimited.
 	MaxConcurrencyPerSession int
+	// Paused lanes start nothing new: their commands are still accepted and
+	// queued, and running ones finish, but no queued command starts until
+	// the lane is resumed. See PauseLane.
+	Paused bool
 	// Isolated lanes sit outside the queue-wide cap and rate limit: their
 	// commands neither wait for nor take capacity other lanes need (a cron
 	// or background lane).

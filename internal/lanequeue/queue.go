@@ -91,7 +91,8 @@ type Queue struct {
 	pressureAt      int
 	warnAt, critAt  int // 0 when alerts are disabled
 	bucket          *bucket
-	rateWake        int64 // when the queue bucket wants a retry; 0 if none
+	rateWake        int64       // when the queue bucket wants a retry; 0 if none
+	drain           *drainState // set while Config.Drain is
 	dlqOn           bool
 
 	// tickets holds every live (non-terminal) command by ID.
@@ -297,6 +298,9 @@ func (q *Queue) admitLocked(t *Ticket, cmd Command, now int64, needHandler bool)
 	if needHandler {
 		// A new submission; an adopted command already runs and keeps
 		// running whatever the lane accepts now.
+		if q.drain != nil {
+			return q.drain.refusal()
+		}
 		if err := acceptLocked(ln, cmd.Type); err != nil {
 			return err
 		}
@@ -370,7 +374,7 @@ func (q *Queue) dispatchLocked(now int64) {
 		var best *laneSession
 		blocked := false // a shared lane had work but the queue had no room
 		for _, ln := range q.lanes {
-			if ln.runnable.Len() == 0 || (ln.cfg.MaxConcurrency > 0 && ln.active >= ln.cfg.MaxConcurrency) {
+			if ln.runnable.Len() == 0 || ln.cfg.Paused || (ln.cfg.MaxConcurrency > 0 && ln.active >= ln.cfg.MaxConcurrency) {
 				continue
 			}
 			if !shared && !ln.cfg.Isolated {
@@ -428,6 +432,7 @@ func (q *Queue) startLocked(ls *laneSession, now int64) {
 // unlock finishes a locked operation: it arms the timer, releases mu, then
 // delivers events and hands granted Internal attempts to runners.
 func (q *Queue) unlock(now int64) {
+	q.noteDrainedLocked(now)
 	q.armLocked(now)
 	g := q.grants
 	q.grants, q.grantsTail = nil, nil

@@ -33,6 +33,8 @@ import "slices"
 //     room under the new caps.
 //   - Fairness, boost, routing, timeouts and thresholds apply from now on;
 //     queued commands are re-ordered under the new policy.
+//   - A lane's Paused and the queue's Drain take effect at once (see
+//     PauseLane and DrainConfig).
 func (q *Queue) Reconfigure(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -110,7 +112,11 @@ func (q *Queue) applyConfigLocked(cfg Config, now int64) {
 				q.active += ln.active
 			}
 		}
+		pausedChanged := ln.cfg.Paused != lc.Paused
 		ln.cfg = lc
+		if pausedChanged {
+			q.lanePausedEventLocked(ln, now)
+		}
 		ln.bucket = ln.bucket.reconfigure(lc.RateLimit, now)
 		ln.rateWake = 0
 		byName[lc.Name] = ln
@@ -126,6 +132,7 @@ func (q *Queue) applyConfigLocked(cfg Config, now int64) {
 	for _, ln := range q.lanes {
 		q.rebuildLaneLocked(ln, now)
 	}
+	q.applyDrainLocked(cfg.Drain, now)
 }
 
 func (q *Queue) metricsLocked(name string) *laneMetrics {

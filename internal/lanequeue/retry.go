@@ -140,6 +140,13 @@ var (
 	ErrNoHandler = errors.New("lanequeue: no handler for an Internal command")
 	// ErrClosed: the queue is closed. Permanent.
 	ErrClosed = errors.New("lanequeue: queue closed")
+	// ErrDraining refuses a submission to a draining queue.
+	ErrDraining = errors.New("lanequeue: queue is draining")
+	// ErrDrainDeadline (wrapping ErrCancelled) ends, Cancelled, a command still queued or waiting
+	// for a retry when its draining queue's deadline passes.
+	ErrDrainDeadline = fmt.Errorf("%w: the queue's drain deadline passed before it started", ErrCancelled)
+	// ErrLaneCleared (wrapping ErrCancelled) ends, Cancelled, a queued command removed by ClearLane.
+	ErrLaneCleared = fmt.Errorf("%w: its lane was cleared", ErrCancelled)
 	// ErrInvalidCommand: the command cannot be accepted. Permanent.
 	ErrInvalidCommand = errors.New("lanequeue: invalid command")
 	// ErrUnknownLane: the command names a lane the queue does not have.

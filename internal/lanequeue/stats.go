@@ -41,6 +41,8 @@ type LaneStats struct {
 	// Draining is set on a lane removed by Reconfigure that still has
 	// running commands.
 	Draining bool
+	// Paused is the lane's LaneConfig.Paused.
+	Paused bool
 	// Pending counts queued and retrying commands; Active running ones.
 	Pending int
 	Active  int
@@ -77,6 +79,8 @@ type Stats struct {
 	DeadLetters        int
 	DeadLettersDropped uint64
 	Sessions           int
+	// Drain is set while the queue drains (Config.Drain).
+	Drain *DrainStats
 }
 
 // SessionStats is a snapshot of one session.
@@ -106,6 +110,7 @@ func (q *Queue) Stats() Stats {
 		DeadLetters:        q.dlq.n,
 		DeadLettersDropped: q.dlq.dropped,
 		Sessions:           len(q.sessions),
+		Drain:              q.drainStatsLocked(),
 	}
 	for _, group := range [][]*lane{q.lanes, q.draining} {
 		for _, ln := range group {
@@ -116,6 +121,7 @@ func (q *Queue) Stats() Stats {
 				Priority:     ln.cfg.Priority,
 				Mode:         ln.cfg.Mode,
 				Draining:     ln.removed,
+				Paused:       ln.cfg.Paused,
 				Pending:      ln.pending,
 				Active:       ln.active,
 				Submitted:    ln.counts.submitted,

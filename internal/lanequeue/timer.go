@@ -81,6 +81,9 @@ func (q *Queue) armLocked(now int64) {
 			next = ln.rateWake
 		}
 	}
+	if w := q.drainWakeLocked(); w > 0 && (next == 0 || w < next) {
+		next = w
+	}
 	if next == 0 || q.timer == nil || q.closed {
 		return
 	}
@@ -126,11 +129,19 @@ func (q *Queue) advanceLocked(now int64) {
 			}
 			q.endAttemptLocked(t, endTimeout, Result{}, t.run.timeoutErr(now), now)
 		case stRetrying:
+			if q.drain != nil && q.drain.expired {
+				// Past the drain deadline nothing starts again.
+				q.cancelLocked(t, ErrDrainDeadline, now)
+				continue
+			}
 			q.enqueueLocked(t, now, true)
 		case stQueued:
 			// A boost step was reached: re-key the session head.
 			q.refreshLocked(t.ls, now, true)
 		}
+	}
+	if w := q.drainWakeLocked(); w > 0 && w <= now {
+		q.expireDrainLocked(now)
 	}
 	if q.rateWake > 0 && q.rateWake <= now {
 		q.rateWake = 0
