@@ -253,6 +253,7 @@ func (q *Queue) runLoop(a *attemptCtx) {
 		now := q.now()
 		q.reportLocked(a, r, err, now)
 		q.dispatchLocked(now)
+		q.noteDrainedLocked(now)
 		q.armLocked(now)
 		g := q.grants
 		q.grants, q.grantsTail = nil, nil

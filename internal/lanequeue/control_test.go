@@ -17,8 +17,10 @@ limitations under the License.
 package lanequeue
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -237,4 +239,55 @@ func TestDrainWithoutDeadlineWaits(t *testing.T) {
 	if err := (Config{Lanes: []LaneConfig{{Name: "w"}}, Drain: &DrainConfig{Timeout: -1}}).Validate(); err == nil {
 		t.Error("a negative drain timeout validated")
 	}
+}
+
+// With the queue's own runners and timer: the drained event comes when the
+// last runner reports, and the deadline fires on the queue's timer.
+func TestRealRunnersDrain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		h := HandlerFunc(func(ctx context.Context, _ Attempt) (Result, error) {
+			<-release
+			return Result{Success: true}, nil
+		})
+		cfg := oneLane(LaneConfig{MaxConcurrency: 1, Timeout: time.Hour})
+		q, err := New(cfg, Options{Handler: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		sub := q.Subscribe(64)
+		first, _ := q.Submit(Command{SessionKey: "s"})
+		second, _ := q.Submit(Command{SessionKey: "s"})
+		third, _ := q.Submit(Command{SessionKey: "s"})
+		cfg.Drain = &DrainConfig{Timeout: time.Minute}
+		if err := q.Reconfigure(cfg); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(30 * time.Second)
+		release <- struct{}{} // first ends, second starts
+		synctest.Wait()
+		time.Sleep(time.Minute) // the deadline passes: third is cancelled
+		synctest.Wait()
+		if o, _ := third.Outcome(); o.State != StateCancelled || !errors.Is(o.Err, ErrDrainDeadline) {
+			t.Errorf("third = %s %v", o.State, o.Err)
+		}
+		close(release)
+		<-second.Done()
+		synctest.Wait()
+		for _, tk := range []*Ticket{first, second} {
+			if o, _ := tk.Outcome(); o.State != StateSucceeded {
+				t.Errorf("%s = %s %v", tk.ID(), o.State, o.Err)
+			}
+		}
+		var got []EventType
+		for len(sub.Events()) > 0 {
+			if e := <-sub.Events(); e.Type == EventQueueDraining || e.Type == EventQueueDrained {
+				got = append(got, e.Type)
+			}
+		}
+		if diff := cmp.Diff([]EventType{EventQueueDraining, EventQueueDrained}, got); diff != "" {
+			t.Errorf("events (-want,+got):\n%s", diff)
+		}
+	})
 }
