@@ -32,6 +32,10 @@ const (
 	// many pending commands as pressureThreshold, or more; the message names
 	// the lanes. It turns False when those lanes drain to zero.
 	LaneQueueUnderPressureCondition = "UnderPressure"
+	// LaneQueueDrainingCondition is True while spec.drain is set: the queue
+	// refuses new commands and lets those it has finish. Its
+	// lastTransitionTime is when the drain began.
+	LaneQueueDrainingCondition = "Draining"
 
 	// LaneQueueSchedulingReason (Ready=True): the scheduler runs the current
 	// spec.
@@ -53,6 +57,15 @@ const (
 	LaneQueueCriticalDepthReason = "CriticalDepthReached"
 	// LaneQueueIdleReason (UnderPressure=False): no lane is under pressure.
 	LaneQueueIdleReason = "Idle"
+
+	// LaneQueueDrainingReason (Draining=True): commands are still queued,
+	// waiting for a retry or running.
+	LaneQueueDrainingReason = "Draining"
+	// LaneQueueDrainedReason (Draining=True): no command is left; the queue
+	// can be restarted or upgraded without losing work.
+	LaneQueueDrainedReason = "Drained"
+	// LaneQueueNotDrainingReason (Draining=False): the queue takes commands.
+	LaneQueueNotDrainingReason = "NotDraining"
 )
 
 // Reasons of the Kubernetes Events the lane schedulers record on a
@@ -70,6 +83,16 @@ const (
 	// LaneQueueDepthCriticalReason (Warning): a lane's pending count reached
 	// alerts.criticalDepth.
 	LaneQueueDepthCriticalReason = "QueueDepthCritical"
+	// LaneQueueLanePausedReason (Normal): a lane was paused (spec.lanes[].paused).
+	LaneQueueLanePausedReason = "LanePaused"
+	// LaneQueueLaneResumedReason (Normal): a paused lane was resumed.
+	LaneQueueLaneResumedReason = "LaneResumed"
+	// LaneQueueDrainingEventReason (Normal): the queue began draining
+	// (spec.drain was set).
+	LaneQueueDrainingEventReason = "QueueDraining"
+	// LaneQueueDrainedEventReason (Normal): a draining queue has no command
+	// left.
+	LaneQueueDrainedEventReason = "QueueDrained"
 )
 
 // Lane is one priority lane of a LaneQueue: a class of commands with its own
@@ -128,6 +151,13 @@ type Lane struct {
 	// still apply. Defaults to false.
 	// +optional
 	Isolated bool `json:"isolated,omitempty"`
+
+	// paused stops the lane from starting commands: sessions may still
+	// submit to it and their commands wait, queued, and the lane's running
+	// commands finish. Setting it back to false, or removing it, starts the
+	// queued commands in their usual order. Defaults to false.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
 
 	// timeout is how long one attempt of a command may run in this lane, such
 	// as 30s or 2m. It replaces the queue's defaultTimeout. A command that
@@ -587,6 +617,27 @@ type LaneQueueSpec struct {
 	// sets higher, is the manager's.
 	// +optional
 	SessionBounds *SessionBounds `json:"sessionBounds,omitempty"`
+
+	// drain drains the queue before a restart or an upgrade: while it is set
+	// the queue refuses new commands (the Session API answers 503 Draining
+	// with Retry-After) and lets the commands it has, queued, waiting for a
+	// retry or running, finish. The Draining condition says when nothing is
+	// left (reason Drained). Removing it takes commands again.
+	// +optional
+	Drain *QueueDrain `json:"drain,omitempty"`
+}
+
+// QueueDrain is how a LaneQueue drains.
+type QueueDrain struct {
+	// timeout is how long, from when the drain began, queued commands may
+	// still start, such as 5m. When it has passed, the commands still queued
+	// or waiting for a retry end Cancelled with an error that says the drain
+	// deadline passed, and no retry starts; running commands go on until
+	// they end or reach their own timeout. When it is not set, the queue
+	// waits for all its commands. Between 1s and 24h.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="drain timeout must be a duration between 1s and 24h, such as 5m"
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }
 
 // LaneStatus holds the counters of one lane. Pending and active are current
@@ -628,6 +679,10 @@ type LaneStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Cancelled int64 `json:"cancelled"`
+
+	// paused is set while the lane is paused (spec.lanes[].paused).
+	// +optional
+	Paused bool `json:"paused,omitempty"`
 }
 
 // LaneQueueStatus is the observed state of a LaneQueue.
@@ -664,8 +719,8 @@ type LaneQueueStatus struct {
 	// +optional
 	Lanes []LaneStatus `json:"lanes,omitempty"`
 
-	// conditions are the latest observations of the queue: Ready and
-	// UnderPressure.
+	// conditions are the latest observations of the queue: Ready,
+	// UnderPressure and Draining.
 	// +listType=map
 	// +listMapKey=type
 	// +patchStrategy=merge
@@ -684,6 +739,7 @@ type LaneQueueStatus struct {
 // +kubebuilder:printcolumn:name="Sessions",type=integer,JSONPath=`.status.sessions`,description="AgentSessions bound to the queue",priority=1
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="Whether the scheduler runs the current spec"
 // +kubebuilder:printcolumn:name="Pressure",type=string,JSONPath=`.status.conditions[?(@.type=="UnderPressure")].reason`,description="Why the queue is or is not under pressure",priority=1
+// +kubebuilder:printcolumn:name="Drain",type=string,JSONPath=`.status.conditions[?(@.type=="Draining")].reason`,description="Whether the queue drains (Draining, Drained) or takes commands (NotDraining)",priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="LaneQueue name must be at most 63 characters, so that it fits in a label value"
 

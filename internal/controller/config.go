@@ -42,6 +42,9 @@ func QueueConfig(spec *agentlanev1alpha1.LaneQueueSpec) (lanequeue.Config, error
 	if cfg.Fairness == "" {
 		cfg.Fairness = lanequeue.FairFIFO
 	}
+	if spec.Drain != nil {
+		cfg.Drain = &lanequeue.DrainConfig{Timeout: duration(spec.Drain.Timeout, 0)}
+	}
 	for _, l := range spec.Lanes {
 		lc := lanequeue.LaneConfig{
 			Name:                     string(l.Name),
@@ -50,6 +53,7 @@ func QueueConfig(spec *agentlanev1alpha1.LaneQueueSpec) (lanequeue.Config, error
 			MaxConcurrency:           int(l.MaxConcurrency),
 			MaxConcurrencyPerSession: int(l.MaxConcurrencyPerSession),
 			Isolated:                 l.Isolated,
+			Paused:                   l.Paused,
 			Timeout:                  duration(l.Timeout, 0),
 			StartTimeout:             duration(l.StartTimeout, 0),
 			RateLimit:                rateLimit(l.RateLimit),

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -194,6 +195,7 @@ func setQueueStatus(st *agentlanev1alpha1.LaneQueueStatus, generation int64, cfg
 			Failed:       int64(l.Failed),
 			DeadLettered: int64(l.DeadLettered),
 			Cancelled:    int64(l.Cancelled),
+			Paused:       l.Paused,
 		})
 		if cfg.PressureThreshold > 0 && l.Pending >= cfg.PressureThreshold {
 			pressured = append(pressured, fmt.Sprintf("%s (%d pending)", l.Name, l.Pending))
@@ -223,4 +225,33 @@ func setQueueStatus(st *agentlanev1alpha1.LaneQueueStatus, generation int64, cfg
 		cond.Message = "under pressure: " + strings.Join(pressured, ", ")
 	}
 	meta.SetStatusCondition(&st.Conditions, cond)
+	meta.SetStatusCondition(&st.Conditions, drainCondition(generation, stats.Drain))
+}
+
+// drainCondition is the Draining condition of a scheduler's drain state.
+func drainCondition(generation int64, d *lanequeue.DrainStats) metav1.Condition {
+	cond := metav1.Condition{
+		Type: agentlanev1alpha1.LaneQueueDrainingCondition, Status: metav1.ConditionFalse,
+		Reason: agentlanev1alpha1.LaneQueueNotDrainingReason, Message: "the queue takes commands",
+		ObservedGeneration: generation,
+	}
+	if d == nil {
+		return cond
+	}
+	cond.Status = metav1.ConditionTrue
+	deadline := "no deadline"
+	if !d.Deadline.IsZero() {
+		deadline = "deadline " + d.Deadline.UTC().Format(time.RFC3339)
+		if d.Expired {
+			deadline += " passed: commands that had not started were cancelled"
+		}
+	}
+	if d.Drained {
+		cond.Reason = agentlanev1alpha1.LaneQueueDrainedReason
+		cond.Message = "drained: no command is left; new commands are refused (" + deadline + ")"
+		return cond
+	}
+	cond.Reason = agentlanev1alpha1.LaneQueueDrainingReason
+	cond.Message = fmt.Sprintf("draining: %d commands left; new commands are refused (%s)", d.Live, deadline)
+	return cond
 }

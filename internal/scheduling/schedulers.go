@@ -485,6 +485,9 @@ func (s *Schedulers) consume(key types.NamespacedName, sc *scheduler) {
 		case lanequeue.EventAlert:
 			s.Recorder.Eventf(sc.ref, nil, corev1.EventTypeWarning, depthReason(ev.Level), "Schedule",
 				"lane %s reached %d pending commands (%s depth)", ev.Lane, ev.Depth, ev.Level)
+		case lanequeue.EventLanePaused, lanequeue.EventLaneResumed, lanequeue.EventQueueDraining, lanequeue.EventQueueDrained:
+			reason, note := laneControlEvent(ev)
+			s.Recorder.Eventf(sc.ref, nil, corev1.EventTypeNormal, reason, "Control", "%s", note)
 		}
 	}
 }
