@@ -444,6 +444,7 @@ func (s *Server) routes() []route {
 		{http.MethodPost, "/messages", VerbWrite, s.postMessage, shortCall},
 		{http.MethodPost, "/runs/{run}/finish", VerbWrite, s.finishRun, shortCall},
 		{http.MethodPost, "/cancel", VerbWrite, s.cancel, shortCall},
+		{http.MethodPost, "/lanes/{lane}/clear", VerbWrite, s.clearLane, shortCall},
 		{http.MethodGet, "/events", VerbRead, s.events, eventStream},
 		{http.MethodGet, "/stats", VerbRead, s.stats, shortCall},
 		{http.MethodGet, "/external", VerbRead, s.pendingExternal, shortCall},
@@ -657,6 +658,8 @@ func schedulerError(err error) error {
 		return apiError(http.StatusConflict, sessionapi.CodeStaleAttempt, err.Error())
 	case errors.Is(err, lanequeue.ErrInboxFull):
 		return inboxFull(err)
+	case errors.Is(err, lanequeue.ErrDraining):
+		return draining(err)
 	case errors.Is(err, lanequeue.ErrClosed):
 		return apiError(http.StatusServiceUnavailable, sessionapi.CodeSessionNotReady, err.Error())
 	}

@@ -102,6 +102,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 		"POST " + s + "/messages",
 		"POST " + s + "/runs/{runId}/finish",
 		"POST " + s + "/cancel",
+		"POST " + s + "/lanes/{lane}/clear",
 		"GET " + s + "/events",
 		"GET " + s + "/stats",
 		"GET " + s + "/external",

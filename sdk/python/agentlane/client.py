@@ -39,6 +39,7 @@ OPERATIONS: Dict[str, Tuple[str, str, Optional[type], Optional[type], str]] = {
     "postMessage": ("POST", _SESSION + "/messages", t.Message, t.PostResult, "post_message"),
     "finishRun": ("POST", _SESSION + "/runs/{runId}/finish", t.RunOutcome, None, "finish_run"),
     "cancel": ("POST", _SESSION + "/cancel", t.CancelRequest, t.CancelResult, "cancel"),
+    "clearLane": ("POST", _SESSION + "/lanes/{lane}/clear", None, t.CancelResult, "clear_lane"),
     "streamEvents": ("GET", _SESSION + "/events", None, t.Event, "stream_events"),
     "getStats": ("GET", _SESSION + "/stats", None, t.Stats, "get_stats"),
     "listExternalTasks": ("GET", _SESSION + "/external", None, t.ExternalTaskList, "list_external_tasks"),
@@ -327,6 +328,12 @@ class SessionClient:
     def cancel(self, request: t.CancelRequest) -> t.CancelResult:
         """Cancels one command, a run's queued commands or the session's."""
         return self._call("cancel", request)
+
+    def clear_lane(self, lane: str) -> t.CancelResult:
+        """Cancels the session's commands in one lane that have not started
+        (queued or waiting for a retry); its running commands keep running.
+        Returns how many were cancelled."""
+        return self._call("clearLane", lane=lane)
 
     def stream_events(self, **options: Any) -> "EventStream":
         """Follows the session's events; see agentlane.events.EventStream for

@@ -27,6 +27,7 @@ CODE_RATE_LIMITED = "RateLimited"  # 429, with retry_after
 CODE_QUEUE_FULL = "QueueFull"  # 429, with retry_after
 CODE_SESSION_NOT_READY = "SessionNotReady"  # 503
 CODE_NOT_LEADER = "NotLeader"  # 503 from a standby manager replica, with retry_after; the client retries it
+CODE_DRAINING = "Draining"  # 503 on submissions while the session's LaneQueue drains, with retry_after
 CODE_INTERNAL = "Internal"  # 500
 CODE_NO_STORE = "NoStore"  # 503
 CODE_CHECKPOINT_NOT_FOUND = "CheckpointNotFound"  # 404

@@ -74,7 +74,8 @@ class OperationsTest(unittest.TestCase):
             params = [p for p in path[len(_SESSION_PREFIX):].split("/") if p.startswith("{")]
             signature = inspect.signature(getattr(SessionClient, py_name))
             with self.subTest(op_id):
-                self.assertEqual(len(params), len([p for p in signature.parameters if p.endswith("_id")]),
+                named = [p for p in signature.parameters if p.endswith("_id") or "{%s}" % p in params]
+                self.assertEqual(len(params), len(named),
                                  "%s takes its path parameters %s" % (py_name, params))
 
 
