@@ -18,6 +18,7 @@ package budget
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,6 +43,9 @@ type budgetAccount struct {
 	// a failure under failurePolicy Fail), empty before the first or after
 	// a failure ignored by failurePolicy Ignore.
 	guard, guardMessage string
+	// guardResource, guardConsumed and guardLimit are the figures of the
+	// guard's last answer, when it gave them.
+	guardResource, guardConsumed, guardLimit string
 	// notified holds the thresholds consumption stands at or above and
 	// whose crossing was emitted.
 	notified map[threshold]bool
@@ -166,22 +170,34 @@ func (a *budgetAccount) decision(covered bool) Decision {
 		d.Message = "the session has no budget"
 	}
 	var soft []string
+	var firstSoft *limitState
 	for _, ls := range a.limits() {
 		if !ls.reached {
 			continue
 		}
 		if ls.kind == kindHard {
 			d.Decision, d.Reason, d.Message = sessionapi.BudgetDeny, agentlanev1alpha1.AgentSessionHardLimitReason, a.message(ls)
+			d.Resource, d.ResourceConsumed, d.Limit = ls.resource, ls.consumed, ls.limit
 			return a.uncovered(d, covered)
+		}
+		if firstSoft == nil {
+			firstSoft = &ls
 		}
 		soft = append(soft, a.message(ls))
 	}
 	if a.spec != nil && a.spec.Guard != nil && a.guard == sessionapi.BudgetDeny {
 		d.Decision, d.Reason, d.Message = sessionapi.BudgetDeny, agentlanev1alpha1.AgentSessionGuardDeniedReason, a.guardText()
+		d.Resource, d.ResourceConsumed, d.Limit = a.guardFigures()
 		return a.uncovered(d, covered)
+	}
+	if firstSoft != nil {
+		d.Resource, d.ResourceConsumed, d.Limit = firstSoft.resource, firstSoft.consumed, firstSoft.limit
 	}
 	if a.spec != nil && a.spec.Guard != nil && a.guard == sessionapi.BudgetSoft {
 		soft = append(soft, a.guardText())
+		if firstSoft == nil {
+			d.Resource, d.ResourceConsumed, d.Limit = a.guardFigures()
+		}
 	}
 	if len(soft) > 0 {
 		d.Decision, d.Reason, d.Message = sessionapi.BudgetSoft, agentlanev1alpha1.AgentSessionSoftLimitReason, strings.Join(soft, "; ")
@@ -194,6 +210,7 @@ func (a *budgetAccount) decision(covered bool) Decision {
 func (a *budgetAccount) uncovered(d Decision, covered bool) Decision {
 	if !covered {
 		d.Decision = sessionapi.BudgetAllow
+		d.Resource, d.ResourceConsumed, d.Limit = "", "", ""
 	}
 	return d
 }
@@ -211,4 +228,30 @@ func (a *budgetAccount) usage() agentlanev1alpha1.BudgetUsage {
 		u.CostConsumed = &c
 	}
 	return u
+}
+
+// estimate applies a check's estimated tokens to d, a decision of a covered
+// command: a hard token limit the estimate would overrun (consumed plus the
+// estimate above it) denies, a soft one it would reach makes an allow soft.
+// Nothing is consumed, so the session's condition and the events do not
+// change; d.Reason stays the condition's.
+func (a *budgetAccount) estimate(d Decision, estimated int64) Decision {
+	if estimated <= 0 || d.Denied() || a.spec == nil || a.spec.Tokens == nil {
+		return d
+	}
+	after := a.tokens + estimated
+	if after < a.tokens { // overflow
+		after = math.MaxInt64
+	}
+	t := a.spec.Tokens
+	if t.Hard != nil && after > *t.Hard {
+		d.Decision, d.Resource, d.ResourceConsumed, d.Limit = sessionapi.BudgetDeny, budgetTokens, fmt.Sprint(a.tokens), fmt.Sprint(*t.Hard)
+		d.Message = fmt.Sprintf("tokens consumed %d and the %d estimated would overrun the hard limit %d", a.tokens, estimated, *t.Hard)
+		return d
+	}
+	if d.Decision == sessionapi.BudgetAllow && t.Soft != nil && after >= *t.Soft {
+		d.Decision, d.Resource, d.ResourceConsumed, d.Limit = sessionapi.BudgetSoft, budgetTokens, fmt.Sprint(a.tokens), fmt.Sprint(*t.Soft)
+		d.Message = fmt.Sprintf("tokens consumed %d and the %d estimated would reach the soft limit %d", a.tokens, estimated, *t.Soft)
+	}
+	return d
 }

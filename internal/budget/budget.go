@@ -86,6 +86,11 @@ type Decision struct {
 	Message string
 	// Consumed is what the session had consumed when it was checked.
 	Consumed agentlanev1alpha1.BudgetUsage
+	// Resource, ResourceConsumed and Limit name the limit a soft or deny
+	// decision is about: tokens or cost with the session's consumption and
+	// the limit, or the resource and figures the guard answered with
+	// (resource guard when it named none). Empty on allow.
+	Resource, ResourceConsumed, Limit string
 }
 
 // Denied reports whether the command must not run.
@@ -151,6 +156,16 @@ func (l *Ledger) changesLocked() chan event.GenericEvent {
 // out or answers badly allows the command under failurePolicy Ignore and
 // denies it under Fail. Deny wins over soft, soft over allow.
 func (l *Ledger) Check(ctx context.Context, s *agentlanev1alpha1.AgentSession, lane, commandType string) Decision {
+	return l.CheckEstimate(ctx, s, lane, commandType, 0)
+}
+
+// CheckEstimate is Check for a command expected to consume estimated tokens
+// (the A3S guard's checkBeforeLlm(sessionId, estimatedTokens)): the guard is
+// told the estimate, and a hard token limit that consumption plus the
+// estimate would overrun denies the command, a soft one it would reach
+// makes an allow soft. The estimate consumes nothing: it changes neither
+// the session's BudgetExhausted condition nor emits events.
+func (l *Ledger) CheckEstimate(ctx context.Context, s *agentlanev1alpha1.AgentSession, lane, commandType string, estimated int64) Decision {
 	key := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
 	l.mu.Lock()
 	a := l.accountLocked(s)
@@ -162,9 +177,12 @@ func (l *Ledger) Check(ctx context.Context, s *agentlanev1alpha1.AgentSession, l
 		guard = a.spec.Guard.DeepCopy()
 	}
 	req := GuardRequest{Namespace: key.Namespace, Session: key.Name, Identity: a.labels,
-		Lane: lane, CommandType: commandType, Consumed: ConsumedOf(a.usage())}
+		Lane: lane, CommandType: commandType, EstimatedTokens: estimated, Consumed: ConsumedOf(a.usage())}
 	if guard == nil {
 		d := a.decision(covered)
+		if covered {
+			d = a.estimate(d, estimated)
+		}
 		l.finishLocked(key, a, before)
 		l.mu.Unlock()
 		l.emit(crossings)
@@ -188,7 +206,7 @@ func (l *Ledger) Check(ctx context.Context, s *agentlanev1alpha1.AgentSession, l
 	l.mu.Lock()
 	before = a.state()
 	crossings = a.applyGuard(key, ans)
-	d := a.decision(true)
+	d := a.estimate(a.decision(true), estimated)
 	l.finishLocked(key, a, before)
 	l.mu.Unlock()
 	l.emit(crossings)
@@ -217,6 +235,28 @@ func (l *Ledger) Record(s *agentlanev1alpha1.AgentSession, tokens int64, cost re
 	l.mu.Unlock()
 	l.emit(crossings)
 	return u, nil
+}
+
+// TellGuard posts usage, just recorded for the session s, to the session's
+// budget guard with phase record (the guard's recordAfterLlm), so that a
+// guard metering its own quota sees every call. Its answer is not read; a
+// guard that fails is logged and otherwise ignored. A session without a
+// guard is not called for.
+func (l *Ledger) TellGuard(ctx context.Context, s *agentlanev1alpha1.AgentSession, usage sessionapi.Usage) {
+	if s.Spec.Budget == nil || s.Spec.Budget.Guard == nil {
+		return
+	}
+	key := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
+	l.mu.Lock()
+	a := l.accountLocked(s)
+	req := GuardRequest{Phase: PhaseRecord, Namespace: key.Namespace, Session: key.Name, Identity: a.labels,
+		Usage: &usage, Consumed: ConsumedOf(a.usage())}
+	guard := s.Spec.Budget.Guard.DeepCopy()
+	l.mu.Unlock()
+	if _, err := l.askGuard(ctx, guard, req); err != nil {
+		logf.FromContext(ctx).Info("The budget guard could not be told of recorded usage",
+			"agentSession", key, "url", guard.URL, "error", err.Error())
+	}
 }
 
 // Usage returns what the session key consumed, as far as the ledger knows

@@ -189,7 +189,8 @@ func TestBudgetHardLimitDeniesCoveredCommands(t *testing.T) {
 	want := Decision{Decision: sessionapi.BudgetDeny, Checked: true,
 		Reason:   agentlanev1alpha1.AgentSessionHardLimitReason,
 		Message:  "tokens consumed 100 reached the hard limit 100",
-		Consumed: agentlanev1alpha1.BudgetUsage{TokensConsumed: 100}}
+		Consumed: agentlanev1alpha1.BudgetUsage{TokensConsumed: 100},
+		Resource: "tokens", ResourceConsumed: "100", Limit: "100"}
 	if diff := cmp.Diff(want, d); diff != "" {
 		t.Errorf("llm at the hard limit (-want,+got):\n%s", diff)
 	}
@@ -455,6 +456,125 @@ func TestBudgetGuard(t *testing.T) {
 		}
 		if diff := cmp.Diff([]string{"guard/hard", "guard/hard"}, pub.hits()); diff != "" {
 			t.Errorf("BudgetThresholdHit events (-want,+got):\n%s", diff)
+		}
+	})
+}
+
+func TestBudgetEstimatedTokens(t *testing.T) {
+	l, pub, _ := newLedger()
+	s := budgetSession(tokenBudget(50, 100))
+	record(t, l, s, 40, "")
+	ctx := context.Background()
+	for _, tc := range []struct {
+		estimated                               int64
+		decision, resource, consumedOf, limitOf string
+	}{
+		{0, "allow", "", "", ""},
+		{9, "allow", "", "", ""},
+		{10, "soft", "tokens", "40", "50"},
+		{60, "soft", "tokens", "40", "50"},
+		{61, "deny", "tokens", "40", "100"},
+	} {
+		d := l.CheckEstimate(ctx, s, "generate", "llm", tc.estimated)
+		if d.Decision != tc.decision || d.Resource != tc.resource || d.ResourceConsumed != tc.consumedOf || d.Limit != tc.limitOf {
+			t.Errorf("estimate %d: decision %+v, want %s %s %s/%s", tc.estimated, d, tc.decision, tc.resource, tc.consumedOf, tc.limitOf)
+		}
+		if d.Reason != agentlanev1alpha1.AgentSessionWithinBudgetReason {
+			t.Errorf("estimate %d: reason %s, want the condition's WithinBudget", tc.estimated, d.Reason)
+		}
+	}
+	if d := l.CheckEstimate(ctx, s, "execute", "bash", 1000); d.Decision != "allow" || d.Checked {
+		t.Errorf("an uncovered command with an estimate: %+v", d)
+	}
+	if hits := pub.hits(); len(hits) != 0 {
+		t.Errorf("an estimate emitted %v", hits)
+	}
+	if st := l.State(s); st.Denied() || st.Decision != "allow" {
+		t.Errorf("an estimate changed the session's state: %+v", st)
+	}
+}
+
+func TestBudgetDecisionNamesTheLimit(t *testing.T) {
+	l, _, _ := newLedger()
+	s := budgetSession(tokenBudget(50, 100))
+	record(t, l, s, 60, "")
+	if d := l.Check(context.Background(), s, "generate", "llm"); d.Decision != "soft" ||
+		d.Resource != "tokens" || d.ResourceConsumed != "60" || d.Limit != "50" {
+		t.Errorf("soft decision %+v", d)
+	}
+	record(t, l, s, 40, "")
+	if d := l.Check(context.Background(), s, "generate", "llm"); d.Decision != "deny" ||
+		d.Resource != "tokens" || d.ResourceConsumed != "100" || d.Limit != "100" {
+		t.Errorf("deny decision %+v", d)
+	}
+	c := budgetSession(&agentlanev1alpha1.Budget{Cost: &agentlanev1alpha1.CostBudget{Hard: ptr.To(resource.MustParse("2"))}})
+	record(t, l, c, 0, "2.5")
+	if d := l.Check(context.Background(), c, "generate", "llm"); d.Resource != "cost" || d.ResourceConsumed != "2.5" || d.Limit != "2" {
+		t.Errorf("cost deny decision %+v", d)
+	}
+}
+
+func TestBudgetGuardSeedShapes(t *testing.T) {
+	g := &guard{}
+	srv := httptest.NewServer(g)
+	defer srv.Close()
+	b := tokenBudget(0, 1000)
+	b.Guard = &agentlanev1alpha1.BudgetGuard{URL: srv.URL}
+	s := budgetSession(b)
+
+	t.Run("deny with resource and reason", func(t *testing.T) {
+		l, pub, _ := newLedger()
+		g.set(`{"decision":"deny","resource":"tokens","reason":"monthly cap reached"}`, 0)
+		d := l.Check(context.Background(), s, "generate", "llm")
+		if !d.Denied() || d.Resource != "tokens" || !strings.Contains(d.Message, "monthly cap reached") {
+			t.Errorf("decision %+v", d)
+		}
+		if diff := cmp.Diff([]string{"tokens/hard"}, pub.hits()); diff != "" {
+			t.Errorf("BudgetThresholdHit events (-want,+got):\n%s", diff)
+		}
+	})
+	t.Run("soft with numeric consumed and limit", func(t *testing.T) {
+		l, pub, _ := newLedger()
+		g.set(`{"decision":"soft","resource":"requests","consumed":80,"limit":100,"message":"80%"}`, 0)
+		d := l.Check(context.Background(), s, "generate", "llm")
+		if d.Decision != "soft" || d.Resource != "requests" || d.ResourceConsumed != "80" || d.Limit != "100" {
+			t.Errorf("decision %+v", d)
+		}
+		pub.mu.Lock()
+		defer pub.mu.Unlock()
+		if len(pub.evs) != 1 || pub.evs[0].Budget == nil || *pub.evs[0].Budget != (sessionapi.BudgetThreshold{
+			Resource: "requests", Kind: "soft", Consumed: "80", Limit: "100", Message: "the budget guard answered soft: 80%"}) {
+			t.Errorf("events %+v", pub.evs)
+		}
+	})
+	t.Run("the estimate reaches the guard and recorded usage is told after", func(t *testing.T) {
+		g.mu.Lock()
+		g.asked, g.answer, g.delay = nil, `{"decision":"allow"}`, 0
+		g.mu.Unlock()
+		l, _, _ := newLedger()
+		l.CheckEstimate(context.Background(), s, "generate", "llm", 250)
+		record(t, l, s, 300, "0.5")
+		l.TellGuard(context.Background(), s, sessionapi.Usage{InputTokens: 100, OutputTokens: 200, Cost: "0.5"})
+		id := sessionapi.Identity{TenantID: "acme", Principal: "agent"}
+		want := []GuardRequest{
+			{Namespace: "ns", Session: "s1", Lane: "generate", CommandType: "llm", EstimatedTokens: 250,
+				Identity: id, Consumed: sessionapi.Consumed{Tokens: 0, Cost: "0"}},
+			{Phase: PhaseRecord, Namespace: "ns", Session: "s1", Identity: id,
+				Usage:    &sessionapi.Usage{InputTokens: 100, OutputTokens: 200, Cost: "0.5"},
+				Consumed: sessionapi.Consumed{Tokens: 300, Cost: "0.5"}},
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if diff := cmp.Diff(want, g.asked); diff != "" {
+			t.Errorf("guard requests (-want,+got):\n%s", diff)
+		}
+	})
+	t.Run("a guard that fails on record changes nothing", func(t *testing.T) {
+		l, pub, _ := newLedger()
+		g.set("", 0) // 500
+		l.TellGuard(context.Background(), s, sessionapi.Usage{InputTokens: 1})
+		if st := l.State(s); st.Denied() || len(pub.hits()) != 0 {
+			t.Errorf("state %+v, hits %v", st, pub.hits())
 		}
 	})
 }

@@ -33,22 +33,64 @@ import (
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
+// Phases of a GuardRequest.
+const (
+	// PhaseCheck (sent as an absent phase): before a covered command, the
+	// guard's checkBeforeLlm. It answers with a decision.
+	PhaseCheck = ""
+	// PhaseRecord: after a command's usage was recorded, the guard's
+	// recordAfterLlm. Its answer is not read.
+	PhaseRecord = "record"
+)
+
 // GuardRequest is the body the ledger posts to a session's budget
-// guard (spec.budget.guard.url) before each covered command.
+// guard (spec.budget.guard.url) before each covered command and, with
+// phase record, after each usage recorded.
 type GuardRequest struct {
+	// Phase is empty for a check and "record" after usage was recorded.
+	Phase       string              `json:"phase,omitempty"`
 	Namespace   string              `json:"namespace"`
 	Session     string              `json:"session"`
 	Identity    sessionapi.Identity `json:"identity"`
 	Lane        string              `json:"lane,omitempty"`
 	CommandType string              `json:"commandType,omitempty"`
-	Consumed    sessionapi.Consumed `json:"consumed"`
+	// EstimatedTokens is what the caller of a check expects the command to
+	// consume, when it said.
+	EstimatedTokens int64 `json:"estimatedTokens,omitempty"`
+	// Usage is what was recorded, on a record.
+	Usage    *sessionapi.Usage   `json:"usage,omitempty"`
+	Consumed sessionapi.Consumed `json:"consumed"`
 }
 
 // GuardResponse is a guard's answer: decision allow, soft or deny,
 // with a message that the denied command's error and the events carry.
+// Resource, Consumed and Limit (strings or numbers) say which budget of the
+// guard's own the answer is about; Reason is read as the message when
+// Message is empty.
 type GuardResponse struct {
-	Decision string `json:"decision"`
-	Message  string `json:"message,omitempty"`
+	Decision string      `json:"decision"`
+	Message  string      `json:"message,omitempty"`
+	Reason   string      `json:"reason,omitempty"`
+	Resource string      `json:"resource,omitempty"`
+	Consumed looseString `json:"consumed,omitempty"`
+	Limit    looseString `json:"limit,omitempty"`
+}
+
+// looseString is a JSON string or number, kept as text.
+type looseString string
+
+func (s *looseString) UnmarshalJSON(b []byte) error {
+	var str string
+	if err := json.Unmarshal(b, &str); err == nil {
+		*s = looseString(str)
+		return nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("not a string or a number: %s", truncate.Runes(string(b), 40, "..."))
+	}
+	*s = looseString(n.String())
+	return nil
 }
 
 // askGuard posts req to the guard and returns its answer; an error means
@@ -90,11 +132,17 @@ func (l *Ledger) askGuard(ctx context.Context, g *agentlanev1alpha1.BudgetGuard,
 		return GuardResponse{}, fmt.Errorf("it answered %s: %s", resp.Status, truncate.Runes(strings.TrimSpace(string(data)), 203, "..."))
 	}
 	var ans GuardResponse
+	if req.Phase == PhaseRecord {
+		return ans, nil
+	}
 	if err := json.Unmarshal(data, &ans); err != nil {
 		return GuardResponse{}, fmt.Errorf("its answer is not JSON: %w", err)
 	}
 	switch ans.Decision {
 	case sessionapi.BudgetAllow, sessionapi.BudgetSoft, sessionapi.BudgetDeny:
+		if ans.Message == "" {
+			ans.Message = ans.Reason
+		}
 		return ans, nil
 	}
 	return GuardResponse{}, fmt.Errorf("its answer has decision %q, not allow, soft or deny", ans.Decision)
@@ -104,6 +152,7 @@ func (l *Ledger) askGuard(ctx context.Context, g *agentlanev1alpha1.BudgetGuard,
 // failurePolicy Ignore allows) and returns the crossings to emit.
 func (a *budgetAccount) applyGuard(key types.NamespacedName, ans GuardResponse) []crossing {
 	a.guard, a.guardMessage = ans.Decision, ans.Message
+	a.guardResource, a.guardConsumed, a.guardLimit = ans.Resource, string(ans.Consumed), string(ans.Limit)
 	if ans.Decision == "" {
 		return nil
 	}
@@ -115,11 +164,25 @@ func (a *budgetAccount) applyGuard(key types.NamespacedName, ans GuardResponse) 
 			delete(a.notified, t)
 		case !a.notified[t]:
 			a.notified[t] = true
-			consumed := fmt.Sprintf("%d tokens, %s cost", a.tokens, decimal(a.cost))
-			out = append(out, a.crossing(key, t, consumed, "", a.guardText()))
+			res, consumed, limit := a.guardFigures()
+			c := a.crossing(key, t, consumed, limit, a.guardText())
+			if res != budgetGuard {
+				c.body.Resource = res
+			}
+			out = append(out, c)
 		}
 	}
 	return out
+}
+
+// guardFigures returns the resource, consumption and limit the guard's last
+// answer is about: its own when it named a resource, otherwise resource
+// guard with the session's tokens and cost.
+func (a *budgetAccount) guardFigures() (res, consumed, limit string) {
+	if a.guardResource != "" {
+		return a.guardResource, a.guardConsumed, a.guardLimit
+	}
+	return budgetGuard, fmt.Sprintf("%d tokens, %s cost", a.tokens, decimal(a.cost)), a.guardLimit
 }
 
 func (a *budgetAccount) guardText() string {

@@ -71,6 +71,8 @@ var plainDecimal = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
 type usage struct {
 	tokens int64
 	cost   resource.Quantity
+	// wire is the Usage as received, for the budget guard.
+	wire sessionapi.Usage
 }
 
 // parseUsage checks u and returns its tokens and cost.
@@ -79,7 +81,7 @@ func parseUsage(u *sessionapi.Usage) (usage, error) {
 		return usage{}, apiErrorf(http.StatusBadRequest, sessionapi.CodeInvalidRequest,
 			"usage: inputTokens and outputTokens must be non-negative, got %d and %d", u.InputTokens, u.OutputTokens)
 	}
-	out := usage{tokens: u.InputTokens + u.OutputTokens}
+	out := usage{tokens: u.InputTokens + u.OutputTokens, wire: *u}
 	if u.Cost != "" {
 		q, err := resource.ParseQuantity(u.Cost)
 		if err != nil || q.Sign() < 0 || !plainDecimal.MatchString(u.Cost) {
@@ -91,12 +93,14 @@ func parseUsage(u *sessionapi.Usage) (usage, error) {
 	return out, nil
 }
 
-// record adds usage to the session's account.
-func (s *Server) record(sc *sessionCall, used usage) (sessionapi.Consumed, error) {
+// record adds usage to the session's account, then tells the session's
+// budget guard, if any, what was recorded (recordAfterLlm).
+func (s *Server) record(ctx context.Context, sc *sessionCall, used usage) (sessionapi.Consumed, error) {
 	u, err := s.Budgets.Record(sc.session, used.tokens, used.cost)
 	if err != nil {
 		return sessionapi.Consumed{}, apiErrorf(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "usage: %v", err)
 	}
+	s.Budgets.TellGuard(ctx, sc.session, used.wire)
 	return budget.ConsumedOf(u), nil
 }
 
@@ -128,13 +132,17 @@ func (s *Server) checkBudget(w http.ResponseWriter, r *http.Request, sc *session
 	if req.Lane == "" && req.CommandType == "" {
 		return apiError(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "set commandType (such as llm), lane, or both")
 	}
+	if req.EstimatedTokens < 0 {
+		return apiErrorf(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "estimatedTokens must not be negative, got %d", req.EstimatedTokens)
+	}
 	lane, _, err := sc.queue.Route(sc.key.Name, req.Lane, req.CommandType)
 	if err != nil {
 		return schedulerError(err)
 	}
-	d := s.Budgets.Check(r.Context(), sc.session, lane, req.CommandType)
+	d := s.Budgets.CheckEstimate(r.Context(), sc.session, lane, req.CommandType, req.EstimatedTokens)
 	writeJSON(w, http.StatusOK, sessionapi.BudgetCheck{Decision: d.Decision, Checked: d.Checked,
-		Reason: d.Reason, Message: d.Message, Consumed: budget.ConsumedOf(d.Consumed)})
+		Reason: d.Reason, Message: d.Message, Consumed: budget.ConsumedOf(d.Consumed),
+		Resource: d.Resource, ResourceConsumed: d.ResourceConsumed, Limit: d.Limit})
 	return nil
 }
 
@@ -147,7 +155,7 @@ func (s *Server) recordUsage(w http.ResponseWriter, r *http.Request, sc *session
 	if err != nil {
 		return err
 	}
-	out, err := s.record(sc, used)
+	out, err := s.record(r.Context(), sc, used)
 	if err != nil {
 		return err
 	}

@@ -334,6 +334,46 @@ var _ = Describe("Budgets", func() {
 				Identity: sessionapi.Identity{TenantID: a.ns, Principal: "agent"}, Consumed: sessionapi.Consumed{Tokens: 0, Cost: "0"}}))
 		})
 
+		It("the seed's guard: estimatedTokens on the check, resource, consumed and limit on the answer, recorded usage told after", func() {
+			b := withGuard(srv.URL, agentlanev1alpha1.GuardFailureIgnore)
+			b.Tokens = &agentlanev1alpha1.TokenBudget{Hard: ptr.To[int64](1000)}
+			budgetSession("s1", b)
+			s := a.session("s1")
+
+			answer(`{"decision":"soft","resource":"requests","consumed":80,"limit":100}`)
+			check, err := s.CheckBudget(ctx, sessionapi.BudgetCheckRequest{CommandType: "llm", EstimatedTokens: 300})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(check.Decision).To(Equal(sessionapi.BudgetSoft))
+			Expect([]string{check.Resource, check.ResourceConsumed, check.Limit}).To(Equal([]string{"requests", "80", "100"}))
+
+			consumed, err := s.RecordUsage(ctx, sessionapi.Usage{InputTokens: 600, OutputTokens: 100, Cost: "0.5"})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(consumed.Tokens).To(Equal(int64(700)))
+
+			answer(`{"decision":"allow"}`)
+			check, err = s.CheckBudget(ctx, sessionapi.BudgetCheckRequest{CommandType: "llm", EstimatedTokens: 301})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(check.Decision).To(Equal(sessionapi.BudgetDeny), "700 consumed and 301 estimated overrun the hard limit 1000")
+			Expect([]string{check.Resource, check.ResourceConsumed, check.Limit}).To(Equal([]string{"tokens", "700", "1000"}))
+			Expect(check.Reason).To(Equal(agentlanev1alpha1.AgentSessionWithinBudgetReason), "an estimate consumes nothing")
+
+			_, err = s.CheckBudget(ctx, sessionapi.BudgetCheckRequest{CommandType: "llm", EstimatedTokens: -1})
+			Expect(sessionapi.IsCode(err, sessionapi.CodeInvalidRequest)).To(BeTrue(), "%v", err)
+
+			id := sessionapi.Identity{TenantID: a.ns, Principal: "agent"}
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			Expect(g.asked).To(Equal([]budget.GuardRequest{
+				{Namespace: a.ns, Session: "s1", Lane: "generate", CommandType: "llm", EstimatedTokens: 300,
+					Identity: id, Consumed: sessionapi.Consumed{Tokens: 0, Cost: "0"}},
+				{Phase: budget.PhaseRecord, Namespace: a.ns, Session: "s1", Identity: id,
+					Usage:    &sessionapi.Usage{InputTokens: 600, OutputTokens: 100, Cost: "0.5"},
+					Consumed: sessionapi.Consumed{Tokens: 700, Cost: "0.5"}},
+				{Namespace: a.ns, Session: "s1", Lane: "generate", CommandType: "llm", EstimatedTokens: 301,
+					Identity: id, Consumed: sessionapi.Consumed{Tokens: 700, Cost: "0.5"}},
+			}))
+		})
+
 		It("when the guard is down, failurePolicy Fail denies and Ignore allows", func() {
 			down := downURL()
 			budgetSession("fail", withGuard(down, agentlanev1alpha1.GuardFailureFail))

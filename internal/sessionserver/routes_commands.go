@@ -321,7 +321,7 @@ func (s *Server) reportResult(w http.ResponseWriter, r *http.Request, sc *sessio
 		return err
 	}
 	if used != nil {
-		if _, err := s.record(sc, *used); err != nil {
+		if _, err := s.record(r.Context(), sc, *used); err != nil {
 			return err
 		}
 	}

@@ -497,6 +497,12 @@ type Consumed struct {
 type BudgetCheckRequest struct {
 	Lane        string `json:"lane,omitempty"`
 	CommandType string `json:"commandType,omitempty"`
+	// EstimatedTokens is what the command is expected to consume (the
+	// A3S guard's checkBeforeLlm(sessionId, estimatedTokens)): the guard is
+	// told it, and a hard token limit consumption plus the estimate would
+	// overrun denies, a soft one it would reach answers soft. It consumes
+	// nothing. Zero: no estimate.
+	EstimatedTokens int64 `json:"estimatedTokens,omitempty"`
 }
 
 // BudgetCheck is the answer to a budget check.
@@ -513,6 +519,14 @@ type BudgetCheck struct {
 	Reason   string   `json:"reason"`
 	Message  string   `json:"message,omitempty"`
 	Consumed Consumed `json:"consumed"`
+	// Resource, ResourceConsumed and Limit name the limit a soft or deny
+	// answer is about (the seed's resource, consumed and limit): tokens or
+	// cost with what the session consumed of it and the limit, or the
+	// resource and figures the budget guard answered with (resource guard
+	// when it named none). Empty on allow.
+	Resource         string `json:"resource,omitempty"`
+	ResourceConsumed string `json:"resourceConsumed,omitempty"`
+	Limit            string `json:"limit,omitempty"`
 }
 
 // TokenLimits are the token limits of a session's budget.

@@ -445,6 +445,9 @@ class Consumed:
 class BudgetCheckRequest:
     lane: Optional[str] = None
     command_type: Optional[str] = None
+    # What the command is expected to consume (checkBeforeLlm's
+    # estimatedTokens); it consumes nothing.
+    estimated_tokens: Optional[int] = None
 
 
 # Budget decisions (BudgetCheck.decision).
@@ -460,6 +463,11 @@ class BudgetCheck:
     reason: str = ""
     consumed: Consumed = field(default_factory=Consumed)
     message: Optional[str] = None
+    # On soft and deny: the limit the answer is about (tokens, cost, or the
+    # guard's own resource), what was consumed of it, and the limit.
+    resource: Optional[str] = None
+    resource_consumed: Optional[str] = None
+    limit: Optional[str] = None
 
 
 @dataclass

@@ -172,6 +172,19 @@ class WireTest(unittest.TestCase):
                          to_wire(agentlane.Completion(attempt=1, error="e", exit_code=2)))
 
 
+    def test_budget_check_estimate_and_figures(self) -> None:
+        req = agentlane.BudgetCheckRequest(command_type="llm", estimated_tokens=300)
+        self.assertEqual({"commandType": "llm", "estimatedTokens": 300}, to_wire(req))
+        check = from_wire(agentlane.BudgetCheck, {
+            "decision": "deny", "checked": True, "reason": "WithinBudget",
+            "consumed": {"tokens": 700, "cost": "0.5"},
+            "resource": "tokens", "resourceConsumed": "700", "limit": "1000",
+        })
+        self.assertEqual(("tokens", "700", "1000"), (check.resource, check.resource_consumed, check.limit))
+        allow = from_wire(agentlane.BudgetCheck, {"decision": "allow", "checked": True, "reason": "WithinBudget",
+                                                  "consumed": {"tokens": 0, "cost": "0"}})
+        self.assertIsNone(allow.resource)
+
 class ApiErrorTest(unittest.TestCase):
     def test_error_body(self) -> None:
         err = ApiError.from_reply(429, b'{"code":"RateLimited","message":"slow down"}', "3")
