@@ -426,6 +426,8 @@ func (r *ExternalTaskReconciler) admit(b binding, task *agentlanev1alpha1.Extern
 		Lane:       string(spec.Lane),
 		RunID:      spec.RunID,
 		External:   true,
+		// The task is in the cluster: a draining queue still schedules it.
+		Durable: true,
 		// The timeout of an attempt runs from its dispatch to a worker
 		// (or its Job's creation), not while it waits for one.
 		AwaitStart: true,

@@ -162,6 +162,22 @@ var _ = Describe("Lane control through the LaneQueue spec", func() {
 		}).Should(Succeed())
 	})
 
+	It("still schedules ExternalTasks, which the cluster keeps, while the queue drains", func() {
+		ns := taskNamespace()
+		taskQueue(ns, func(spec *agentlanev1alpha1.LaneQueueSpec) {
+			spec.Drain = &agentlanev1alpha1.QueueDrain{Timeout: &metav1.Duration{Duration: time.Hour}}
+		})
+		q := runningScheduler(types.NamespacedName{Namespace: ns, Name: "q1"})
+		_, err := q.Submit(lanequeue.Command{SessionKey: "s1", Type: "bash", External: true})
+		Expect(err).To(MatchError(lanequeue.ErrDraining))
+
+		task := queueTask(ns, "kept")
+		Expect(k8sClient.Create(ctx, task)).To(Succeed())
+		fakeWorker(ns, "w1", 1)
+		runToSuccess(task, "w1")
+		Eventually(taskPhase(task)).Should(Equal(agentlanev1alpha1.ExternalTaskSucceeded))
+	})
+
 	It("refuses a drain timeout outside 1s to 24h at admission", func() {
 		lq := testQueue("drain-invalid")
 		lq.Spec.Drain = &agentlanev1alpha1.QueueDrain{Timeout: &metav1.Duration{Duration: 25 * time.Hour}}

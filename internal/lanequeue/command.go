@@ -80,6 +80,10 @@ type Command struct {
 	// the handler mode of its lane and session: for work that exists only as
 	// a durable task, such as one created directly as a Kubernetes object.
 	External bool
+	// Durable marks a command recorded outside the queue, which a restart
+	// does not lose (an ExternalTask the cluster keeps, registered again
+	// after a restart): a draining queue still admits it (Config.Drain).
+	Durable bool
 	// AwaitStart, for an External command, holds each attempt's timeout
 	// until MarkStarted reports that something runs it. A granted attempt
 	// that waits for a runner holds its slots (the caps bound what is

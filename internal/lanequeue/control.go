@@ -27,7 +27,7 @@ import (
 
 // DrainConfig drains a queue: while it is set the queue refuses new
 // submissions with ErrDraining (Adopt still registers commands that already
-// run elsewhere), and queued, retrying and running commands go on as
+// run elsewhere, and Submit a Durable command), and queued, retrying and running commands go on as
 // before. When Timeout has passed since the drain began, the commands still
 // queued or waiting for a retry end Cancelled with ErrDrainDeadline; running
 // ones keep running until they end or their own timeout. The queue is

@@ -291,3 +291,16 @@ func TestRealRunnersDrain(t *testing.T) {
 		}
 	})
 }
+
+func TestDrainAdmitsDurableCommands(t *testing.T) {
+	cfg := oneLane(LaneConfig{})
+	cfg.Drain = &DrainConfig{Timeout: time.Minute}
+	h := newHarness(t, cfg)
+	if _, err := h.q.Submit(Command{ID: "new", SessionKey: "s", External: true}); !errors.Is(err, ErrDraining) {
+		t.Fatalf("Submit = %v, want ErrDraining", err)
+	}
+	h.submit(Command{ID: "kept", SessionKey: "s", External: true, Durable: true})
+	if diff := cmp.Diff([]string{"kept"}, h.running()); diff != "" {
+		t.Errorf("running (-want,+got):\n%s", diff)
+	}
+}

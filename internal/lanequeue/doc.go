@@ -78,6 +78,20 @@ limitations under the License.
 // context is cancelled and its eventual result is ignored. External results
 // for an attempt that is no longer running are rejected (ErrStaleAttempt).
 //
+// # Lane control
+//
+// A lane with LaneConfig.Paused (or paused by PauseLane) accepts and queues
+// commands but starts none until it is resumed; its running commands
+// finish. ClearLane cancels a lane's commands that have not started, of one
+// session or of all, with ErrLaneCleared. Config.Drain drains the queue
+// before a restart or an upgrade: submissions are refused with ErrDraining
+// (Adopt still registers work already running elsewhere, and Submit a
+// Durable command, one a restart does not lose), and queued,
+// retrying and running commands go on; once DrainConfig.Timeout has passed
+// since the drain began, what has not started ends Cancelled with
+// ErrDrainDeadline and no retry starts. Stats.Drain says when the queue
+// holds nothing more (Drained), as does EventQueueDrained.
+//
 // # Handler modes
 //
 // Internal attempts run the command's Handler on a queue-owned goroutine.

@@ -298,7 +298,7 @@ func (q *Queue) admitLocked(t *Ticket, cmd Command, now int64, needHandler bool)
 	if needHandler {
 		// A new submission; an adopted command already runs and keeps
 		// running whatever the lane accepts now.
-		if q.drain != nil {
+		if q.drain != nil && !cmd.Durable {
 			return q.drain.refusal()
 		}
 		if err := acceptLocked(ln, cmd.Type); err != nil {
