@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -61,6 +62,7 @@ const completeTries = 4
 func (s *Server) pendingExternal(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
 	out := sessionapi.ExternalTaskList{Items: []sessionapi.ExternalTask{}}
 	now := s.Clock.Now()
+	var mayComplete *bool
 	for _, t := range sc.queue.PendingExternal() {
 		if t.SessionKey != sc.key.Name {
 			continue
@@ -72,13 +74,49 @@ func (s *Server) pendingExternal(w http.ResponseWriter, r *http.Request, sc *ses
 				return err
 			}
 		}
+		if mayComplete == nil {
+			ok, err := s.mayComplete(r.Context(), sc)
+			if err != nil {
+				return err
+			}
+			mayComplete = &ok
+		}
 		out.Items = append(out.Items, sessionapi.ExternalTask{ID: t.ID, Attempt: t.Attempt, Lane: t.Lane,
 			CommandType: t.CommandType, RunID: t.RunID, CreatedAt: t.CreatedAt, Deadline: t.Deadline,
 			Payload: payload, RemainingSeconds: t.Remaining(now).Seconds(),
-			TimedOut: !t.Deadline.IsZero() && !now.Before(t.Deadline)})
+			TimedOut:    !t.Deadline.IsZero() && !now.Before(t.Deadline),
+			CanComplete: *mayComplete && s.completable(r.Context(), sc.key.Namespace, t.ID, t.Attempt, now)})
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// mayComplete reports whether the caller holds the access a completion
+// needs (VerbComplete on the session), asked as the complete call asks it.
+// A refusal is false; a review that fails is the listing's error.
+func (s *Server) mayComplete(ctx context.Context, sc *sessionCall) (bool, error) {
+	err := s.Auth.Authorize(ctx, sc.caller, sc.key.Namespace, sc.key.Name, VerbComplete)
+	switch {
+	case err == nil:
+		return true, nil
+	case sessionapi.IsCode(err, sessionapi.CodeForbidden):
+		return false, nil
+	}
+	return false, err
+}
+
+// completable reports whether a completion of the task's attempt would be
+// taken now, by the fence the complete call applies (recordCompletion),
+// on the task as the manager's cache has it: a task of a Handler lane,
+// dispatched to handlers, at that attempt and without a result. The
+// complete call reads the task again, so a task that changed since is
+// still refused there.
+func (s *Server) completable(ctx context.Context, namespace, id string, attempt int, now time.Time) bool {
+	task := &agentlanev1alpha1.ExternalTask{}
+	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: id}, task); err != nil {
+		return false
+	}
+	return recordCompletion(task, sessionapi.Completion{Attempt: attempt, Success: true}, metav1.NewTime(now)) == nil
 }
 
 // storedPayload reads the payload of a task the scheduler holds without one

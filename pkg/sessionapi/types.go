@@ -276,6 +276,13 @@ type ExternalTask struct {
 	RemainingSeconds float64 `json:"remainingSeconds"`
 	// TimedOut is true once the attempt's deadline has passed.
 	TimedOut bool `json:"timedOut"`
+	// CanComplete is true when the caller may complete this attempt with
+	// POST .../external/{id}/complete: it holds the access the call needs
+	// (update on agentsessions/api) and the attempt is one the call would
+	// take now (a Handler lane's task dispatched to handlers, without a
+	// result). False for a task held by a worker or a Job, or not yet
+	// dispatched.
+	CanComplete bool `json:"canComplete"`
 }
 
 // DeadLetter is a command of the session that failed for good:

@@ -220,6 +220,9 @@ class ExternalTask:
     timed_out: bool = False
     run_id: Optional[str] = None
     payload: Any = None
+    # The caller may complete this attempt now (update access, and a
+    # Handler lane's attempt dispatched to handlers without a result).
+    can_complete: bool = False
 
     @property
     def dispatched(self) -> bool:

@@ -161,6 +161,14 @@ class WireTest(unittest.TestCase):
             {"id": "t2", "attempt": 1, "lane": "h", "commandType": "wc", "createdAt": "2026-11-24T02:00:00Z",
              "deadline": "0001-01-01T00:00:00Z", "payload": [1, 2], "remainingSeconds": 120, "timedOut": False},
         ]}).items
+        # canComplete says which tasks the caller may complete; an older
+        # server leaves it out.
+        listed = from_wire(agentlane.ExternalTaskList, {"items": [
+            {"id": "t1", "attempt": 1, "lane": "h", "commandType": "wc", "createdAt": "2026-11-24T02:00:00Z",
+             "deadline": "2026-11-24T02:02:00Z", "remainingSeconds": 1, "timedOut": False, "canComplete": True},
+        ]}).items
+        self.assertTrue(listed[0].can_complete)
+        self.assertFalse(tasks[0].can_complete)
         self.assertEqual(({"text": "a b"}, 117.4, True), (tasks[0].payload, tasks[0].remaining_seconds,
                                                           tasks[0].dispatched))
         self.assertEqual(([1, 2], 120.0, False), (tasks[1].payload, tasks[1].remaining_seconds, tasks[1].dispatched))
