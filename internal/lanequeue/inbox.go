@@ -51,7 +51,8 @@ const (
 	InboxSteer InboxEventType = "steer"
 	// InboxAbort: stop the run now.
 	InboxAbort InboxEventType = "abort"
-	// InboxDropped: a message did not fit in the queue.
+	// InboxDropped: a message did not fit in the queue, or (Superseded) an
+	// interrupt dropped the messages that waited.
 	InboxDropped InboxEventType = "dropped"
 	// InboxQueued: a message was taken for a turn, at once when it is posted
 	// and before the turn it may start, so that its channel can show a
@@ -86,6 +87,13 @@ type InboxEvent struct {
 	// event's messages.
 	Waited time.Duration
 	Slow   bool
+	// Superseded marks the dropped event of an interrupt: the messages that
+	// waited for a turn were dropped for the newest one. Messages are those
+	// whose text was kept (the summary lines of messages dropped earlier,
+	// then the queued ones), Count all of them, also those counted past the
+	// summary's lines; RunID is the run the interrupt aborted, if any.
+	Superseded bool
+	Count      int
 }
 
 // PostResult says what Post did with a message.
@@ -338,6 +346,11 @@ func (in *Inbox) Post(key string, m Message) (PostResult, error) {
 			in.abortLocked(s)
 		}
 		// The newest message supersedes what was waiting.
+		if n := len(s.dropped) + len(s.queued) + s.droppedMore; n > 0 {
+			gone := append(append([]Message{}, s.dropped...), s.queued...)
+			in.pending = append(in.pending, InboxEvent{Type: InboxDropped, Session: s.key, RunID: res.Aborted,
+				Messages: gone, Superseded: true, Count: n})
+		}
 		s.queued, s.dropped, s.droppedMore = nil, nil, 0
 		s.queued = append(s.queued, m)
 		s.recount()

@@ -370,6 +370,9 @@ func TestInboxInterruptAbortsAndRunsTheNewest(t *testing.T) {
 	if ev := h.next(); ev.Type != InboxAbort || ev.RunID != run.RunID {
 		t.Fatalf("event = %+v, want abort of %s", ev, run.RunID)
 	}
+	if ev := h.next(); ev.Type != InboxDropped || !ev.Superseded || ev.Count != 2 || !cmp.Equal(texts(ev), []string{"queued 1", "queued 2"}) {
+		t.Fatalf("event = %+v, want the two waiting messages dropped, superseded", ev)
+	}
 	ev := h.next() // at once: no debounce
 	if ev.Type != InboxTurn || !cmp.Equal(texts(ev), []string{"stop, do this instead"}) {
 		t.Fatalf("event = %+v, want a turn with the newest message only", ev)
@@ -378,6 +381,57 @@ func TestInboxInterruptAbortsAndRunsTheNewest(t *testing.T) {
 	h.none()
 	if n := h.in.Queued("s"); n != 0 {
 		t.Errorf("queued = %d, want 0: the newest message superseded the others", n)
+	}
+}
+
+// An interrupt that drops the messages waiting for a turn says so: one
+// dropped event, superseded, with their ids, the summary lines of those
+// dropped earlier, and the count of all of them, also those past the
+// summary's lines. An interrupt with nothing waiting drops nothing.
+func TestInboxInterruptReportsTheMessagesItDrops(t *testing.T) {
+	h := newInboxHarness(t, nil)
+	h.in.maxLines = 1
+	h.configure(MessageOptions{Mode: ModeFollowup, Debounce: time.Second, Cap: 1, Drop: DropSummarize}, false)
+	h.post("long job")
+	run := h.next()
+	for _, id := range []string{"m1", "m2", "m3", "m4"} {
+		if _, err := h.in.Post("s", Message{ID: id, Text: "text of " + id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Cap 1 with summarize and one summary line: m1 is a summary line, m2
+	// is counted past it, m3 too, m4 is queued.
+	if _, err := h.in.Post("s", Message{Text: "/queue interrupt"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.in.Post("s", Message{ID: "new", Text: "do this instead"}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := h.next(); ev.Type != InboxAbort {
+		t.Fatalf("event = %+v, want the abort", ev)
+	}
+	ev := h.next()
+	ids := make([]string, len(ev.Messages))
+	for i, m := range ev.Messages {
+		ids[i] = m.ID
+	}
+	if ev.Type != InboxDropped || !ev.Superseded || ev.RunID != run.RunID || ev.Count != 4 || !cmp.Equal(ids, []string{"m1", "m4"}) {
+		t.Fatalf("event = %+v (ids %v), want m1 and m4 listed, 4 dropped, superseded by the interrupt of %s", ev, ids, run.RunID)
+	}
+	turn := h.next()
+	if turn.Type != InboxTurn || !cmp.Equal(texts(turn), []string{"do this instead"}) {
+		t.Fatalf("event = %+v, want the newest message's turn", turn)
+	}
+	// Nothing waits now: the next interrupt drops nothing and says nothing
+	// of it.
+	if _, err := h.in.Post("s", Message{ID: "newer", Text: "no, this"}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := h.next(); ev.Type != InboxAbort {
+		t.Fatalf("event = %+v, want the abort", ev)
+	}
+	if ev := h.next(); ev.Type != InboxTurn {
+		t.Fatalf("event = %+v, want the turn, no dropped event", ev)
 	}
 }
 

@@ -150,6 +150,7 @@ func (h *eventHub) InboxEvent(queue types.NamespacedName, ev lanequeue.InboxEven
 		out.Type = sessionapi.EventAbort
 	case lanequeue.InboxDropped:
 		out.Type = sessionapi.EventMessageDropped
+		out.Superseded, out.DroppedCount = ev.Superseded, ev.Count
 	case lanequeue.InboxQueued:
 		out.Type = sessionapi.EventMessageQueued
 	case lanequeue.InboxWaiting:

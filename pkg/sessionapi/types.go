@@ -308,7 +308,10 @@ const (
 	EventSteer = "steer"
 	// EventAbort: stop the run now.
 	EventAbort = "abort"
-	// EventMessageDropped: a message did not fit in the session's queue.
+	// EventMessageDropped: a message did not fit in the session's queue,
+	// or (Superseded) an interrupt dropped the messages that waited for a
+	// turn: Messages lists those whose text was kept, with their ids,
+	// DroppedCount all of them, RunID the run the interrupt aborted.
 	EventMessageDropped = "message_dropped"
 	// EventMessageQueued: a message was taken for a turn, reported at once
 	// and before the turn it may start, so that its channel can show a
@@ -356,12 +359,17 @@ type Event struct {
 	Delay *metav1.Duration `json:"delay,omitempty"`
 	// Inbox events: the turn's, steer's or dropped messages and the turn's
 	// prompt.
-	Messages []Message        `json:"messages,omitempty"`
-	Text     string           `json:"text,omitempty"`
-	Summary  bool             `json:"summary,omitempty"`
-	Channel  string           `json:"channel,omitempty"`
-	Thread   string           `json:"thread,omitempty"`
-	Waited   *metav1.Duration `json:"waited,omitempty"`
+	Messages []Message `json:"messages,omitempty"`
+	Text     string    `json:"text,omitempty"`
+	Summary  bool      `json:"summary,omitempty"`
+	// Superseded marks the message_dropped event of an interrupt, and
+	// DroppedCount counts the messages it dropped: those listed in
+	// Messages and those only counted past the summary's lines.
+	Superseded   bool             `json:"superseded,omitempty"`
+	DroppedCount int              `json:"droppedCount,omitempty"`
+	Channel      string           `json:"channel,omitempty"`
+	Thread       string           `json:"thread,omitempty"`
+	Waited       *metav1.Duration `json:"waited,omitempty"`
 	// Lost counts the events an events_lost event stands for.
 	Lost uint64 `json:"lost,omitempty"`
 	// After is the Last-Event-ID a gap event's stream resumed from.

@@ -410,6 +410,10 @@ class Event:
     messages: Optional[List[Message]] = None
     text: Optional[str] = None
     summary: Optional[bool] = None
+    # On message_dropped: an interrupt dropped the messages that waited
+    # (superseded), and how many it dropped.
+    superseded: Optional[bool] = None
+    dropped_count: Optional[int] = None
     channel: Optional[str] = None
     thread: Optional[str] = None
     waited: Optional[str] = None

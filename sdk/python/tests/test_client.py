@@ -180,6 +180,13 @@ class WireTest(unittest.TestCase):
                          to_wire(agentlane.Completion(attempt=1, error="e", exit_code=2)))
 
 
+    def test_superseded_messages_event(self) -> None:
+        ev = from_wire(agentlane.Event, {
+            "id": 7, "type": "message_dropped", "time": "2026-11-24T01:02:03Z", "runId": "r1",
+            "superseded": True, "droppedCount": 3, "messages": [{"id": "m1", "text": "a"}, {"id": "m4", "text": "b"}],
+        })
+        self.assertEqual((True, 3, ["m1", "m4"]), (ev.superseded, ev.dropped_count, [m.id for m in ev.messages]))
+
     def test_budget_check_estimate_and_figures(self) -> None:
         req = agentlane.BudgetCheckRequest(command_type="llm", estimated_tokens=300)
         self.assertEqual({"commandType": "llm", "estimatedTokens": 300}, to_wire(req))
