@@ -104,7 +104,7 @@ var (
 		DeletePartialMatch(prometheus.Labels) int
 	}{LanePending, LaneActive, LaneSubmitted, LaneCommandsFinished, LaneAttemptsStarted,
 		LaneAttemptsFinished, LaneRetries, LaneWait, LaneRun,
-		LaneMaxConcurrency, LaneMaxConcurrencyPerSession, QueueMaxConcurrent}
+		LaneMaxConcurrency, LaneMaxConcurrencyPerSession, QueueMaxConcurrent, LanePaused, QueueDraining}
 )
 
 // RegisterMetrics adds the lane schedulers' metrics to reg (the manager's
@@ -171,11 +171,13 @@ func (m queueMetrics) setCapacity(cfg lanequeue.Config) {
 	match := prometheus.Labels{LabelQueueNamespace: m.namespace, LabelQueue: m.queue}
 	LaneMaxConcurrency.DeletePartialMatch(match)
 	LaneMaxConcurrencyPerSession.DeletePartialMatch(match)
+	LanePaused.DeletePartialMatch(match)
 	for _, l := range cfg.Lanes {
 		LaneMaxConcurrency.WithLabelValues(m.lane(l.Name)...).Set(float64(l.MaxConcurrency))
 		LaneMaxConcurrencyPerSession.WithLabelValues(m.lane(l.Name)...).Set(float64(l.MaxConcurrencyPerSession))
 	}
 	QueueMaxConcurrent.WithLabelValues(m.namespace, m.queue).Set(float64(cfg.MaxConcurrent))
+	m.setLaneControl(cfg)
 }
 
 // forget removes the queue's series once its scheduler is gone.
