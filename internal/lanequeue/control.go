@@ -175,10 +175,9 @@ func (q *Queue) applyDrainLocked(dc *DrainConfig, now int64) {
 	if dc.Timeout > 0 {
 		d.deadline = after(d.since, int64(dc.Timeout))
 	}
-	if d.deadline == 0 {
-		// A deadline removed before it passed lets queued work wait again.
-		d.expired = false
-	}
+	// A deadline moved later, or removed, lets retries wait again; one
+	// that has passed (again) cancels what has not started.
+	d.expired = false
 	q.expireDrainLocked(now)
 }
 

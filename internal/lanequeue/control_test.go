@@ -304,3 +304,30 @@ func TestDrainAdmitsDurableCommands(t *testing.T) {
 		t.Errorf("running (-want,+got):\n%s", diff)
 	}
 }
+
+func TestDrainDeadlineMovedLaterLetsRetriesRunAgain(t *testing.T) {
+	cfg := oneLane(LaneConfig{Timeout: time.Hour,
+		Retry: &RetryPolicy{Strategy: RetryFixed, MaxRetries: 3, FixedDelay: time.Second}})
+	h := newHarness(t, cfg)
+	h.submit(Command{ID: "c1", SessionKey: "s"})
+	cfg.Drain = &DrainConfig{Timeout: time.Second}
+	if err := h.q.Reconfigure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	h.step(time.Second)
+	if d := h.q.Stats().Drain; !d.Expired {
+		t.Fatalf("drain stats = %+v", d)
+	}
+	cfg.Drain.Timeout = time.Hour
+	if err := h.q.Reconfigure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	h.fail("c1", errBoom)
+	h.step(time.Second)
+	if diff := cmp.Diff([]string{"c1"}, h.running()); diff != "" {
+		t.Errorf("running after the retry delay (-want,+got):\n%s", diff)
+	}
+	if d := h.q.Stats().Drain; d.Expired || !d.Deadline.Equal(t0.Add(time.Hour)) {
+		t.Errorf("drain stats = %+v", d)
+	}
+}
