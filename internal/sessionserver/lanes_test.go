@@ -104,6 +104,9 @@ var _ = Describe("Lane control in the Session API", func() {
 			g.Expect(e.Code).To(Equal(sessionapi.CodeDraining))
 			g.Expect(e.RetryAfter).To(BeNumerically(">=", time.Second))
 		}).Should(Succeed())
+		st, err := s.Stats(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(st.Draining).To(BeTrue())
 		// What was submitted before goes on: its result is still taken.
 		_, err = s.Report(ctx, "before", sessionapi.ReportRequest{Attempt: 1, Result: sessionapi.Result{Success: true}})
 		Expect(err).NotTo(HaveOccurred())
@@ -113,5 +116,32 @@ var _ = Describe("Lane control in the Session API", func() {
 			_, err := s.Submit(ctx, queued("after", nil))
 			return err
 		}).Should(Succeed())
+		st, err = s.Stats(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(st.Draining).To(BeFalse())
+	})
+
+	It("shows a paused lane in the session's stats", func() {
+		a.newSession("s1", nil)
+		s := a.session("s1")
+		key := types.NamespacedName{Namespace: a.ns, Name: "q"}
+		Eventually(func(g Gomega) {
+			lq := &agentlanev1alpha1.LaneQueue{}
+			g.Expect(k8sClient.Get(ctx, key, lq)).To(Succeed())
+			lq.Spec.Lanes[2].Paused = true // execute
+			g.Expect(k8sClient.Update(ctx, lq)).To(Succeed())
+		}).Should(Succeed())
+		Eventually(func(g Gomega) map[string]bool {
+			st, err := s.Stats(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			paused := map[string]bool{}
+			for _, l := range st.Lanes {
+				paused[l.Name] = l.Paused
+			}
+			return paused
+		}).Should(And(HaveKeyWithValue("execute", true), HaveKeyWithValue("query", false)))
+		c, err := s.Submit(ctx, queued("waits", nil))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(c.State).To(Equal(sessionapi.StateQueued))
 	})
 })

@@ -52,9 +52,10 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request, sc *sessionCall) 
 		out.Lanes = append(out.Lanes, sessionapi.LaneStats{
 			Name: l.Name, Priority: l.Priority, Mode: string(l.Mode), Pending: l.Pending, Active: l.Active,
 			Completed: l.Completed, Failed: l.Failed, DeadLettered: l.DeadLettered, Cancelled: l.Cancelled,
-			Wait: percentilesOf(l.Wait), Run: percentilesOf(l.Run),
+			Wait: percentilesOf(l.Wait), Run: percentilesOf(l.Run), Paused: l.Paused,
 		})
 	}
+	out.Draining = st.Drain != nil
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

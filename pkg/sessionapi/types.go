@@ -234,6 +234,9 @@ type LaneStats struct {
 	Cancelled    uint64      `json:"cancelled"`
 	Wait         Percentiles `json:"wait"`
 	Run          Percentiles `json:"run"`
+	// Paused is set while the lane starts no command (spec.lanes[].paused
+	// of the LaneQueue): the session's commands in it wait.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // SessionCounts are the session's own counts.
@@ -256,6 +259,9 @@ type Stats struct {
 	Session SessionCounts `json:"session"`
 	Lanes   []LaneStats   `json:"lanes"`
 	Options QueueOptions  `json:"queueMode"`
+	// Draining is set while the session's LaneQueue drains (spec.drain):
+	// submissions are refused with 503 Draining.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // ExternalTask is a pending External attempt of the session: GET .../external.

@@ -182,6 +182,7 @@ class LaneStats:
     cancelled: int = 0
     wait: Percentiles = field(default_factory=Percentiles)
     run: Percentiles = field(default_factory=Percentiles)
+    paused: Optional[bool] = None
 
 
 @dataclass
@@ -203,6 +204,7 @@ class Stats:
     session: SessionCounts = field(default_factory=SessionCounts)
     lanes: List[LaneStats] = field(default_factory=list)
     queue_mode: QueueOptions = field(default_factory=QueueOptions)
+    draining: Optional[bool] = None
 
 
 @dataclass
