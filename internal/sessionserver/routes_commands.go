@@ -21,6 +21,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -149,12 +150,33 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 	if e := revoked(r.Context()); e != nil {
 		return e // the command stays submitted; the caller may no longer wait for it
 	}
+	if !ok && r.Context().Err() != nil {
+		// The client went away while its command waited: one that no
+		// attempt was granted yet is cancelled, which releases its pending
+		// place; one granted goes on under its lane's rules.
+		s.cancelAbandoned(sc, id)
+		v = c.view()
+	}
 	status := http.StatusOK
 	if !ok {
 		status = http.StatusAccepted
 	}
 	writeJSON(w, status, v)
 	return nil
+}
+
+// errSubmitterGone ends a command whose submitter disconnected before an
+// attempt of it was granted.
+var errSubmitterGone = fmt.Errorf("%w: the client that submitted it disconnected before an attempt was granted", lanequeue.ErrCancelled)
+
+// cancelAbandoned cancels the command id of a POST /commands whose client
+// disconnected while it waited, if no attempt of it was granted yet
+// (lanequeue.Queue.CancelUnstarted). A granted or running command is left
+// to its lane: an Internal attempt whose grant nobody reports times out
+// and is retried as the lane's policy says; the runtime may still read it,
+// report it or cancel it.
+func (s *Server) cancelAbandoned(sc *sessionCall, id string) {
+	sc.queue.CancelUnstarted(id, errSubmitterGone)
 }
 
 // submitError translates a refused submission.

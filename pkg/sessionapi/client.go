@@ -312,6 +312,15 @@ func (s *SessionClient) do(ctx context.Context, method, path string, query url.V
 // Submit submits a command. It returns once an Internal or Hybrid command
 // holds a grant, an External command is final, or req.Wait ran out (the
 // server's 202); the returned Command tells which.
+//
+// When ctx ends while the server holds the call, the request is abandoned
+// and the server sees its client disconnect: a command no attempt of which
+// was granted yet is cancelled (it ends Cancelled and frees its place in
+// the session's pending bound); one already granted, or an External one
+// already dispatched, goes on under its lane's rules (an Internal grant
+// nobody reports times out and is retried as the lane's policy says).
+// Submit does not cancel anything itself: a command it returned keeps
+// running whatever ctx does later; Cancel ends it.
 func (s *SessionClient) Submit(ctx context.Context, req SubmitRequest) (*Command, error) {
 	var cmd Command
 	if err := s.do(ctx, http.MethodPost, "/commands", nil, req, &cmd); err != nil {
@@ -390,6 +399,14 @@ func (s *SessionClient) poll(ctx context.Context, id string, done func(*Command)
 // out or was cancelled): Run goes on waiting. An External command is just
 // awaited. Run returns the final Command; on an error it returns the last
 // Command seen, if any, so that the caller knows its ID.
+//
+// When ctx ends before the command is final, Run cancels the command on
+// the server (POST /cancel, bounded by 5s of its own) and returns ctx's
+// error: a queued command ends Cancelled, a running attempt is cancelled
+// (fn's context ends with ctx in any case). If ctx ends while the submission
+// itself is held, the server cancels the command if no attempt of it was
+// granted yet (see Submit), and Run also cancels it by req.ID when one was
+// set, in case it was granted in between.
 func (s *SessionClient) Run(ctx context.Context, req SubmitRequest, fn func(ctx context.Context, cmd *Command) Result) (*Command, error) {
 	return s.RunWithUsage(ctx, req, func(ctx context.Context, cmd *Command) (Result, *Usage) { return fn(ctx, cmd), nil })
 }
@@ -397,11 +414,19 @@ func (s *SessionClient) Run(ctx context.Context, req SubmitRequest, fn func(ctx 
 // RunWithUsage is Run for commands that consume budget, such as LLM calls:
 // fn also returns what the attempt consumed, if known, and it is reported
 // with the attempt's result (ReportRequest.Usage).
-func (s *SessionClient) RunWithUsage(ctx context.Context, req SubmitRequest, fn func(ctx context.Context, cmd *Command) (Result, *Usage)) (*Command, error) {
+func (s *SessionClient) RunWithUsage(ctx context.Context, req SubmitRequest, fn func(ctx context.Context, cmd *Command) (Result, *Usage)) (out *Command, err error) {
 	cmd, err := s.Submit(ctx, req)
 	if err != nil {
+		if ctx.Err() != nil && req.ID != "" {
+			s.abandon(ctx, req.ID) // granted just before the call was abandoned
+		}
 		return nil, err
 	}
+	defer func() {
+		if err != nil && ctx.Err() != nil && (out == nil || !out.Final()) {
+			s.abandon(ctx, cmd.ID)
+		}
+	}()
 	handled := 0 // the last attempt passed to fn; attempts count from 1
 	for {
 		if cmd.Final() {
@@ -432,6 +457,20 @@ func (s *SessionClient) RunWithUsage(ctx context.Context, req SubmitRequest, fn 
 		}
 		cmd = next
 	}
+}
+
+// abandonTimeout bounds the cancellation Run sends for a command its
+// caller gave up on.
+const abandonTimeout = 5 * time.Second
+
+// abandon cancels the command id, which Run's caller gave up on (ctx
+// ended) before it was final: POST /cancel with a context of its own, since
+// ctx is done. Whatever the answer (the command may have ended meanwhile),
+// Run returns ctx's error.
+func (s *SessionClient) abandon(ctx context.Context, id string) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonTimeout)
+	defer cancel()
+	_, _ = s.Cancel(cctx, CancelRequest{CommandID: id})
 }
 
 // Post posts an inbound message to the session.
