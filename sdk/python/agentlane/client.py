@@ -295,7 +295,13 @@ class SessionClient:
     def submit_command(self, request: t.SubmitRequest, timeout: Optional[float] = None) -> t.Command:
         """Submits a command. Returns once an Internal or Hybrid command holds a
         grant, an External command is final, or request.wait ran out (the
-        command as it stands: neither granted nor final)."""
+        command as it stands: neither granted nor final).
+
+        A call abandoned while the server holds it (timeout shorter than
+        request.wait, or the thread interrupted) closes the connection: the
+        server then cancels the command if no attempt of it was granted yet;
+        a granted or dispatched one goes on under its lane's rules, and
+        cancel() ends it."""
         if timeout is None:
             timeout = _seconds(request.wait, 300.0) + _WAIT_SLACK
         return self._call("submitCommand", request, timeout)
