@@ -68,6 +68,9 @@ func (p *workerPools) Describe(ch chan<- *prometheus.Desc) {
 // Collect lists the worker Leases from the manager's cache.
 func (p *workerPools) Collect(ch chan<- prometheus.Metric) {
 	r := p.source
+	if r == nil {
+		return // registered without an ExternalTask controller: no pools to judge
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	leases := &coordinationv1.LeaseList{}

@@ -24,16 +24,16 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	// The manager's lane and Session API metrics register with
-	// controller-runtime's registry when their packages load.
-	_ "github.com/agentlane/agentlane/internal/controller"
-	_ "github.com/agentlane/agentlane/internal/sessionserver"
+	"github.com/agentlane/agentlane/internal/controller"
+	"github.com/agentlane/agentlane/internal/scheduling"
+	"github.com/agentlane/agentlane/internal/sessionserver"
 	"github.com/agentlane/agentlane/internal/worker"
 )
 
@@ -45,9 +45,23 @@ var descFields = regexp.MustCompile(`fqName: "([^"]*)".*variableLabels: \{([^}]*
 // register with controller-runtime's registry, by name, with their label
 // names. Vectors without series yet do not show in Gather, so this reads
 // the registered descriptors.
+// registerManagerMetrics registers the manager's metrics once per test
+// binary.
+var registerManagerMetrics sync.Once
+
 func registeredMetrics(t *testing.T) map[string][]string {
 	t.Helper()
 	worker.RegisterMetrics()
+	registerManagerMetrics.Do(func() {
+		// As cmd/manager registers them (registerMetrics), the worker pools
+		// without an ExternalTask controller: only their descriptors are read.
+		for _, register := range []func(prometheus.Registerer) error{scheduling.RegisterMetrics, sessionserver.RegisterMetrics,
+			(&controller.Controllers{}).RegisterMetrics} {
+			if err := register(ctrlmetrics.Registry); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
 	registry, ok := ctrlmetrics.Registry.(prometheus.Collector)
 	if !ok {
 		t.Fatalf("controller-runtime's registry %T does not describe its metrics", ctrlmetrics.Registry)
