@@ -458,7 +458,7 @@ var _ = Describe("Passivation with the scripted runtime", func() {
 		tools.release("slow")
 		var stopped agentscript.Report
 		Eventually(oldDone).Should(Receive(&stopped))
-		Expect(stopped.Refusal()).To(BeNil())
+		Expect(stopped.Refusal()).NotTo(HaveOccurred())
 		Expect(stopped.Unfinished()).To(BeEmpty())
 		p := stopped.Passivated
 		Expect(p).NotTo(BeNil())
