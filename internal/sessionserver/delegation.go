@@ -532,7 +532,7 @@ func delegationAnswer(res *agentlanev1alpha1.TaskResult) string {
 		Answer string `json:"answer"`
 	}
 	if err := json.Unmarshal(res.Result.Raw, &v); err != nil {
-		return fmt.Sprintf("%s", res.Result.Raw)
+		return string(res.Result.Raw)
 	}
 	return v.Answer
 }
