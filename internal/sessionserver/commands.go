@@ -240,12 +240,6 @@ func (cs *calls) put(namespace, id string, c *call) {
 	cs.m[types.NamespacedName{Namespace: namespace, Name: id}] = c
 }
 
-func (cs *calls) remove(namespace, id string) {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	delete(cs.m, types.NamespacedName{Namespace: namespace, Name: id})
-}
-
 // ended records that the session's command id ended, then forgets the
 // session's ended calls beyond keep, those that ended first.
 func (cs *calls) ended(session types.NamespacedName, id string, keep int) {
