@@ -52,6 +52,7 @@ var (
 	flagLoadStreams  = flag.Int("load-streams", 500, "event streams the flooding tenant tries to hold on its token")
 	flagLoadSkip     = flag.String("load-skip", "", "comma-separated surfaces the flooder leaves alone (messages, checkpoints, commands, delegations, delegation-list, bad-tokens, streams, idle-conns), to find what costs what")
 	flagLoadAssert   = flag.Bool("load-assert", true, "fail when a documented bound is exceeded (docs/security.md, 'Flooding one tenant')")
+	flagLoadLatency  = flag.Bool("load-assert-latency", true, "with -load-assert, also fail when the steady tenant's p99 passes its bound; CI leaves it off, as a p99 of a few milliseconds on a shared machine moves with what else runs")
 )
 
 // The bounds the load suite holds agentlane to (docs/security.md).
@@ -61,10 +62,11 @@ const (
 	loadMaxTotalEtcdBps  = 1 << 20   // etcd bytes/s of everything during the flood
 	// loadLatencyFactor bounds the steady tenant's submit-to-start p99
 	// during the flood against its unloaded p99, which is taken as at
-	// least loadLatencyFloor (a p99 of a few milliseconds measured on a
-	// shared 2-core machine says more about the scheduler than about us).
+	// least loadLatencyFloor: the p99 of the baseline's 200 calls is its
+	// second slowest, and below a few milliseconds on a 2-core machine it
+	// measures the operating system's scheduler.
 	loadLatencyFactor = 2
-	loadLatencyFloor  = 20 * time.Millisecond
+	loadLatencyFloor  = 5 * time.Millisecond
 )
 
 // TestLoad floods every tenant-facing surface of the Session API from one
@@ -97,7 +99,7 @@ func TestLoad(t *testing.T) {
 	if bps := rep.flood.etcdBps(); bps > loadMaxTotalEtcdBps {
 		t.Errorf("etcd took %.0f bytes/s during the flood, over the bound of %d", bps, loadMaxTotalEtcdBps)
 	}
-	if limit := loadLatencyFactor * max(rep.baseline.p99, loadLatencyFloor); rep.flood.p99 > limit {
+	if limit := loadLatencyFactor * max(rep.baseline.p99, loadLatencyFloor); *flagLoadLatency && rep.flood.p99 > limit {
 		t.Errorf("the steady tenant's submit-to-start p99 was %s during the flood, over %s (%dx its unloaded %s)",
 			rep.flood.p99, limit, loadLatencyFactor, rep.baseline.p99)
 	}
