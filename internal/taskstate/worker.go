@@ -17,10 +17,14 @@ limitations under the License.
 package taskstate
 
 import (
+	"context"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/workerproto"
@@ -32,6 +36,16 @@ import (
 // ConditionOps with ClaimedCondition and SucceededCondition); the functions
 // here state what that patch does to the status, and refuse it where the
 // patch's fence would fail.
+
+// SendWorkerPatch sends a worker's fenced JSON Patch (built by package
+// workerproto) to the status of the ExternalTask key. Besides Scope it is
+// the one place that writes an ExternalTask's status; the API server
+// applies the patch only while its fence holds.
+func SendWorkerPatch(ctx context.Context, c client.StatusClient, key types.NamespacedName, body []byte) error {
+	obj := &agentlanev1alpha1.ExternalTask{}
+	obj.Namespace, obj.Name = key.Namespace, key.Name
+	return c.Status().Patch(ctx, obj, client.RawPatch(types.JSONPatchType, body))
+}
 
 // checkFence refuses a worker's transition unless the attempt is still
 // held by f's holder and is in phase from.

@@ -452,13 +452,12 @@ func (a *attempts) patchStatus(ctx context.Context, task *agentlanev1alpha1.Exte
 	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
 	log := a.log.WithValues("externalTask", klog.KObj(task), "write", write)
-	obj := &agentlanev1alpha1.ExternalTask{}
-	obj.Namespace, obj.Name = task.Namespace, task.Name
+	key := types.NamespacedName{Namespace: task.Namespace, Name: task.Name}
 	giveUp := a.clock.Now().Add(writeTimeout)
 	backoff := writeBackoff
 	uncertain := false
 	for {
-		err := a.client.Status().Patch(ctx, obj, client.RawPatch(types.JSONPatchType, body))
+		err := taskstate.SendWorkerPatch(ctx, a.client, key, body)
 		switch {
 		case err == nil:
 			return nil
