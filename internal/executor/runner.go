@@ -196,12 +196,18 @@ func dialRunnerSocket(ctx context.Context, socket string) (net.Conn, error) {
 	return d.DialContext(ctx, "unix", socket)
 }
 
+// runnerCloseGrace bounds how long a stopping runner waits, once its runs
+// ended, for the worker to read their answers before it closes the
+// connection.
+const runnerCloseGrace = 2 * time.Second
+
 // ServeRunner connects to the worker's socket, trying again every retry
 // until the worker answers or ctx ends, and serves s on that connection. It
 // returns an error when the connection is lost: the runner then exits, and
 // its tasks with it. When ctx ends it refuses new runs and waits up to drain
 // for the runs in flight (the worker finishes or cancels them within its own
-// grace period) before it closes the connection.
+// grace period) and for their answers to be written before it closes the
+// connection.
 func ServeRunner(ctx context.Context, socket string, s *RunnerServer, drain, retry time.Duration) error {
 	var conn net.Conn
 	for {
@@ -217,10 +223,19 @@ func ServeRunner(ctx context.Context, socket string, s *RunnerServer, drain, ret
 	}
 	runs, stopRuns := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRuns()
+	// The HTTP/2 server is configured onto an http.Server only so that its
+	// Shutdown closes the connection gracefully (GOAWAY once the answers in
+	// flight are written), never cutting an answer short.
+	base := &http.Server{}
+	h2 := &http2.Server{}
+	if err := http2.ConfigureServer(base, h2); err != nil {
+		_ = conn.Close()
+		return err
+	}
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		(&http2.Server{}).ServeConn(conn, &http2.ServeConnOpts{Context: runs, Handler: s})
+		h2.ServeConn(conn, &http2.ServeConnOpts{Context: runs, Handler: s, BaseConfig: base})
 	}()
 	select {
 	case <-served:
@@ -231,6 +246,14 @@ func ServeRunner(ctx context.Context, socket string, s *RunnerServer, drain, ret
 	var err error
 	select {
 	case <-idle:
+		// The last answer's frames may still be on their way out: close
+		// after they are written, or after the grace if the worker does not
+		// read them.
+		_ = base.Shutdown(context.Background())
+		select {
+		case <-served:
+		case <-time.After(runnerCloseGrace):
+		}
 	case <-served:
 	case <-time.After(drain):
 		err = fmt.Errorf("runner: runs still in flight after %s", drain)

@@ -288,3 +288,46 @@ func TestWorkerServesOneRunnerConnection(t *testing.T) {
 		t.Errorf("refused = %d, want 2", got)
 	}
 }
+
+// A runner told to stop while a task runs lets the task finish and the
+// worker read its whole answer before it closes the connection: the last
+// frames of the answer may still be on their way out when the run ends.
+func TestRunnerStoppedMidRunDeliversTheAnswer(t *testing.T) {
+	big := strings.Repeat("o", 256<<10)
+	for i := range 20 {
+		started := make(chan struct{})
+		reg := NewRegistry(1 << 20)
+		reg.Register("slow", ExecutorFunc(func(context.Context, json.RawMessage) (Output, error) {
+			close(started)
+			time.Sleep(20 * time.Millisecond)
+			return Output{Success: true, Stdout: big}, nil
+		}))
+		runner, socket := listenRunner(t, 1<<20)
+		ctx, stop := context.WithCancel(context.Background())
+		served := make(chan error, 1)
+		go func() {
+			served <- ServeRunner(ctx, socket, &RunnerServer{Registry: reg}, 5*time.Second, 5*time.Millisecond)
+		}()
+		if _, err := runner.Registry(context.Background(), 5*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		type result struct {
+			out Output
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			out, err := runner.Run(context.Background(), Task{CommandType: "slow"})
+			done <- result{out, err}
+		}()
+		<-started
+		stop()
+		got := <-done
+		if got.err != nil || got.out.Stdout != big {
+			t.Fatalf("run %d: the answer of a run that finished while the runner stopped: error %v, %d bytes of stdout", i, got.err, len(got.out.Stdout))
+		}
+		if err := <-served; err != nil {
+			t.Fatalf("run %d: runner: %v", i, err)
+		}
+	}
+}
