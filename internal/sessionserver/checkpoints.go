@@ -55,9 +55,11 @@ func (s *Server) saveCheckpoint(w http.ResponseWriter, r *http.Request, sc *sess
 	if err := s.allowCheckpoint(sc.key); err != nil {
 		return err
 	}
-	qb := s.sessionBounds(r.Context(), sc)
-	if err := s.limitCheckpointBody(w, r, qb); err != nil {
-		return err
+	limit := s.checkpointBound(s.sessionBounds(r.Context(), sc))
+	if limit.limit > 0 {
+		if err := limitBody(w, r, limit.limit+checkpointEnvelope, "checkpoint", "a checkpoint", limit); err != nil {
+			return err
+		}
 	}
 	var req sessionapi.Checkpoint
 	if err := readCheckpoint(r, &req); err != nil {
@@ -73,7 +75,9 @@ func (s *Server) saveCheckpoint(w http.ResponseWriter, r *http.Request, sc *sess
 		Identity:      checkpointIdentity(req.Identity, sc.session.Spec.Identity),
 		State:         req.State,
 	}
-	if limit := qb.checkpointBytes(); limit.limit > 0 {
+	// The store measures a checkpoint against its own bound when it saves;
+	// the queue's lower one is measured here, as the store would.
+	if limit.queue {
 		if size, err := json.Marshal(cp); err == nil && int64(len(size)) > limit.limit {
 			return apiErrorf(http.StatusRequestEntityTooLarge, sessionapi.CodeTooLarge,
 				"the checkpoint of run %s takes %d bytes, over the bound of %d (%s)", cp.RunID, len(size), limit.limit, limit.source)
@@ -121,28 +125,14 @@ type checkpointLimiter interface {
 	MaxCheckpoint() int
 }
 
-// limitCheckpointBody bounds the body of a checkpoint save by the largest
-// checkpoint the store, or the session's LaneQueue, takes plus its
-// envelope: a larger body is refused 413 TooLarge before it is read, and
-// its connection closed; a body that says nothing of its length is cut
-// there. A flood of oversized checkpoints then costs no reading or
-// decoding.
-func (s *Server) limitCheckpointBody(w http.ResponseWriter, r *http.Request, qb queueBounds) error {
-	limit := qb.checkpointBytes()
-	if l, ok := s.Store.(checkpointLimiter); ok && (limit.limit <= 0 || int64(l.MaxCheckpoint()) < limit.limit) {
-		limit = bound{limit: int64(l.MaxCheckpoint()), source: "--session-store-max-checkpoint-bytes"}
+// checkpointBound is the largest checkpoint, as encoded, the session may
+// save: the store's bound, or the session's LaneQueue's when lower.
+func (s *Server) checkpointBound(qb queueBounds) bound {
+	store := 0
+	if l, ok := s.Store.(checkpointLimiter); ok {
+		store = l.MaxCheckpoint()
 	}
-	if limit.limit <= 0 {
-		return nil
-	}
-	most := limit.limit + checkpointEnvelope
-	if r.ContentLength > most {
-		w.Header().Set("Connection", "close")
-		return apiErrorf(http.StatusRequestEntityTooLarge, sessionapi.CodeTooLarge,
-			"the checkpoint's body is %d bytes, more than a checkpoint within the bound of %d bytes (%s) can take", r.ContentLength, limit.limit, limit.source)
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, most)
-	return nil
+	return qb.checkpointBytes(store)
 }
 
 // charger is a store that keeps a write budget per namespace

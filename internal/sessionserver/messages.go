@@ -55,16 +55,7 @@ const messageEnvelope = 64 << 10
 // A flood of oversized messages then costs no decoding.
 func (s *Server) limitMessageBody(w http.ResponseWriter, r *http.Request, qb queueBounds) error {
 	limit := qb.messageBytes(s.StoreBounds.MaxMessageBytes)
-	most := 6*limit.limit + messageEnvelope
-	if r.ContentLength > most {
-		// The body is never read: the connection closes after the answer,
-		// rather than reading what is left of the body first.
-		w.Header().Set("Connection", "close")
-		return apiErrorf(http.StatusRequestEntityTooLarge, sessionapi.CodeTooLarge,
-			"the message's body is %d bytes, more than a text within the bound of %d bytes (%s) can take", r.ContentLength, limit.limit, limit.source)
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, most)
-	return nil
+	return limitBody(w, r, 6*limit.limit+messageEnvelope, "message", "a text", limit)
 }
 
 // inboxFull is the 429 QueueFull answer to a message the session's inbox

@@ -19,10 +19,12 @@ package sessionserver
 import (
 	"context"
 	"fmt"
+	"net/http"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
 // queueBounds is what a session's LaneQueue (spec.sessionBounds) lowers of
@@ -35,18 +37,21 @@ type queueBounds struct {
 }
 
 // sessionBounds reads the bounds of sc's LaneQueue from the manager's
-// cache. A queue that cannot be read lowers nothing: the manager's bounds
-// hold (the call found the queue's scheduler running a moment ago).
+// cache, once per call. A queue that cannot be read lowers nothing: the
+// manager's bounds hold (the call found the queue's scheduler running a
+// moment ago).
 func (s *Server) sessionBounds(ctx context.Context, sc *sessionCall) queueBounds {
+	if sc.bounds != nil {
+		return *sc.bounds
+	}
 	qb := queueBounds{queue: sc.queueKey.Name}
 	lq := &agentlanev1alpha1.LaneQueue{}
-	if err := s.Client.Get(ctx, sc.queueKey, lq); err != nil {
-		if !apierrors.IsNotFound(err) {
-			s.log.V(1).Info("LaneQueue unreadable, the manager's session bounds hold", "queue", sc.queueKey, "error", err.Error())
-		}
-		return qb
+	if err := s.Client.Get(ctx, sc.queueKey, lq); err == nil {
+		qb.b = lq.Spec.SessionBounds
+	} else if !apierrors.IsNotFound(err) {
+		s.log.V(1).Info("LaneQueue unreadable, the manager's session bounds hold", "queue", sc.queueKey, "error", err.Error())
 	}
-	qb.b = lq.Spec.SessionBounds
+	sc.bounds = &qb
 	return qb
 }
 
@@ -56,6 +61,8 @@ type bound struct {
 	// source names the setting, for messages: a manager flag, or the
 	// LaneQueue's field.
 	source string
+	// queue tells that the LaneQueue's field is the bound in force.
+	queue bool
 }
 
 // lower returns the smaller of the manager's bound (named by flag; a
@@ -66,7 +73,7 @@ func (q queueBounds) lower(manager int64, flag string, field string, queue func(
 		return b
 	}
 	if v := queue(q.b); v != nil && (manager <= 0 || *v < manager) {
-		return bound{limit: *v, source: fmt.Sprintf("spec.sessionBounds.%s of LaneQueue %q", field, q.queue)}
+		return bound{limit: *v, source: fmt.Sprintf("spec.sessionBounds.%s of LaneQueue %q", field, q.queue), queue: true}
 	}
 	return b
 }
@@ -94,10 +101,10 @@ func (q queueBounds) messageBytes(manager int) bound {
 		func(b *agentlanev1alpha1.SessionBounds) *int64 { return i32(b.MaxMessageBytes) })
 }
 
-// checkpointBytes has no manager bound here: the store applies its own
-// (--session-store-max-checkpoint-bytes) when it saves.
-func (q queueBounds) checkpointBytes() bound {
-	return q.lower(0, "session-store-max-checkpoint-bytes", "maxCheckpointBytes",
+// checkpointBytes lowers the store's bound on one checkpoint (0 when the
+// store has none).
+func (q queueBounds) checkpointBytes(store int) bound {
+	return q.lower(int64(store), "session-store-max-checkpoint-bytes", "maxCheckpointBytes",
 		func(b *agentlanev1alpha1.SessionBounds) *int64 { return i32(b.MaxCheckpointBytes) })
 }
 
@@ -109,6 +116,22 @@ func (q queueBounds) pendingDelegations(manager int) bound {
 func (q queueBounds) delegations(manager int) bound {
 	return q.lower(int64(manager), "session-api-max-delegations-per-session", "maxDelegations",
 		func(b *agentlanev1alpha1.SessionBounds) *int64 { return i32(b.MaxDelegations) })
+}
+
+// limitBody refuses a request whose body says it is larger than most with
+// 413 TooLarge, its message naming what the body carries (what), what the
+// bound is on (within) and the bound in force, before the body is read; the connection closes after the answer rather than reading what
+// is left of the body first. A body that says nothing of its length is cut
+// at most. A flood of oversized bodies then costs no reading or decoding.
+func limitBody(w http.ResponseWriter, r *http.Request, most int64, what, within string, limit bound) error {
+	if r.ContentLength > most {
+		w.Header().Set("Connection", "close")
+		return apiErrorf(http.StatusRequestEntityTooLarge, sessionapi.CodeTooLarge,
+			"the %s's body is %d bytes, more than %s within the bound of %d bytes (%s) can take",
+			what, r.ContentLength, within, limit.limit, limit.source)
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, most)
+	return nil
 }
 
 // longCalls lowers the per-session bound of kind's calls in lim.

@@ -432,6 +432,9 @@ type sessionCall struct {
 	queue    *lanequeue.Queue
 	inbox    *lanequeue.Inbox
 	caller   Caller
+	// bounds are the session's LaneQueue's bounds, read once per call
+	// (sessionBounds).
+	bounds *queueBounds
 }
 
 // routes lists the session routes, under
