@@ -232,7 +232,7 @@ func (r *AgentSessionReconciler) reconcile(ctx context.Context, s *agentlanev1al
 	}
 
 	st := q.SessionStats(s.Name)
-	unknown, refused := applyLaneOverrides(q, lq, s, st.LaneModes)
+	unknown, refused, behind := applyLaneOverrides(q, lq, s, st.LaneModes)
 	if s.Status.Phase == "" || s.Status.Phase == agentlanev1alpha1.SessionPending {
 		s.Status.Phase = agentlanev1alpha1.SessionActive
 	}
@@ -273,6 +273,11 @@ func (r *AgentSessionReconciler) reconcile(ctx context.Context, s *agentlanev1al
 	if ready == nil && s.Status.Phase == agentlanev1alpha1.SessionActive {
 		ready = bound
 	}
+	if behind && (after <= 0 || after > sessionRefreshInterval) {
+		// The running scheduler has not taken the LaneQueue's new spec yet:
+		// apply the override again once it has.
+		after = sessionRefreshInterval
+	}
 	// Counts move while work is in flight; the session's command events
 	// (sessionRefresh) bring it back, at a bounded rate.
 	return ctrl.Result{RequeueAfter: after}, ready, nil
@@ -295,7 +300,9 @@ func unbound(s *agentlanev1alpha1.AgentSession, msg string) *metav1.Condition {
 // A switch the LaneQueue does not allow is never applied, so a session cannot
 // send an Internal lane's commands, of any type the lane accepts, to the
 // shared workers; the scheduler refuses it as well (LaneConfig.SessionModes).
-func applyLaneOverrides(q *lanequeue.Queue, lq *agentlanev1alpha1.LaneQueue, s *agentlanev1alpha1.AgentSession, current map[string]lanequeue.HandlerMode) (unknown, refused []string) {
+// behind tells that the scheduler refused a switch the LaneQueue's spec
+// allows: it runs an older spec, and the override is to be applied again.
+func applyLaneOverrides(q *lanequeue.Queue, lq *agentlanev1alpha1.LaneQueue, s *agentlanev1alpha1.AgentSession, current map[string]lanequeue.HandlerMode) (unknown, refused []string, behind bool) {
 	want := make(map[string]lanequeue.HandlerMode, len(s.Spec.LaneOverrides))
 	for _, o := range s.Spec.LaneOverrides {
 		want[string(o.Lane)] = lanequeue.HandlerMode(o.HandlerMode)
@@ -319,6 +326,7 @@ func applyLaneOverrides(q *lanequeue.Queue, lq *agentlanev1alpha1.LaneQueue, s *
 		if err := q.SetSessionLaneMode(s.Name, lane, mode); err != nil {
 			if errors.Is(err, lanequeue.ErrModeOverrideRefused) {
 				refused = append(refused, fmt.Sprintf("%s: %s", lane, mode))
+				behind = true
 			} else {
 				unknown = append(unknown, lane)
 			}
@@ -332,7 +340,7 @@ func applyLaneOverrides(q *lanequeue.Queue, lq *agentlanev1alpha1.LaneQueue, s *
 	}
 	slices.Sort(unknown)
 	slices.Sort(refused)
-	return unknown, refused
+	return unknown, refused, behind
 }
 
 // reconcileDelete cancels the session's queued work, deletes its
