@@ -287,3 +287,8 @@ type AgentSessionReference struct {
 	// +required
 	Name string `json:"name"`
 }
+
+// TargetLabel is set to "Direct" on an ExternalTask the manager recorded for
+// a command of a Direct lane: the manager's Direct dispatcher, not the
+// ExternalTask controller, carries such a task while the manager leads.
+const TargetLabel = "agentlane.io/target"

@@ -196,7 +196,7 @@ func (p ExternalTaskPhase) IsTerminal() bool {
 // kinds of holder (a direct stream from the manager to a worker) add a
 // value.
 //
-// +kubebuilder:validation:Enum=Workers;Job;Handler;Delegate
+// +kubebuilder:validation:Enum=Workers;Job;Handler;Delegate;Direct
 type HolderKind string
 
 const (
@@ -212,6 +212,10 @@ const (
 	// HolderDelegate: a worker AgentSession, named in status.worker, runs
 	// the delegated task; the delegation controller carries it.
 	HolderDelegate HolderKind = "Delegate"
+	// HolderDirect: a worker streaming from the leading manager, named in
+	// status.worker, runs the attempt; the manager recorded the task
+	// because it waited, ran long or failed (a Direct lane).
+	HolderDirect HolderKind = "Direct"
 )
 
 // AttemptOutcome is how one attempt of a task ended.
@@ -417,7 +421,7 @@ type ExternalTaskStatus struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`,description="Life-cycle phase"
 // +kubebuilder:printcolumn:name="Command",type=string,JSONPath=`.spec.commandType`,description="Command type"
 // +kubebuilder:printcolumn:name="Lane",type=string,JSONPath=`.status.lane`,description="Lane the task was routed to"
-// +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.status.holder`,description="Kind of runner holding the current attempt: Workers, Job, Handler or Delegate"
+// +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.status.holder`,description="Kind of runner holding the current attempt: Workers, Job, Handler, Delegate or Direct"
 // +kubebuilder:printcolumn:name="Worker",type=string,JSONPath=`.status.worker`,description="Worker holding the current attempt"
 // +kubebuilder:printcolumn:name="Attempt",type=integer,JSONPath=`.status.attempt`,description="Current attempt, starting at 1"
 // +kubebuilder:printcolumn:name="Exit",type=integer,JSONPath=`.status.result.exitCode`,description="Exit code of the attempt's process, once it reported"

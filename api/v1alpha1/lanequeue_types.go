@@ -18,6 +18,7 @@ package v1alpha1
 
 import (
 	"slices"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -258,7 +259,7 @@ func (l *Lane) SessionModeAllowed(mode HandlerMode) bool {
 
 // ExternalTargetType is where the ExternalTasks of a lane run.
 //
-// +kubebuilder:validation:Enum=Workers;Job;Handler;Delegate
+// +kubebuilder:validation:Enum=Workers;Job;Handler;Delegate;Direct
 type ExternalTargetType string
 
 const (
@@ -279,7 +280,66 @@ const (
 	// worker's first turn and its final answer is the result, delivered to
 	// the producer's inbox (see DelegateTarget).
 	ExternalTargetDelegate ExternalTargetType = "Delegate"
+	// ExternalTargetDirect: workers that hold a stream to the leading
+	// manager run the commands; the manager hands each granted attempt to a
+	// worker with a free slot over that stream and takes its result back, and
+	// writes nothing to the API server for a short task that succeeds. A
+	// task is recorded as an ExternalTask only when it must be (see
+	// DirectTarget).
+	ExternalTargetDirect ExternalTargetType = "Direct"
 )
+
+// DirectRecords says when the tasks of a Direct lane are recorded as
+// ExternalTasks.
+//
+// +kubebuilder:validation:Enum=OnNeed;Always
+type DirectRecords string
+
+const (
+	// DirectRecordsOnNeed records a task only when it waits for a worker
+	// or runs longer than materializeAfter, fails for good or is
+	// dead-lettered.
+	DirectRecordsOnNeed DirectRecords = "OnNeed"
+	// DirectRecordsAlways records every task when it is granted, as the
+	// Workers target does, at the same cost in API writes.
+	DirectRecordsAlways DirectRecords = "Always"
+)
+
+// DefaultMaterializeAfter is how long a Direct task waits for a worker, or
+// runs, before it is recorded, when the lane does not say.
+const DefaultMaterializeAfter = 2 * time.Second
+
+// DirectTarget tunes a Direct lane. Attempts are handed over the workers'
+// streams whatever it says; it only decides which tasks are recorded as
+// ExternalTasks, so that kubectl, retention and the audit see them.
+type DirectTarget struct {
+	// materializeAfter is how long a task may wait for a free worker, or
+	// run on one, before it is recorded as an ExternalTask (Queued or
+	// Running). Between 100ms and 1h; defaults to 2s.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('100ms') && duration(self) <= duration('1h')",message="materializeAfter must be a duration between 100ms and 1h, such as 2s"
+	// +optional
+	MaterializeAfter *metav1.Duration `json:"materializeAfter,omitempty"`
+
+	// records is OnNeed (the default: a task is recorded only when it waits
+	// or runs longer than materializeAfter, fails for good or is
+	// dead-lettered) or Always (every task is recorded when it is granted).
+	// +kubebuilder:default=OnNeed
+	// +optional
+	Records DirectRecords `json:"records,omitempty"`
+}
+
+// MaterializeAfterOrDefault returns materializeAfter, or its default.
+func (d *DirectTarget) MaterializeAfterOrDefault() time.Duration {
+	if d == nil || d.MaterializeAfter == nil {
+		return DefaultMaterializeAfter
+	}
+	return d.MaterializeAfter.Duration
+}
+
+// RecordsAlways tells whether every task is recorded.
+func (d *DirectTarget) RecordsAlways() bool {
+	return d != nil && d.Records == DirectRecordsAlways
+}
 
 // ExternalTarget says where the ExternalTasks of a lane run. A worker or a
 // Job's pod completes a task by writing the task's status; a Handler
@@ -289,12 +349,14 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.jobTemplate) || (has(self.type) && self.type == 'Job')",message="jobTemplate may only be set when type is Job",fieldPath=".jobTemplate"
 // +kubebuilder:validation:XValidation:rule="!has(self.type) || self.type != 'Delegate' || has(self.delegate)",message="delegate (with its sessionTemplate) is required when type is Delegate",fieldPath=".delegate"
 // +kubebuilder:validation:XValidation:rule="!has(self.delegate) || (has(self.type) && self.type == 'Delegate')",message="delegate may only be set when type is Delegate",fieldPath=".delegate"
+// +kubebuilder:validation:XValidation:rule="!has(self.direct) || (has(self.type) && self.type == 'Direct')",message="direct may only be set when type is Direct",fieldPath=".direct"
 type ExternalTarget struct {
 	// type is Workers (the worker pool claims the tasks), Job (one batch Job
 	// per task, created from jobTemplate), Handler (handlers complete the
-	// tasks through the Session API) or Delegate (one worker AgentSession
-	// per command, created from delegate.sessionTemplate). Defaults to
-	// Workers.
+	// tasks through the Session API), Delegate (one worker AgentSession
+	// per command, created from delegate.sessionTemplate) or Direct
+	// (workers streaming from the leading manager run the commands, most of
+	// them without an ExternalTask). Defaults to Workers.
 	// +kubebuilder:default=Workers
 	// +optional
 	Type ExternalTargetType `json:"type,omitempty"`
@@ -304,7 +366,8 @@ type ExternalTarget struct {
 	// When it is not set, any worker serving the queue may claim them. Only
 	// used when type is Workers. It is checked at admission as a Kubernetes
 	// label selector is: known operators, values as each operator needs
-	// them, label keys and values in label syntax.
+	// them, label keys and values in label syntax. Used when type is
+	// Workers or Direct.
 	// +optional
 	WorkerSelector *WorkerSelector `json:"workerSelector,omitempty"`
 
@@ -321,6 +384,11 @@ type ExternalTarget struct {
 	// is required then and not allowed otherwise.
 	// +optional
 	Delegate *DelegateTarget `json:"delegate,omitempty"`
+
+	// direct tunes a Direct lane: when its tasks are recorded as
+	// ExternalTasks. Only allowed when type is Direct; optional then.
+	// +optional
+	Direct *DirectTarget `json:"direct,omitempty"`
 
 	// UndecodableJobTemplate is set, and JobTemplate left nil, when the
 	// stored jobTemplate does not decode (see UndecodableTemplate). It is

@@ -80,6 +80,13 @@ type Command struct {
 	// the handler mode of its lane and session: for work that exists only as
 	// a durable task, such as one created directly as a Kubernetes object.
 	External bool
+	// InHandler runs every attempt of the command in its Handler, whatever
+	// the handler mode of its lane and session: for a host that hands the
+	// attempts of an External lane to runners of its own and waits for
+	// their results in the Handler (a Direct lane's worker streams), with
+	// the lane's caps, timeout, retries and dead letters as for any
+	// attempt. It requires Handler and excludes External.
+	InHandler bool
 	// Durable marks a command recorded outside the queue, which a restart
 	// does not lose (an ExternalTask the cluster keeps, registered again
 	// after a restart): a draining queue still admits it (Config.Drain).
@@ -225,7 +232,9 @@ type Ticket struct {
 	external bool // Command.External; fits in state's padding
 	// awaitStart is Command.AwaitStart.
 	awaitStart bool
-	attempts   int32 // attempts started, including prior ones
+	// inHandler is Command.InHandler.
+	inHandler bool
+	attempts  int32 // attempts started, including prior ones
 	// notStarted is how many of attempts failed with ErrNotStarted without
 	// counting against the retries; at most MaxUncountedNotStarted.
 	notStarted int32

@@ -253,6 +253,8 @@ func (q *Queue) newTicket(cmd Command) (*Ticket, error) {
 		return nil, fmt.Errorf("%w: priority must be >= 0", ErrInvalidCommand)
 	case cmd.Timeout < 0:
 		return nil, fmt.Errorf("%w: timeout must be >= 0", ErrInvalidCommand)
+	case cmd.InHandler && (cmd.Handler == nil || cmd.External):
+		return nil, fmt.Errorf("%w: inHandler needs a handler and excludes external", ErrInvalidCommand)
 	}
 	id := cmd.ID
 	if id == "" {
@@ -276,6 +278,7 @@ func (q *Queue) newTicket(cmd Command) (*Ticket, error) {
 		dueIdx:     -1,
 
 		awaitStart: cmd.External && cmd.AwaitStart,
+		inHandler:  cmd.InHandler,
 	}
 	if cmd.Priority != nil {
 		t.prio = int32(*cmd.Priority)
@@ -423,8 +426,11 @@ func (q *Queue) startLocked(ls *laneSession, now int64) {
 	q.wait.observe(w)
 	ln.m.waitSeconds.Observe(float64(w) / 1e9)
 	mode := ls.sess.modeFor(ln)
-	if t.external {
+	switch {
+	case t.external:
 		mode = External
+	case t.inHandler:
+		mode = Internal
 	}
 	q.beginAttemptLocked(t, now, now, mode, true)
 }
