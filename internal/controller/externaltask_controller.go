@@ -246,6 +246,9 @@ func (r *ExternalTaskReconciler) reconcile(ctx context.Context, req ctrl.Request
 		// A delegated task is carried by the delegation controller.
 		return ctrl.Result{}, nil
 	}
+	if isDirectRecord(task) {
+		return r.reconcileDirect(ctx, task)
+	}
 	if r.workers.observe(task) {
 		r.wakeAwaiting(task.Namespace, 1) // its worker has a free slot now
 	}

@@ -219,7 +219,7 @@ func (r *ExternalTaskReconciler) finish(ctx context.Context, b binding, s *taskS
 	st := &task.Status
 	now := metav1.NewTime(r.Clock.Now())
 	n := int32(o.Attempts)
-	phase := finalPhase(o.State)
+	phase := taskstate.FinalPhase(o.State)
 	msg := ""
 	if o.Err != nil {
 		msg = o.Err.Error()
@@ -262,22 +262,6 @@ func (r *ExternalTaskReconciler) finishUnscheduled(s *taskScope, phase agentlane
 		r.Recorder.Eventf(task, nil, corev1.EventTypeWarning, string(phase), "Schedule", "%s", msg)
 	}
 	return nil
-}
-
-// finalPhase maps a scheduler's terminal state to the task phase.
-func finalPhase(s lanequeue.State) agentlanev1alpha1.ExternalTaskPhase {
-	switch s {
-	case lanequeue.StateSucceeded:
-		return agentlanev1alpha1.ExternalTaskSucceeded
-	case lanequeue.StateTimedOut:
-		return agentlanev1alpha1.ExternalTaskTimedOut
-	case lanequeue.StateDeadLettered:
-		return agentlanev1alpha1.ExternalTaskDeadLettered
-	case lanequeue.StateCancelled:
-		return agentlanev1alpha1.ExternalTaskCancelled
-	default:
-		return agentlanev1alpha1.ExternalTaskFailed
-	}
 }
 
 // recordEnded appends the record of the task's current attempt, which the

@@ -78,6 +78,10 @@ type Schedulers struct {
 	// stopping is set when the manager stops, before the schedulers close.
 	stopping atomic.Bool
 
+	// direct holds the recorded tasks of Direct lanes that this manager
+	// run carries (DirectTasks).
+	direct DirectTasks
+
 	mu     sync.Mutex
 	queues map[types.NamespacedName]*scheduler
 	dirty  map[types.NamespacedName]bool

@@ -42,10 +42,13 @@ limitations under the License.
 //	DelegateEnd       delegation ctrl       not finished            Failed or TimedOut
 //	SessionFinish     Session API           Running, its session    Succeeded or Failed
 //	Deliver           delegation ctrl       finished                same phase, Delivered set
+//	DirectRecord      Session API (Direct)  not finished            Dispatched (no worker) or Running, held Direct
+//	DirectEnd         Session API (Direct)  not finished            Succeeded, Failed, TimedOut, DeadLettered, Cancelled
 //
 // A finished phase never changes (the CRD enforces it too). The kind of
 // holder an attempt was dispatched to (status.holder: Workers, Job,
-// Handler, Delegate) is recorded by Dispatch and DelegateStart and read
+// Handler, Delegate, Direct) is recorded by Dispatch, DelegateStart and
+// DirectRecord and read
 // with HolderOf; tasks written before the field existed have theirs
 // inferred once and recorded by the next manager write (RecordHolder).
 //

@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/lanequeue"
 	"github.com/agentlane/agentlane/internal/truncate"
 )
 
@@ -355,4 +356,20 @@ func HandlerComplete(st *Status, now metav1.Time, n int32, res agentlanev1alpha1
 	st.FinishedAt = &now
 	st.Phase = PhaseAfterRun(res.Success)
 	return nil
+}
+
+// FinalPhase is the task phase of a scheduler's final state.
+func FinalPhase(s lanequeue.State) agentlanev1alpha1.ExternalTaskPhase {
+	switch s {
+	case lanequeue.StateSucceeded:
+		return agentlanev1alpha1.ExternalTaskSucceeded
+	case lanequeue.StateTimedOut:
+		return agentlanev1alpha1.ExternalTaskTimedOut
+	case lanequeue.StateDeadLettered:
+		return agentlanev1alpha1.ExternalTaskDeadLettered
+	case lanequeue.StateCancelled:
+		return agentlanev1alpha1.ExternalTaskCancelled
+	default:
+		return agentlanev1alpha1.ExternalTaskFailed
+	}
 }
