@@ -35,6 +35,7 @@ import (
 
 	"github.com/go-logr/logr"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -46,6 +47,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/servingcert"
 	"github.com/agentlane/agentlane/internal/testenv"
 )
 
@@ -61,7 +63,18 @@ var (
 	flagOnlyQueued     = flag.Bool("only-queued", false, "run only the memory and idle part (no raw create, throughput or latency runs)")
 	flagProfileDir     = flag.String("profile-dir", "", "directory for the manager's heap profiles before and after the queued tasks and a CPU profile of the idle manager (go tool pprof reads them)")
 	flagCPUProfile     = flag.Duration("cpu-profile", 30*time.Second, "length of the idle manager's CPU profile, taken after the idle measurement, with -profile-dir")
+	flagSkip           = flag.String("skip", "", "comma-separated parts to leave out: cr (the ExternalTask path's throughput and latency runs), direct (the Direct runs), queued (the memory and idle part)")
 )
+
+// skipped tells whether -skip names part.
+func skipped(part string) bool {
+	for _, p := range strings.Split(*flagSkip, ",") {
+		if strings.TrimSpace(p) == part {
+			return true
+		}
+	}
+	return false
+}
 
 // env is the benchmark's cluster and processes.
 type env struct {
@@ -78,14 +91,19 @@ type env struct {
 	startManager func()
 	metricsURL   string
 	sessionAPI   string
-	pprofURL     string // empty without -profile-dir
+	// caPEM is the CA of the Session API's certificate; nil when it serves
+	// plain HTTP.
+	caPEM    []byte
+	caFile   string
+	pprofURL string // empty without -profile-dir
 }
 
 func TestBenchE2E(t *testing.T) {
 	if os.Getenv("AGENTLANE_BENCH_E2E") == "" {
 		t.Skip("set AGENTLANE_BENCH_E2E=1 (make bench-e2e) to run the end-to-end benchmark")
 	}
-	e := setup(t, benchManagerArgs()...)
+	// The Session API serves TLS, as installed: the Direct stream needs it.
+	e := setup(t, true, benchManagerArgs()...)
 	var rep report
 	if *flagOnlyQueued {
 		rep.idle = e.queuedAndIdle(*flagQueuedSessions, *flagQueued)
@@ -93,28 +111,54 @@ func TestBenchE2E(t *testing.T) {
 		return
 	}
 	rep.raw = e.rawCreateRate(*flagTasks)
-	rep.runs = append(rep.runs, e.throughput("1 session", 1, *flagTasks))
-	hundred := e.throughput("100 sessions", 100, *flagTasks)
-	rep.runs = append(rep.runs, hundred)
-	rep.latency = e.halfLoadLatency(hundred.client, hundred.ns, 100, hundred.rate/2, *flagLatencyTasks)
-	e.freshManager(rep.runs[0].ns, hundred.ns)
-	rep.idle = e.queuedAndIdle(*flagQueuedSessions, *flagQueued)
+	rep.small = e.smallCreateRate(*flagTasks)
+	direct := !skipped("direct")
+	var namespaces []string
+	if !skipped("cr") {
+		one := e.tenant("bench-tp-1", 1, direct)
+		rep.runs = append(rep.runs, e.throughput(one, "1 session", *flagTasks))
+		one.stop()
+		namespaces = append(namespaces, one.ns)
+	}
+	// The 100-session tenant's workers serve both its Workers lane and its
+	// Direct lane, and its runtimes' 32 clients submit to both.
+	hundred := e.tenant("bench-tp-100", 100, direct)
+	namespaces = append(namespaces, hundred.ns)
+	if !skipped("cr") {
+		h := e.throughput(hundred, "100 sessions", *flagTasks)
+		rep.runs = append(rep.runs, h)
+		rep.latency = e.halfLoadLatency(hundred, h.rate/2, *flagLatencyTasks)
+	}
+	if direct {
+		rep.direct = e.directRuns(hundred)
+	}
+	hundred.stop()
+	if !skipped("queued") {
+		e.freshManager(namespaces...)
+		rep.idle = e.queuedAndIdle(*flagQueuedSessions, *flagQueued)
+	}
 	rep.print(os.Stdout)
 }
 
 // benchManagerArgs lifts the Session API's per-caller bounds, which the
-// throughput runs would otherwise measure instead of the task path.
+// throughput runs would otherwise measure instead of the task path, and
+// its bound on the reviews one client address causes: the 32 clients share
+// the loopback address, where 32 runtimes would have one each.
 func benchManagerArgs() []string {
 	return []string{"--session-api-rate=-1", "--session-api-failed-auth-rate=-1",
-		fmt.Sprintf("--session-api-max-pending-per-session=%d", max(1000, *flagQueued))}
+		fmt.Sprintf("--session-api-max-pending-per-session=%d", max(1000, *flagQueued)),
+		"--session-api-max-reviews-in-flight-per-address=1024", "--session-api-max-reviews-in-flight=1024"}
 }
 
 // setup builds the binaries, starts the control plane and the manager with
-// managerArgs added to its own.
-func setup(t *testing.T, managerArgs ...string) *env {
+// managerArgs added to its own. With tls the Session API serves HTTPS with
+// a certificate of a CA the benchmark makes (e.caPEM), otherwise plain
+// HTTP.
+func setup(t *testing.T, tls bool, managerArgs ...string) *env {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(agentlanev1alpha1.AddToScheme(scheme))
+	utilruntime.Must(apiextensionsv1.AddToScheme(scheme))
 	logf.SetLogger(logr.Discard()) // the processes log to their own files
 	e := &env{t: t, ctx: context.Background(), dir: t.TempDir()}
 	managerBin := goBuild(t, e.dir, "./cmd/manager")
@@ -132,6 +176,11 @@ func setup(t *testing.T, managerArgs ...string) *env {
 
 	metricsAddr, apiAddr := freeAddress(t), freeAddress(t)
 	e.metricsURL, e.sessionAPI = "http://"+metricsAddr+"/metrics", "http://"+apiAddr
+	apiTLS := []string{"--session-api-insecure-http"}
+	if tls {
+		e.sessionAPI = "https://" + apiAddr
+		apiTLS = e.sessionAPICertificate()
+	}
 	pprofAddr := "0"
 	if *flagProfileDir != "" {
 		pprofAddr = freeAddress(t)
@@ -140,8 +189,8 @@ func setup(t *testing.T, managerArgs ...string) *env {
 	e.startManager = func() {
 		args := append([]string{
 			"--pprof-bind-address=" + pprofAddr, "--metrics-bind-address=" + metricsAddr, "--metrics-secure=false", "--health-probe-bind-address=0",
-			"--session-api-bind-address=" + apiAddr, "--session-api-insecure-http",
-		}, managerArgs...)
+			"--session-api-bind-address=" + apiAddr,
+		}, append(apiTLS, managerArgs...)...)
 		e.manager = startProcess(t, e.dir, "manager", managerBin, managerKC, args...)
 		e.waitFor("the manager's metrics endpoint", time.Minute, func() bool {
 			_, err := e.managerMetrics()
@@ -151,6 +200,26 @@ func setup(t *testing.T, managerArgs ...string) *env {
 	e.startManager()
 	t.Cleanup(func() { e.manager.stop() })
 	return e
+}
+
+// sessionAPICertificate makes a CA and a serving certificate of it for the
+// loopback address, writes them into e.dir and returns the manager's flags
+// that serve them.
+func (e *env) sessionAPICertificate() []string {
+	e.t.Helper()
+	b, err := servingcert.Generate([]string{"127.0.0.1", "localhost"}, time.Now())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	files := map[string][]byte{"session-api.crt": b.Cert, "session-api.key": b.Key, "session-api-ca.crt": b.CACert}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(e.dir, name), data, 0o600); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	e.caPEM, e.caFile = b.CACert, filepath.Join(e.dir, "session-api-ca.crt")
+	return []string{"--session-api-cert-file=" + filepath.Join(e.dir, "session-api.crt"),
+		"--session-api-key-file=" + filepath.Join(e.dir, "session-api.key"), "--session-api-ca-file=" + e.caFile}
 }
 
 // freshManager deletes the agentlane objects of the given namespaces (an
@@ -246,13 +315,19 @@ func reconciles(before, after snapshot, controller string) float64 {
 }
 
 // startWorkers starts n worker processes serving ns, each on its own node.
-func (e *env) startWorkers(ns string, n int) []*process {
+// With a directToken file they also hold a Direct stream to the manager
+// (capacity -direct-capacity) and run the noop command type.
+func (e *env) startWorkers(ns string, n int, directToken string) []*process {
 	var ws []*process
 	for i := range n {
 		name := fmt.Sprintf("%s-w%d", ns, i)
-		ws = append(ws, startProcess(e.t, e.dir, name, e.workerBin, e.workerKC,
-			"--name="+name, "--node-name=node-"+fmt.Sprint(i), "--namespace="+ns,
-			fmt.Sprintf("--capacity=%d", *flagCapacity), "--heartbeat-interval=2s", "--grace-period=5s"))
+		args := []string{"--name=" + name, "--node-name=node-" + fmt.Sprint(i), "--namespace=" + ns,
+			fmt.Sprintf("--capacity=%d", *flagCapacity), "--heartbeat-interval=2s", "--grace-period=5s"}
+		if directToken != "" {
+			args = append(args, "--direct-server="+e.sessionAPI, "--direct-ca-file="+e.caFile,
+				"--direct-token-file="+directToken, fmt.Sprintf("--direct-capacity=%d", *flagDirectCapacity), "--noop-executor")
+		}
+		ws = append(ws, startProcess(e.t, e.dir, name, e.workerBin, e.workerKC, args...))
 	}
 	return ws
 }

@@ -79,7 +79,7 @@ func TestLoad(t *testing.T) {
 		t.Skip("set AGENTLANE_LOAD=1 (make test-load) to run the load suite")
 	}
 	// The manager runs with its shipped bounds, as an install would.
-	e := setup(t)
+	e := setup(t, false)
 	steady := e.steadyTenant("load-steady", 4)
 	flood := e.floodTenant("load-flood", 4)
 

@@ -23,14 +23,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
 // throughputRun is what one throughput run measured.
 type throughputRun struct {
 	name, ns        string
-	client          *sessionapi.Client
 	tasks           int
 	rate            float64 // tasks finished per second
 	writes          map[string]float64
@@ -39,24 +36,20 @@ type throughputRun struct {
 	queueStatusRate float64 // LaneQueue status writes per second
 	elapsed         time.Duration
 	cores           float64
+	cpu             time.Duration // the manager's CPU time during the run
 	rssBytes        int64
 }
 
-// throughput submits n trivial tasks spread over sessions sessions with
-// flagClients clients and waits for all of them to finish.
-func (e *env) throughput(name string, sessions, n int) throughputRun {
-	ns := e.namespace(fmt.Sprintf("bench-tp-%d", sessions))
-	c := e.queueWithSessions(ns, sessions, 0)
-	workers := e.startWorkers(ns, *flagWorkers)
-	defer stopAll(workers)
-	// Let the sessions and workers settle so the run counts the tasks only.
-	time.Sleep(3 * time.Second)
+// throughput submits n trivial tasks spread over the tenant's sessions
+// with its flagClients clients and waits for all of them to finish.
+func (e *env) throughput(tn *tenant, name string, n int) throughputRun {
+	ns, sessions := tn.ns, tn.sessions
 	f := e.watchFinished(ns)
 	defer f.stop()
 	before := e.snapshot()
 	var failed atomic.Int64
-	parallel(*flagClients, n, func(i int) {
-		if err := e.submit(c, ns, sessionName(i%sessions), fmt.Sprintf("t-%05d", i)); err != nil {
+	parallelBy(len(tn.clients), n, func(w, i int) {
+		if err := e.submit(tn.clients[w], ns, sessionName(i%sessions), fmt.Sprintf("t-%05d", i)); err != nil {
 			failed.Add(1)
 			e.t.Logf("submit %d: %v", i, err)
 		}
@@ -69,11 +62,12 @@ func (e *env) throughput(name string, sessions, n int) throughputRun {
 	elapsed := f.last().Sub(before.usage.at)
 	counts := writeCounts(before.api, after.api)
 	run := throughputRun{
-		name: name, ns: ns, client: c, tasks: n, rate: float64(n) / elapsed.Seconds(), writes: counts, elapsed: elapsed,
+		name: name, ns: ns, tasks: n, rate: float64(n) / elapsed.Seconds(), writes: counts, elapsed: elapsed,
 		sessionRecs:     reconciles(before, after, "agentsession"),
 		taskRecs:        reconciles(before, after, "externaltask"),
 		queueStatusRate: writesOf(counts, "lanequeues/status ") / after.usage.at.Sub(before.usage.at).Seconds(),
 		cores:           cores(before.usage, after.usage),
+		cpu:             after.usage.cpu - before.usage.cpu,
 		rssBytes:        after.usage.rssBytes,
 	}
 	if f.failed > 0 {
@@ -100,11 +94,11 @@ type latencyRun struct {
 	allWrites map[string]float64
 }
 
-// halfLoadLatency submits n tasks to ns (whose queue and sessions exist) at
-// rate per second and measures from each submission to its command's start.
-func (e *env) halfLoadLatency(c *sessionapi.Client, ns string, sessions int, rate float64, n int) latencyRun {
-	workers := e.startWorkers(ns, *flagWorkers)
-	defer stopAll(workers)
+// halfLoadLatency submits n tasks to the tenant's Workers lane at rate per
+// second, round robin over its clients, and measures from each submission
+// to its command's start.
+func (e *env) halfLoadLatency(tn *tenant, rate float64, n int) latencyRun {
+	ns, sessions := tn.ns, tn.sessions
 	time.Sleep(3 * time.Second)
 	f := e.watchFinished(ns)
 	defer f.stop()
@@ -117,6 +111,7 @@ func (e *env) halfLoadLatency(c *sessionapi.Client, ns string, sessions int, rat
 	for i := range n {
 		<-tick.C
 		id := fmt.Sprintf("l-%05d", i)
+		c := tn.clients[i%len(tn.clients)]
 		wg.Go(func() {
 			mu.Lock()
 			sent[id] = time.Now()
@@ -194,15 +189,15 @@ type idleRun struct {
 // queued task and its CPU while nothing changes.
 func (e *env) queuedAndIdle(sessions, tasks int) idleRun {
 	ns := e.namespace("bench-idle")
-	c := e.queueWithSessions(ns, sessions, 1)
+	clients := e.sessionClients(e.queueWithSessions(ns, sessions, 1, false), *flagClients)
 	time.Sleep(3 * time.Second)
 	run := idleRun{sessions: sessions, tasks: tasks}
 	run.heapBefore = e.heapProfile("before")
 	before := e.snapshot()
 	run.rssBefore = before.usage.rssBytes
 	start := time.Now()
-	parallel(*flagClients, tasks, func(i int) {
-		if err := e.submit(c, ns, sessionName(i%sessions), fmt.Sprintf("q-%05d", i)); err != nil {
+	parallelBy(len(clients), tasks, func(w, i int) {
+		if err := e.submit(clients[w], ns, sessionName(i%sessions), fmt.Sprintf("q-%05d", i)); err != nil {
 			e.t.Errorf("submit %d: %v", i, err)
 		}
 	})
@@ -236,31 +231,47 @@ func (e *env) queuedAndIdle(sessions, tasks int) idleRun {
 
 // report is the benchmark's result.
 type report struct {
-	raw     float64
-	runs    []throughputRun
-	latency latencyRun
-	idle    idleRun
+	// raw is the LaneQueue create rate, small the yardstick's (a custom
+	// resource with a tiny schema); ratios divide by small.
+	raw, small float64
+	runs       []throughputRun
+	latency    latencyRun
+	direct     directReport
+	idle       idleRun
 }
 
 func (r report) print(w io.Writer) {
 	fmt.Fprintf(w, "\n== agentlane bench-e2e (%s) ==\n", time.Now().UTC().Format(time.RFC3339))
+	if r.small > 0 {
+		fmt.Fprintf(w, "raw creates, %d clients: %.0f/s of a custom resource with a tiny schema (the yardstick of every ratio), %.0f/s of LaneQueues\n",
+			*flagClients, r.small, r.raw)
+	}
 	if len(r.runs) > 0 {
 		r.printThroughput(w)
 	}
-	r.printIdle(w)
+	if len(r.direct.runs) > 0 {
+		r.printDirect(w)
+	}
+	if r.idle.tasks > 0 {
+		r.printIdle(w)
+	}
 	r.printSummary(w)
 }
 
+// cpuPerTask is the manager's CPU time per task of a run.
+func cpuPerTask(cpu time.Duration, tasks int) time.Duration {
+	return cpu / time.Duration(max(tasks, 1))
+}
+
 func (r report) printThroughput(w io.Writer) {
-	fmt.Fprintf(w, "raw LaneQueue creates, %d clients: %.0f/s\n\n", *flagClients, r.raw)
-	fmt.Fprintf(w, "%-14s %8s %8s %7s %10s %10s %10s %10s %9s %7s %8s\n",
-		"run", "tasks", "tasks/s", "ratio", "writes/xt", "ttlDel/xt", "asnRec/xt", "xtRec/xt", "lqSt/s", "cores", "RSS MiB")
+	fmt.Fprintf(w, "\n%-14s %8s %8s %7s %10s %10s %10s %10s %9s %7s %9s %8s\n",
+		"run", "tasks", "tasks/s", "ratio", "writes/xt", "ttlDel/xt", "asnRec/xt", "xtRec/xt", "lqSt/s", "cores", "cpu µs/xt", "RSS MiB")
 	for _, run := range r.runs {
 		n := float64(run.tasks)
-		fmt.Fprintf(w, "%-14s %8d %8.1f %7.3f %10.2f %10.2f %10.2f %10.2f %9.2f %7.2f %8.0f\n",
-			run.name, run.tasks, run.rate, run.rate/r.raw,
+		fmt.Fprintf(w, "%-14s %8d %8.1f %7.3f %10.2f %10.2f %10.2f %10.2f %9.2f %7.2f %9.0f %8.0f\n",
+			run.name, run.tasks, run.rate, run.rate/r.small,
 			protocolWrites(run.writes)/n, writesOf(run.writes, "externaltasks DELETE")/n, run.sessionRecs/n, run.taskRecs/n,
-			run.queueStatusRate, run.cores, float64(run.rssBytes)/(1<<20))
+			run.queueStatusRate, run.cores, float64(cpuPerTask(run.cpu, run.tasks).Microseconds()), float64(run.rssBytes)/(1<<20))
 	}
 	for _, run := range r.runs {
 		fmt.Fprintf(w, "\nAPI writes per task, %s (all resources, by verb):\n", run.name)
@@ -269,6 +280,9 @@ func (r report) printThroughput(w io.Writer) {
 		}
 	}
 	l := r.latency
+	if l.tasks == 0 {
+		return
+	}
 	fmt.Fprintf(w, "\ncreate-to-start at half load (%.0f/s, %d tasks, 100 sessions): p50 %s  p99 %s; %.2f ExternalTask writes per task (creates and status, no deletes)\n",
 		l.rate, l.tasks, l.p50.Round(100*time.Microsecond), l.p99.Round(100*time.Microsecond), l.writes)
 	fmt.Fprintf(w, "  submit to dispatch seen: p50 %s  p99 %s; dispatch seen to start on the worker: p50 %s  p99 %s\n",
@@ -302,25 +316,32 @@ func (r report) printIdle(w io.Writer) {
 		*flagIdle, i.idleCores, i.sessionRecsWhileIdle, i.externalRecsWhileIdle, i.queueRecsWhileIdle)
 }
 
-// printSummary prints the run's key numbers as one table row, so that
-// several runs can be laid side by side.
+// printSummary prints the run's key numbers, one a line, so that several
+// runs can be laid side by side.
 func (r report) printSummary(w io.Writer) {
 	fmt.Fprintf(w, "\nsummary:\n")
-	row := func(k, v string) { fmt.Fprintf(w, "  %-34s %s\n", k, v) }
-	if len(r.runs) > 0 {
-		row("raw creates/s", fmt.Sprintf("%.0f", r.raw))
-		for _, run := range r.runs {
-			n := float64(run.tasks)
-			row("tasks/s (ratio), "+run.name, fmt.Sprintf("%.1f (%.3f)", run.rate, run.rate/r.raw))
-			row("writes/xt + TTL deletes, "+run.name, fmt.Sprintf("%.2f + %.2f", protocolWrites(run.writes)/n, writesOf(run.writes, "externaltasks DELETE")/n))
-			row("asnRec/xt, "+run.name, fmt.Sprintf("%.2f", run.sessionRecs/n))
-		}
+	row := func(k, v string) { fmt.Fprintf(w, "  %-40s %s\n", k, v) }
+	if r.small > 0 {
+		row("raw creates/s, small CR (LaneQueue)", fmt.Sprintf("%.0f (%.0f)", r.small, r.raw))
+	}
+	for _, run := range r.runs {
+		n := float64(run.tasks)
+		row("tasks/s (ratio), "+run.name, fmt.Sprintf("%.1f (%.3f)", run.rate, run.rate/r.small))
+		row("writes/xt + TTL deletes, "+run.name, fmt.Sprintf("%.2f + %.2f", protocolWrites(run.writes)/n, writesOf(run.writes, "externaltasks DELETE")/n))
+		row("asnRec/xt, "+run.name, fmt.Sprintf("%.2f", run.sessionRecs/n))
+		row("manager CPU/task, "+run.name, fmt.Sprintf("%s (%.2f cores)", cpuPerTask(run.cpu, run.tasks).Round(time.Microsecond), run.cores))
+	}
+	if r.latency.tasks > 0 {
 		row("create-to-start p50 / p99", fmt.Sprintf("%s / %s", r.latency.p50.Round(100*time.Microsecond), r.latency.p99.Round(100*time.Microsecond)))
 	}
-	i := r.idle
-	row("queued: accepted in", fmt.Sprintf("%s (%.0f/s)", i.accept.Round(time.Second), float64(i.tasks)/i.accept.Seconds()))
-	row("queued: RSS MiB after (before)", fmt.Sprintf("%.0f (%.0f)", float64(i.rssAfter)/(1<<20), float64(i.rssBefore)/(1<<20)))
-	row("queued: heap MiB after (before)", fmt.Sprintf("%.0f (%.0f)", float64(i.heapAfter)/(1<<20), float64(i.heapBefore)/(1<<20)))
-	row("queued: RSS / heap KiB per task", fmt.Sprintf("%.1f / %.1f", float64(i.rssAfter-i.rssBefore)/float64(i.tasks)/1024, float64(i.heapAfter-i.heapBefore)/float64(i.tasks)/1024))
-	row("queued: idle cores", fmt.Sprintf("%.3f", i.idleCores))
+	if len(r.direct.runs) > 0 {
+		r.printDirectSummary(row)
+	}
+	if i := r.idle; i.tasks > 0 {
+		row("queued: accepted in", fmt.Sprintf("%s (%.0f/s)", i.accept.Round(time.Second), float64(i.tasks)/i.accept.Seconds()))
+		row("queued: RSS MiB after (before)", fmt.Sprintf("%.0f (%.0f)", float64(i.rssAfter)/(1<<20), float64(i.rssBefore)/(1<<20)))
+		row("queued: heap MiB after (before)", fmt.Sprintf("%.0f (%.0f)", float64(i.heapAfter)/(1<<20), float64(i.heapBefore)/(1<<20)))
+		row("queued: RSS / heap KiB per task", fmt.Sprintf("%.1f / %.1f", float64(i.rssAfter-i.rssBefore)/float64(i.tasks)/1024, float64(i.heapAfter-i.heapBefore)/float64(i.tasks)/1024))
+		row("queued: idle cores", fmt.Sprintf("%.3f", i.idleCores))
+	}
 }

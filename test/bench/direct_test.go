@@ -1,0 +1,415 @@
+/*
+Copyright 2026 The agentlane Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package bench
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/testenv"
+	"github.com/agentlane/agentlane/pkg/sessionapi"
+)
+
+// The Direct runs: the same manager, workers, sessions and clients as the
+// ExternalTask path's 100-session runs, submitting to the tenant's Direct
+// lane instead of its Workers lane.
+var (
+	flagDirectTasks            = flag.Int("direct-tasks", 20000, "noop tasks of the Direct throughput run")
+	flagDirectExecTasks        = flag.Int("direct-exec-tasks", 4000, "date tasks of the Direct throughput run")
+	flagDirectLatencyTasks     = flag.Int("direct-latency-tasks", 5000, "noop tasks of the Direct half-load run")
+	flagDirectExecLatencyTasks = flag.Int("direct-exec-latency-tasks", 1000, "date tasks of the Direct half-load run")
+	flagDirectCapacity         = flag.Int("direct-capacity", 16, "Direct attempts each worker runs at once")
+	flagDirectWarmup           = flag.Int("direct-warmup", 1000, "noop tasks run before the Direct runs and not measured")
+)
+
+// Command types of the Direct runs: noop measures the scheduling path
+// alone (the worker runs nothing), date a process like the ExternalTask
+// path's tasks.
+const (
+	directNoop = "noop"
+	directDate = "date"
+)
+
+// workerAudience is the token audience the manager's Session API accepts by
+// default (--session-api-audiences), which the Direct stream checks.
+const workerAudience = "agentlane"
+
+// directWaitMetric is the manager's histogram of how long a Direct attempt
+// waited for a free worker before it was sent.
+const directWaitMetric = "agentlane_direct_wait_duration_seconds"
+
+// directRun is what one Direct throughput run measured.
+type directRun struct {
+	kind    string // directNoop or directDate
+	tasks   int
+	rate    float64 // tasks answered per second
+	elapsed time.Duration
+	cores   float64       // the manager's
+	cpu     time.Duration // the manager's CPU time during the run
+	// writes is every API write from the run's start to 2 s after its end
+	// (the sessions' status writes that follow a burst).
+	writes map[string]float64
+	// recorded is how many of the run's tasks were recorded as
+	// ExternalTasks.
+	recorded int
+	failed   int
+	// answer is the submit-to-answer time of the run's calls (p50, p99).
+	answer [2]time.Duration
+	// wait is the manager's wait for a free worker (p50, p99), from its
+	// histogram.
+	wait [2]time.Duration
+}
+
+// directLatency is a Direct half-load run.
+type directLatency struct {
+	kind  string
+	rate  float64 // achieved submissions per second
+	tasks int
+	// answer is from the submit call to its answer (p50, p99): an upper
+	// bound on submit-to-start, as the answer comes after the result.
+	answer [2]time.Duration
+	// start is from the submit call to the command's start on the worker
+	// (date prints it); zero for noop.
+	start  [2]time.Duration
+	wait   [2]time.Duration
+	failed int
+	writes map[string]float64
+}
+
+// directReport is the Direct part's result.
+type directReport struct {
+	workers, capacity int
+	runs              []directRun
+	latency           []directLatency
+}
+
+// directWorkerToken makes the token the tenant's workers open their Direct
+// stream with: a service account of ns bound to the workers' ClusterRole
+// (config/rbac/worker, the ExternalTask path's access), for audience
+// agentlane, as a projected token would be. It returns the token's file.
+func (e *env) directWorkerToken(ns string) string {
+	e.t.Helper()
+	token, err := testenv.ServiceAccountToken(e.ctx, e.c, ns, "worker", rbacv1.RoleRef{Kind: "ClusterRole", Name: "worker-role"},
+		workerAudience)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	path := filepath.Join(e.dir, ns+"-worker.token")
+	if err := os.WriteFile(path, []byte(token), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	return path
+}
+
+// directRuns runs the Direct part on the tenant, whose workers hold Direct
+// streams: noop and date throughput, then each at half its rate.
+func (e *env) directRuns(tn *tenant) directReport {
+	rep := directReport{workers: len(tn.workers), capacity: *flagDirectCapacity}
+	if *flagDirectWarmup > 0 {
+		e.directThroughput(tn, directNoop, "dw", *flagDirectWarmup)
+	}
+	noop := e.directThroughput(tn, directNoop, "dn", *flagDirectTasks)
+	date := e.directThroughput(tn, directDate, "dd", *flagDirectExecTasks)
+	rep.runs = append(rep.runs, noop, date)
+	rep.latency = append(rep.latency,
+		e.directHalfLoad(tn, directNoop, "ln", noop.rate/2, *flagDirectLatencyTasks),
+		e.directHalfLoad(tn, directDate, "ld", date.rate/2, *flagDirectExecLatencyTasks))
+	return rep
+}
+
+// directSubmit submits command id of kind to the Direct lane and waits for
+// its answer, which a Direct command gets when it ended.
+func (e *env) directSubmit(c *sessionapi.Client, ns, session, id, kind string) (*sessionapi.Command, error) {
+	req := sessionapi.SubmitRequest{ID: id, Type: directNoop, Lane: laneDirect, Payload: json.RawMessage(`{}`),
+		Wait: &metav1.Duration{Duration: time.Minute}}
+	if kind == directDate {
+		req.Type, req.Payload = "bash", json.RawMessage(`{"command":"date +%s%N"}`)
+	}
+	sc := c.Session(ns, session)
+	cmd, err := sc.Submit(e.ctx, req)
+	if err == nil && !cmd.Final() {
+		cmd, err = sc.AwaitFinal(e.ctx, id)
+	}
+	if err == nil && cmd.State != sessionapi.StateSucceeded {
+		err = fmt.Errorf("command %s ended %s: %s", id, cmd.State, cmd.Error)
+	}
+	return cmd, err
+}
+
+// startedAt is when a date command started on its worker, from its output.
+func startedAt(cmd *sessionapi.Command) (time.Time, bool) {
+	if cmd == nil || cmd.Result == nil {
+		return time.Time{}, false
+	}
+	var out struct{ Stdout string }
+	if json.Unmarshal(cmd.Result.Output, &out) != nil {
+		return time.Time{}, false
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(out.Stdout), 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.Unix(0, ns), true
+}
+
+// directThroughput submits n commands of kind, named prefix-NNNNNN, to the
+// tenant's Direct lane from its clients, each waiting for its answer before
+// it submits the next, spread over the tenant's sessions.
+func (e *env) directThroughput(tn *tenant, kind, prefix string, n int) directRun {
+	e.t.Helper()
+	time.Sleep(3 * time.Second)
+	answers := make([][]time.Duration, len(tn.clients))
+	var failed atomic.Int64
+	before := e.snapshot()
+	parallelBy(len(tn.clients), n, func(w, i int) {
+		t0 := time.Now()
+		_, err := e.directSubmit(tn.clients[w], tn.ns, sessionName(i%tn.sessions), fmt.Sprintf("%s-%06d", prefix, i), kind)
+		answers[w] = append(answers[w], time.Since(t0))
+		if err != nil {
+			if failed.Add(1) <= 10 {
+				e.t.Logf("Direct %s %d: %v", kind, i, err)
+			}
+		}
+	})
+	end := e.snapshot()
+	time.Sleep(2 * time.Second)
+	settled := e.snapshot()
+	run := directRun{
+		kind: kind, tasks: n, failed: int(failed.Load()),
+		elapsed: end.usage.at.Sub(before.usage.at),
+		cores:   cores(before.usage, end.usage), cpu: end.usage.cpu - before.usage.cpu,
+		writes:   writeCounts(before.api, settled.api),
+		recorded: e.recorded(tn.ns, prefix+"-"),
+		wait:     histogramQuantiles(before.manager, end.manager, directWaitMetric),
+	}
+	run.rate = float64(n) / run.elapsed.Seconds()
+	var all []time.Duration
+	for _, a := range answers {
+		all = append(all, a...)
+	}
+	run.answer[0], run.answer[1] = percentiles(all)
+	if run.failed > 0 {
+		e.t.Errorf("Direct %s run: %d of %d commands did not succeed", kind, run.failed, n)
+	}
+	return run
+}
+
+// directHalfLoad submits n commands of kind to the tenant's Direct lane at
+// rate per second, round robin over its clients, and measures each from its
+// submission to its answer and, for date, to its start on the worker.
+func (e *env) directHalfLoad(tn *tenant, kind, prefix string, rate float64, n int) directLatency {
+	e.t.Helper()
+	time.Sleep(3 * time.Second)
+	var mu sync.Mutex
+	var answers, starts []time.Duration
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	before := e.snapshot()
+	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
+	for i := range n {
+		<-tick.C
+		c := tn.clients[i%len(tn.clients)]
+		wg.Go(func() {
+			t0 := time.Now()
+			cmd, err := e.directSubmit(c, tn.ns, sessionName(i%tn.sessions), fmt.Sprintf("%s-%06d", prefix, i), kind)
+			d := time.Since(t0)
+			if err != nil {
+				if failed.Add(1) <= 10 {
+					e.t.Logf("Direct %s %d: %v", kind, i, err)
+				}
+				return
+			}
+			s, ok := startedAt(cmd)
+			mu.Lock()
+			defer mu.Unlock()
+			answers = append(answers, d)
+			if ok {
+				starts = append(starts, s.Sub(t0))
+			}
+		})
+	}
+	tick.Stop()
+	sentIn := time.Since(before.usage.at)
+	wg.Wait()
+	after := e.snapshot()
+	l := directLatency{kind: kind, rate: float64(n) / sentIn.Seconds(), tasks: n, failed: int(failed.Load()),
+		wait: histogramQuantiles(before.manager, after.manager, directWaitMetric), writes: writeCounts(before.api, after.api)}
+	l.answer[0], l.answer[1] = percentiles(answers)
+	l.start[0], l.start[1] = percentiles(starts)
+	if l.failed > 0 {
+		e.t.Errorf("Direct %s half-load run: %d of %d commands did not succeed", kind, l.failed, n)
+	}
+	return l
+}
+
+// recorded counts the ExternalTasks of ns the manager recorded for a
+// Direct command whose id starts with prefix.
+func (e *env) recorded(ns, prefix string) int {
+	e.t.Helper()
+	list := &agentlanev1alpha1.ExternalTaskList{}
+	if err := e.c.List(e.ctx, list, client.InNamespace(ns), client.MatchingLabels{agentlanev1alpha1.TargetLabel: string(agentlanev1alpha1.ExternalTargetDirect)}); err != nil {
+		e.t.Fatal(err)
+	}
+	n := 0
+	for _, t := range list.Items {
+		if strings.HasPrefix(t.Name, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// histogramQuantiles estimates the median and the 99th percentile of what
+// the histogram name observed between two scrapes, interpolating within a
+// bucket as Prometheus's histogram_quantile does; zero when it observed
+// nothing (or the manager has no such histogram).
+func histogramQuantiles(before, after metrics, name string) [2]time.Duration {
+	counts := map[float64]float64{}
+	for sign, m := range map[float64]metrics{-1: before, 1: after} {
+		for _, s := range m[name+"_bucket"] {
+			le, err := strconv.ParseFloat(s.labels["le"], 64)
+			if err != nil {
+				continue
+			}
+			counts[le] += sign * s.value
+		}
+	}
+	var bounds []float64
+	for le := range counts {
+		bounds = append(bounds, le)
+	}
+	sort.Float64s(bounds)
+	if len(bounds) == 0 || counts[bounds[len(bounds)-1]] <= 0 {
+		return [2]time.Duration{}
+	}
+	total := counts[bounds[len(bounds)-1]]
+	q := func(p float64) time.Duration {
+		rank := p * total
+		lower, below := 0.0, 0.0
+		for _, le := range bounds {
+			if counts[le] >= rank {
+				if math.IsInf(le, 1) {
+					le = lower // beyond the last bucket: its lower bound
+				}
+				frac := 0.0
+				if in := counts[le] - below; in > 0 && !math.IsInf(le, 1) {
+					frac = (rank - below) / in
+				}
+				return time.Duration((lower + (le-lower)*frac) * float64(time.Second))
+			}
+			lower, below = le, counts[le]
+		}
+		return time.Duration(lower * float64(time.Second))
+	}
+	return [2]time.Duration{q(0.5), q(0.99)}
+}
+
+// crReference is the rate of the ExternalTask path's run on the same
+// sessions (100), the Direct ratios' denominator; zero without it.
+func (r report) crReference() float64 {
+	for _, run := range r.runs {
+		if run.name == "100 sessions" {
+			return run.rate
+		}
+	}
+	return 0
+}
+
+// directWrites splits a Direct run's writes per task: ExternalTask writes
+// (creates and status of recorded tasks) and every other write.
+func directWrites(writes map[string]float64, tasks int) (tasksWrites, other float64) {
+	all := 0.0
+	for _, v := range writes {
+		all += v
+	}
+	xt := writesOf(writes, "externaltasks")
+	return xt / float64(tasks), (all - xt) / float64(tasks)
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+
+func (r report) printDirect(w io.Writer) {
+	d := r.direct
+	cr := r.crReference()
+	fmt.Fprintf(w, "\nDirect lane, %d workers x %d Direct slots, %d clients waiting for each answer, 100 sessions:\n",
+		d.workers, d.capacity, *flagClients)
+	fmt.Fprintf(w, "%-6s %8s %9s %8s %7s %9s %9s %11s %7s %9s %19s %19s\n",
+		"type", "tasks", "tasks/s", "x CR", "ratio", "xtW/task", "othW/task", "recorded", "cores", "cpu µs/t", "answer p50/p99", "wait p50/p99")
+	for _, run := range d.runs {
+		xt, other := directWrites(run.writes, run.tasks)
+		x := 0.0
+		if cr > 0 {
+			x = run.rate / cr
+		}
+		fmt.Fprintf(w, "%-6s %8d %9.1f %8.1f %7.2f %9.3f %9.3f %11d %7.2f %9.0f %19s %19s\n",
+			run.kind, run.tasks, run.rate, x, run.rate/r.small, xt, other, run.recorded, run.cores,
+			float64(cpuPerTask(run.cpu, run.tasks).Microseconds()),
+			ms(run.answer[0])+" / "+ms(run.answer[1]), ms(run.wait[0])+" / "+ms(run.wait[1]))
+	}
+	for _, run := range d.runs {
+		fmt.Fprintf(w, "\nAPI writes per task, Direct %s (all resources, by verb, until 2 s after the run):\n", run.kind)
+		for _, k := range sortedKeys(run.writes) {
+			fmt.Fprintf(w, "  %-40s %8.4f\n", k, run.writes[k]/float64(run.tasks))
+		}
+	}
+	for _, l := range d.latency {
+		fmt.Fprintf(w, "\nDirect %s at half load (%.0f/s, %d tasks): submit to answer p50 %s  p99 %s", l.kind, l.rate, l.tasks, ms(l.answer[0]), ms(l.answer[1]))
+		if l.start[1] > 0 {
+			fmt.Fprintf(w, "; submit to start on the worker p50 %s  p99 %s", ms(l.start[0]), ms(l.start[1]))
+		}
+		fmt.Fprintf(w, "\n  the manager's wait for a free worker (%s): p50 %s  p99 %s\n", directWaitMetric, ms(l.wait[0]), ms(l.wait[1]))
+		xt, other := directWrites(l.writes, l.tasks)
+		fmt.Fprintf(w, "  API writes per task: %.3f ExternalTask, %.3f other\n", xt, other)
+	}
+}
+
+func (r report) printDirectSummary(row func(k, v string)) {
+	cr := r.crReference()
+	for _, run := range r.direct.runs {
+		xt, other := directWrites(run.writes, run.tasks)
+		x := "-"
+		if cr > 0 {
+			x = fmt.Sprintf("%.1fx", run.rate/cr)
+		}
+		row("Direct "+run.kind+": tasks/s (x CR, ratio)", fmt.Sprintf("%.0f (%s, %.2f)", run.rate, x, run.rate/r.small))
+		row("Direct "+run.kind+": writes/task xt + other", fmt.Sprintf("%.3f + %.3f (%d recorded)", xt, other, run.recorded))
+		row("Direct "+run.kind+": manager CPU/task", fmt.Sprintf("%s (%.2f cores)", cpuPerTask(run.cpu, run.tasks).Round(time.Microsecond), run.cores))
+	}
+	for _, l := range r.direct.latency {
+		row(fmt.Sprintf("Direct %s half load: answer p50 / p99", l.kind), fmt.Sprintf("%s / %s (%.0f/s)", ms(l.answer[0]), ms(l.answer[1]), l.rate))
+		if l.start[1] > 0 {
+			row(fmt.Sprintf("Direct %s half load: start p50 / p99", l.kind), fmt.Sprintf("%s / %s", ms(l.start[0]), ms(l.start[1])))
+		}
+		row(fmt.Sprintf("Direct %s half load: wait p50 / p99", l.kind), fmt.Sprintf("%s / %s", ms(l.wait[0]), ms(l.wait[1])))
+	}
+}
