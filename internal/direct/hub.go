@@ -18,6 +18,7 @@ package direct
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -40,9 +41,21 @@ var (
 	// ErrInterrupted: the hub stopped leading (Close) while the attempt
 	// waited or ran; another leader may run the command again.
 	ErrInterrupted = errors.New("direct: the manager stopped leading while the attempt waited or ran")
+	// ErrPayloadTooLarge: the task's frame would exceed
+	// workerproto.MaxDirectFrameBytes, which a worker refuses; the attempt
+	// is not sent.
+	ErrPayloadTooLarge = fmt.Errorf("direct: the task's payload is over %d bytes, the most a Direct frame carries", MaxPayloadBytes)
+	// ErrInvalidPayload: the task's payload is not valid JSON; the attempt
+	// is failed without reaching the worker.
+	ErrInvalidPayload = errors.New("direct: the task's payload is not valid JSON")
 	// errDuplicateAttempt: Run was called twice for one attempt.
 	errDuplicateAttempt = errors.New("direct: this attempt of the task already waits or runs in the hub")
 )
+
+// MaxPayloadBytes is the largest payload Run sends: the frame around it
+// (the task's names, each at most 253 bytes) fits in the rest of
+// workerproto.MaxDirectFrameBytes.
+const MaxPayloadBytes = workerproto.MaxDirectFrameBytes - 4<<10
 
 // Options configure a Hub. Admit is required; zero values of the others
 // take their defaults.
@@ -145,10 +158,23 @@ func NewHub(o Options) *Hub {
 // Lead starts a run as leader: runID goes in every Welcome, and the hub
 // admits streams and runs attempts until Close.
 func (h *Hub) Lead(runID string) {
+	if h.isLeading(runID) {
+		return
+	}
+	// A new run without Close: what the earlier run sent is gone for the
+	// workers (their Welcome named it).
+	h.Close()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.leading = true
 	h.runID = runID
+}
+
+// isLeading tells whether the hub leads run runID.
+func (h *Hub) isLeading(runID string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.leading && h.runID == runID
 }
 
 // Close ends every stream and makes every Run that waits or runs return

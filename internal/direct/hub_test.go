@@ -849,3 +849,81 @@ func TestRegisterMetrics(t *testing.T) {
 		t.Errorf("workers %v, want 1", got)
 	}
 }
+
+func TestPayloads(t *testing.T) {
+	e := newEnv(t)
+	w, _ := e.dial(hello("w1"))
+	w.serve()
+	bad := task("c1")
+	bad.Payload = json.RawMessage(`{"cmd":`)
+	if r := wait(t, e.start(context.Background(), bad, 1)); !errors.Is(r.err, ErrInvalidPayload) {
+		t.Fatalf("a payload that is not JSON: %v, want ErrInvalidPayload", r.err)
+	}
+	huge := task("c2")
+	huge.Payload = json.RawMessage(`"` + strings.Repeat("p", MaxPayloadBytes) + `"`)
+	if _, err := e.hub.Run(context.Background(), huge, lanequeue.Attempt{Number: 1}); !errors.Is(err, ErrPayloadTooLarge) {
+		t.Fatalf("a payload over the bound: %v, want ErrPayloadTooLarge", err)
+	}
+	// Neither cost the worker its stream nor its slot.
+	if r := wait(t, e.start(context.Background(), task("c3"), 1)); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if e.hub.Holds("team-a", "c1") || e.hub.Holds("team-a", "c2") {
+		t.Error("a refused attempt is still held")
+	}
+}
+
+func TestLeadAnotherRun(t *testing.T) {
+	e := newEnv(t)
+	w, _ := e.dial(hello("w1"))
+	out := e.start(context.Background(), task("c1"), 1)
+	w.nextTask()
+	e.hub.Lead("run-1") // the same run: nothing changes
+	select {
+	case r := <-out:
+		t.Fatalf("Run returned on Lead of the same run: %+v", r)
+	default:
+	}
+	e.hub.Lead("run-2")
+	if r := wait(t, out); !errors.Is(r.err, ErrInterrupted) {
+		t.Fatalf("Run: %v, want ErrInterrupted", r.err)
+	}
+	w.waitEnded()
+	w2, _ := e.dial(hello("w1"))
+	if w2.welcome.RunID != "run-2" {
+		t.Errorf("welcome run %q, want run-2", w2.welcome.RunID)
+	}
+}
+
+func TestNotLeadingYet(t *testing.T) {
+	hub := NewHub(Options{Admit: func(context.Context, *http.Request, workerproto.DirectHello) error { return nil }})
+	if _, err := hub.Run(context.Background(), task("c1"), lanequeue.Attempt{Number: 1}); !errors.Is(err, ErrInterrupted) {
+		t.Errorf("Run before Lead: %v, want ErrInterrupted", err)
+	}
+	rec := httptest.NewRecorder()
+	hub.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, workerproto.DirectPath, strings.NewReader("")))
+	if rec.Code != http.StatusServiceUnavailable {
+		t.Errorf("a stream before Lead: %d, want 503", rec.Code)
+	}
+}
+
+// The Session API's server has read and write timeouts; a stream outlives
+// them.
+func TestStreamOutlivesServerTimeouts(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	e := newEnv(t, func(_ *Options, srv *httptest.Server) {
+		srv.Config.ReadTimeout = timeout
+		srv.Config.WriteTimeout = timeout
+	})
+	w, _ := e.dial(hello("w1"))
+	w.serve()
+	time.Sleep(3 * timeout)
+	if r := wait(t, e.start(context.Background(), task("c1"), 1)); r.err != nil {
+		t.Fatal(r.err)
+	}
+	select {
+	case <-w.ended:
+		t.Fatal("the stream ended")
+	default:
+	}
+}

@@ -151,6 +151,9 @@ func (h *Hub) Run(ctx context.Context, t *Task, a lanequeue.Attempt) (lanequeue.
 	if err := ctx.Err(); err != nil {
 		return lanequeue.Result{}, err
 	}
+	if len(t.Payload) > MaxPayloadBytes {
+		return lanequeue.Result{}, ErrPayloadTooLarge
+	}
 	c := &call{
 		t:        t,
 		key:      attemptKey{taskKey{t.Namespace, t.ID}, a.Number},
@@ -321,6 +324,29 @@ func (h *Hub) deliver(s *stream, r *workerproto.DirectResult) {
 	default:
 		resultFailed.Inc()
 	}
+}
+
+// failSent fails attempt c, which s holds but could not be sent (its frame
+// did not encode), with err, and frees its slot.
+func (h *Hub) failSent(s *stream, c *call, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c.s != s || (c.state != callRunning && c.state != callAbandoned) || s.gone {
+		return
+	}
+	s.held.remove(c)
+	h.forgetLocked(c)
+	s.busy--
+	s.ns.g.busy.Dec()
+	if !s.draining {
+		s.ns.g.free.Inc()
+	}
+	if c.state == callRunning {
+		c.finishLocked(err)
+	} else {
+		c.state = callDone
+	}
+	h.dispatchLocked(s)
 }
 
 // drain stops handing s attempts.

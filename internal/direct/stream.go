@@ -136,7 +136,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Message: "the Direct stream is POST " + workerproto.DirectPath})
 		return
 	}
-	if !h.isLeading() {
+	if !h.leads() {
 		h.refuse(w, notLeader())
 		return
 	}
@@ -194,7 +194,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (h *Hub) isLeading() bool {
+func (h *Hub) leads() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.leading
@@ -390,6 +390,11 @@ func (h *Hub) readFrames(s *stream, fr *frameReader, dl *deadlines) {
 			h.lose(s, reason)
 			return
 		}
+		select {
+		case <-s.quit:
+			return
+		default:
+		}
 		s.lastRecv.Store(h.clock.Now().UnixNano())
 		dl.extendRead(time.Now())
 		if len(bytes.TrimSpace(line)) == 0 {
@@ -415,7 +420,7 @@ func (h *Hub) readFrames(s *stream, fr *frameReader, dl *deadlines) {
 func (h *Hub) writeFrames(ctx context.Context, s *stream, w http.ResponseWriter, dl *deadlines) {
 	// Ticking at half the ping interval, a Ping goes out when nothing else
 	// did for half an interval to one interval.
-	ticker := h.clock.NewTicker(h.o.PingInterval / 2)
+	ticker := h.clock.NewTicker(max(h.o.PingInterval/2, time.Millisecond))
 	defer ticker.Stop()
 	var (
 		buf     bytes.Buffer
@@ -471,7 +476,12 @@ func (h *Hub) writeFrames(ctx context.Context, s *stream, w http.ResponseWriter,
 				if !c.deadline.IsZero() {
 					task.TimeoutMillis = max(c.deadline.Sub(now).Milliseconds(), 1)
 				}
-				err = enc.Encode(&taskFrame)
+				if err = enc.Encode(&taskFrame); err != nil {
+					// Nothing was written: the payload is not JSON. The
+					// attempt fails; the stream and its other attempts go on.
+					h.failSent(s, c, ErrInvalidPayload)
+					err = nil
+				}
 			case frameCancel:
 				cancel = workerproto.DirectCancel{ID: f.c.t.ID, Attempt: f.c.key.attempt, Reason: f.reason}
 				err = enc.Encode(&cancelFrame)
@@ -479,8 +489,6 @@ func (h *Hub) writeFrames(ctx context.Context, s *stream, w http.ResponseWriter,
 				err = enc.Encode(&pingFrame)
 			}
 			if err != nil {
-				// Only a payload that is not valid JSON gets here: Run's
-				// caller checked it. Drop the stream rather than send half.
 				h.o.Log.Error(err, "Encoding a Direct frame failed", "namespace", s.hello.Namespace, "worker", s.hello.Worker)
 				h.lose(s, EndWrite)
 				return

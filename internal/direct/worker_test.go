@@ -24,6 +24,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -341,3 +342,5 @@ func apiError(t testing.TB, resp *http.Response) sessionapi.Error {
 }
 
 var _ = errors.Is
+
+func testingProcs() int { return runtime.GOMAXPROCS(0) }
