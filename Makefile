@@ -116,8 +116,9 @@ test-e2e: images kustomize helm ## Run the end-to-end suite on a real three-node
 	KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" hack/test-e2e.sh
 
 .PHONY: bench
-bench: ## Run the lane scheduler benchmarks (lanebench workloads and Go benchmarks).
-	@for w in single lanes sessions idle memory; do $(GO) run ./hack/lanebench --workload=$$w; done
+bench: ## Run the lane scheduler benchmarks: single, lanes and sessions against the OpenClaw queue port (needs node), idle, memory, Go benchmarks.
+	@for w in single lanes sessions; do $(GO) run ./hack/lanebench --workload=$$w --peer || exit 1; done
+	@for w in idle memory; do $(GO) run ./hack/lanebench --workload=$$w || exit 1; done
 	$(GO) test -run='^$$' -bench=. -benchmem ./internal/lanequeue/...
 
 .PHONY: test-load

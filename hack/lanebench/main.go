@@ -18,6 +18,7 @@ limitations under the License.
 // its public API and prints one JSON line per run.
 //
 //	go run ./hack/lanebench --workload=single|lanes|sessions|idle|memory [--tasks=N]
+//	go run ./hack/lanebench --workload=single|lanes|sessions --peer [--rounds=3]
 //
 // Workloads (default --tasks in brackets):
 //
@@ -36,6 +37,12 @@ limitations under the License.
 // For single, lanes and sessions, seconds covers submitting every command and
 // waiting for every one to finish, and the wait percentiles are the queue's
 // own (ready to start, from Stats).
+//
+// With --peer, a single, lanes or sessions run is compared with a port of
+// OpenClaw's command queue to Node.js (peer/openclaw-queue.js, run by the
+// node found on PATH) on the same workload: the two run alternately, rounds
+// times each, and the line reports both medians and their ratio (see
+// docs/performance.md).
 package main
 
 import (
@@ -72,7 +79,16 @@ func main() {
 	tasks := flag.Int("tasks", 0, "number of commands (0: the workload's default)")
 	sessions := flag.Int("sessions", 1000, "sessions for the sessions and memory workloads")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile to this file")
+	peer := flag.Bool("peer", false, "compare single, lanes or sessions with the OpenClaw queue port (needs node)")
+	rounds := flag.Int("rounds", 3, "rounds of each side with --peer")
 	flag.Parse()
+	if *peer {
+		if err := compare(*workload, *tasks, *sessions, *rounds); err != nil {
+			fmt.Fprintln(os.Stderr, "lanebench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err == nil {
@@ -84,40 +100,42 @@ func main() {
 		}
 	}
 
-	var (
-		r   report
-		err error
-	)
-	switch *workload {
-	case "single":
-		r, err = throughput(orDefault(*tasks, 100_000), singleConfig(), func(i int) lanequeue.Command {
-			return lanequeue.Command{SessionKey: "s", Type: "work", Handler: noop}
-		})
-	case "lanes":
-		cfg, names := lanesConfig(10)
-		r, err = throughput(orDefault(*tasks, 100_000), cfg, func(i int) lanequeue.Command {
-			return lanequeue.Command{SessionKey: "s", Lane: names[i%len(names)], Handler: noop}
-		})
-	case "sessions":
-		keys := sessionKeys(*sessions)
-		r, err = throughput(orDefault(*tasks, 100_000), sessionsConfig(), func(i int) lanequeue.Command {
-			return lanequeue.Command{SessionKey: keys[i%len(keys)], Type: "work", Handler: noop}
-		})
-	case "idle":
-		r, err = idle(orDefault(*tasks, 20_000))
-	case "memory":
-		r, err = memory(orDefault(*tasks, 1_000_000), *sessions)
-	default:
-		err = fmt.Errorf("unknown workload %q", *workload)
-	}
+	r, err := run(*workload, *tasks, *sessions)
 	pprof.StopCPUProfile() // does nothing without --cpuprofile
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "lanebench:", err)
 		os.Exit(1)
 	}
-	r.Workload = *workload
 	out, _ := json.Marshal(r)
 	fmt.Println(string(out))
+}
+
+// run runs one workload and names it in the report.
+func run(workload string, tasks, sessions int) (r report, err error) {
+	switch workload {
+	case "single":
+		r, err = throughput(orDefault(tasks, 100_000), singleConfig(), func(i int) lanequeue.Command {
+			return lanequeue.Command{SessionKey: "s", Type: "work", Handler: noop}
+		})
+	case "lanes":
+		cfg, names := lanesConfig(10)
+		r, err = throughput(orDefault(tasks, 100_000), cfg, func(i int) lanequeue.Command {
+			return lanequeue.Command{SessionKey: "s", Lane: names[i%len(names)], Handler: noop}
+		})
+	case "sessions":
+		keys := sessionKeys(sessions)
+		r, err = throughput(orDefault(tasks, 100_000), sessionsConfig(), func(i int) lanequeue.Command {
+			return lanequeue.Command{SessionKey: keys[i%len(keys)], Type: "work", Handler: noop}
+		})
+	case "idle":
+		r, err = idle(orDefault(tasks, 20_000))
+	case "memory":
+		r, err = memory(orDefault(tasks, 1_000_000), sessions)
+	default:
+		err = fmt.Errorf("unknown workload %q", workload)
+	}
+	r.Workload = workload
+	return r, err
 }
 
 func orDefault(v, def int) int {
