@@ -27,6 +27,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,6 +97,9 @@ type env struct {
 	caPEM    []byte
 	caFile   string
 	pprofURL string // empty without -profile-dir
+	// apiServerPid is the envtest API server's process, 0 when it was not
+	// found.
+	apiServerPid int
 }
 
 func TestBenchE2E(t *testing.T) {
@@ -169,6 +173,9 @@ func setup(t *testing.T, tls bool, managerArgs ...string) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.testEnv.Stop() })
+	if u, err := url.Parse(e.cfg.Host); err == nil {
+		e.apiServerPid = findProc("--secure-port=" + u.Port())
+	}
 	rbac := filepath.Join("..", "..", "config", "rbac")
 	managerKC := userKubeconfig(t, e.ctx, e.testEnv, e.c, e.dir, "agentlane-manager", filepath.Join(rbac, "role.yaml"))
 	e.workerKC = userKubeconfig(t, e.ctx, e.testEnv, e.c, e.dir, "agentlane-worker", filepath.Join(rbac, "worker", "role.yaml"))
@@ -289,6 +296,10 @@ type snapshot struct {
 	api     metrics
 	manager metrics
 	usage   usage
+	// apiServer and bench are the API server's and the benchmark's own
+	// process (its clients and watches); apiServer is zero when its
+	// process was not found.
+	apiServer, bench usage
 }
 
 func (e *env) snapshot() snapshot {
@@ -305,7 +316,22 @@ func (e *env) snapshot() snapshot {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return snapshot{api: api, manager: mgr, usage: u}
+	s := snapshot{api: api, manager: mgr, usage: u}
+	s.bench, _ = sampleProc(os.Getpid())
+	if e.apiServerPid != 0 {
+		s.apiServer, _ = sampleProc(e.apiServerPid)
+	}
+	return s
+}
+
+// otherCores is the CPU the API server and the benchmark itself used
+// between two snapshots, in cores (the API server's is 0 when its process
+// was not found).
+func otherCores(a, b snapshot) (apiServer, bench float64) {
+	if !a.apiServer.at.IsZero() && !b.apiServer.at.IsZero() {
+		apiServer = cores(a.apiServer, b.apiServer)
+	}
+	return apiServer, cores(a.bench, b.bench)
 }
 
 // reconciles is how many reconciles controller ran between two snapshots.

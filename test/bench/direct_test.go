@@ -76,6 +76,9 @@ type directRun struct {
 	elapsed time.Duration
 	cores   float64       // the manager's
 	cpu     time.Duration // the manager's CPU time during the run
+	// apiCores and benchCores are the API server's and the benchmark's
+	// (its clients') CPU during the run, in cores.
+	apiCores, benchCores float64
 	// writes is every API write from the run's start to 2 s after its end
 	// (the sessions' status writes that follow a burst).
 	writes map[string]float64
@@ -213,6 +216,7 @@ func (e *env) directThroughput(tn *tenant, kind, prefix string, n int) directRun
 		wait:     histogramQuantiles(before.manager, end.manager, directWaitMetric),
 	}
 	run.rate = float64(n) / run.elapsed.Seconds()
+	run.apiCores, run.benchCores = otherCores(before, end)
 	var all []time.Duration
 	for _, a := range answers {
 		all = append(all, a...)
@@ -363,17 +367,17 @@ func (r report) printDirect(w io.Writer) {
 	cr := r.crReference()
 	fmt.Fprintf(w, "\nDirect lane, %d workers x %d Direct slots, %d clients waiting for each answer, 100 sessions:\n",
 		d.workers, d.capacity, *flagClients)
-	fmt.Fprintf(w, "%-6s %8s %9s %8s %7s %9s %9s %11s %7s %9s %19s %19s\n",
-		"type", "tasks", "tasks/s", "x CR", "ratio", "xtW/task", "othW/task", "recorded", "cores", "cpu µs/t", "answer p50/p99", "wait p50/p99")
+	fmt.Fprintf(w, "%-6s %8s %9s %8s %7s %9s %9s %9s %7s %9s %9s %9s %19s %19s\n",
+		"type", "tasks", "tasks/s", "x CR", "ratio", "xtW/task", "othW/task", "recorded", "cores", "cpu µs/t", "apiCores", "bchCores", "answer p50/p99", "wait p50/p99")
 	for _, run := range d.runs {
 		xt, other := directWrites(run.writes, run.tasks)
 		x := 0.0
 		if cr > 0 {
 			x = run.rate / cr
 		}
-		fmt.Fprintf(w, "%-6s %8d %9.1f %8.1f %7.2f %9.3f %9.3f %11d %7.2f %9.0f %19s %19s\n",
+		fmt.Fprintf(w, "%-6s %8d %9.1f %8.1f %7.2f %9.3f %9.3f %9d %7.2f %9.0f %9.2f %9.2f %19s %19s\n",
 			run.kind, run.tasks, run.rate, x, run.rate/r.small, xt, other, run.recorded, run.cores,
-			float64(cpuPerTask(run.cpu, run.tasks).Microseconds()),
+			float64(cpuPerTask(run.cpu, run.tasks).Microseconds()), run.apiCores, run.benchCores,
 			ms(run.answer[0])+" / "+ms(run.answer[1]), ms(run.wait[0])+" / "+ms(run.wait[1]))
 	}
 	for _, run := range d.runs {
@@ -404,6 +408,7 @@ func (r report) printDirectSummary(row func(k, v string)) {
 		row("Direct "+run.kind+": tasks/s (x CR, ratio)", fmt.Sprintf("%.0f (%s, %.2f)", run.rate, x, run.rate/r.small))
 		row("Direct "+run.kind+": writes/task xt + other", fmt.Sprintf("%.3f + %.3f (%d recorded)", xt, other, run.recorded))
 		row("Direct "+run.kind+": manager CPU/task", fmt.Sprintf("%s (%.2f cores)", cpuPerTask(run.cpu, run.tasks).Round(time.Microsecond), run.cores))
+		row("Direct "+run.kind+": API server / bench cores", fmt.Sprintf("%.2f / %.2f", run.apiCores, run.benchCores))
 	}
 	for _, l := range r.direct.latency {
 		row(fmt.Sprintf("Direct %s half load: answer p50 / p99", l.kind), fmt.Sprintf("%s / %s (%.0f/s)", ms(l.answer[0]), ms(l.answer[1]), l.rate))

@@ -58,9 +58,12 @@ type usage struct {
 }
 
 // sample reads the process's CPU time and resident memory from /proc.
-func (p *process) sample() (usage, error) {
+func (p *process) sample() (usage, error) { return sampleProc(p.Cmd.Process.Pid) }
+
+// sampleProc reads the CPU time and resident memory of process pid from
+// /proc.
+func sampleProc(pid int) (usage, error) {
 	u := usage{at: time.Now()}
-	pid := p.Cmd.Process.Pid
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return u, err
@@ -87,6 +90,36 @@ func (p *process) sample() (usage, error) {
 // cores is the CPU the process used between two samples, in cores.
 func cores(a, b usage) float64 {
 	return (b.cpu - a.cpu).Seconds() / b.at.Sub(a.at).Seconds()
+}
+
+// findProc returns the pid of the process whose command line has every one
+// of args, or 0.
+func findProc(args ...string) int {
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		cmdline := strings.Split(string(raw), "\x00")
+		found := 0
+		for _, a := range args {
+			for _, c := range cmdline {
+				if c == a {
+					found++
+					break
+				}
+			}
+		}
+		if found == len(args) {
+			return pid
+		}
+	}
+	return 0
 }
 
 // goBuild builds the main package pkg of the repository into dir.

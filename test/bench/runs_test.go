@@ -38,6 +38,9 @@ type throughputRun struct {
 	cores           float64
 	cpu             time.Duration // the manager's CPU time during the run
 	rssBytes        int64
+	// apiCores and benchCores are the API server's and the benchmark's
+	// CPU during the run, in cores.
+	apiCores, benchCores float64
 }
 
 // throughput submits n trivial tasks spread over the tenant's sessions
@@ -70,6 +73,7 @@ func (e *env) throughput(tn *tenant, name string, n int) throughputRun {
 		cpu:             after.usage.cpu - before.usage.cpu,
 		rssBytes:        after.usage.rssBytes,
 	}
+	run.apiCores, run.benchCores = otherCores(before, after)
 	if f.failed > 0 {
 		e.t.Errorf("%s: %d tasks did not succeed", name, f.failed)
 	}
@@ -330,6 +334,7 @@ func (r report) printSummary(w io.Writer) {
 		row("writes/xt + TTL deletes, "+run.name, fmt.Sprintf("%.2f + %.2f", protocolWrites(run.writes)/n, writesOf(run.writes, "externaltasks DELETE")/n))
 		row("asnRec/xt, "+run.name, fmt.Sprintf("%.2f", run.sessionRecs/n))
 		row("manager CPU/task, "+run.name, fmt.Sprintf("%s (%.2f cores)", cpuPerTask(run.cpu, run.tasks).Round(time.Microsecond), run.cores))
+		row("API server / bench cores, "+run.name, fmt.Sprintf("%.2f / %.2f", run.apiCores, run.benchCores))
 	}
 	if r.latency.tasks > 0 {
 		row("create-to-start p50 / p99", fmt.Sprintf("%s / %s", r.latency.p50.Round(100*time.Microsecond), r.latency.p99.Round(100*time.Microsecond)))
