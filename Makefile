@@ -128,7 +128,7 @@ test-load: manifests ## Flood every Session API surface from one tenant while an
 
 .PHONY: bench-e2e
 BENCH_E2E_FLAGS ?=
-bench-e2e: manifests ## Measure the ExternalTask path end to end on envtest with the real manager and workers (docs/performance.md); BENCH_E2E_FLAGS="-tasks=2000 -queued=10000" sizes it.
+bench-e2e: manifests ## Measure the ExternalTask path and Direct lanes end to end on envtest with the real manager and workers (docs/performance.md); BENCH_E2E_FLAGS="-tasks=2000 -direct-tasks=20000 -queued=10000" sizes it, -skip=cr,direct,queued leaves parts out.
 	AGENTLANE_BENCH_E2E=1 KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/bench/ -run '^TestBenchE2E$$' -count=1 -v -timeout=60m -args $(BENCH_E2E_FLAGS)
 
 ##@ Build

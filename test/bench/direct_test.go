@@ -50,6 +50,7 @@ var (
 	flagDirectExecLatencyTasks = flag.Int("direct-exec-latency-tasks", 1000, "date tasks of the Direct half-load run")
 	flagDirectCapacity         = flag.Int("direct-capacity", 16, "Direct attempts each worker runs at once")
 	flagDirectWarmup           = flag.Int("direct-warmup", 1000, "noop tasks run before the Direct runs and not measured")
+	flagDirectProfile          = flag.Duration("direct-cpu-profile", 5*time.Second, "with -profile-dir, length of the CPU profiles of the manager and of the benchmark taken from the start of each Direct throughput run (cpu-direct-<type>.pb.gz, cpu-bench-direct-<type>.pb.gz)")
 )
 
 // Command types of the Direct runs: noop measures the scheduling path
@@ -59,6 +60,10 @@ const (
 	directNoop = "noop"
 	directDate = "date"
 )
+
+// warmupPrefix names the commands of the warm-up run, which is not
+// profiled.
+const warmupPrefix = "dw"
 
 // workerAudience is the token audience the manager's Session API accepts by
 // default (--session-api-audiences), which the Direct stream checks.
@@ -139,7 +144,7 @@ func (e *env) directWorkerToken(ns string) string {
 func (e *env) directRuns(tn *tenant) directReport {
 	rep := directReport{workers: len(tn.workers), capacity: *flagDirectCapacity}
 	if *flagDirectWarmup > 0 {
-		e.directThroughput(tn, directNoop, "dw", *flagDirectWarmup)
+		e.directThroughput(tn, directNoop, warmupPrefix, *flagDirectWarmup)
 	}
 	noop := e.directThroughput(tn, directNoop, "dn", *flagDirectTasks)
 	date := e.directThroughput(tn, directDate, "dd", *flagDirectExecTasks)
@@ -194,6 +199,11 @@ func (e *env) directThroughput(tn *tenant, kind, prefix string, n int) directRun
 	answers := make([][]time.Duration, len(tn.clients))
 	var failed atomic.Int64
 	before := e.snapshot()
+	waitProfiles := func() {}
+	if prefix != warmupPrefix {
+		waitProfiles = e.profileRun("direct-"+kind, *flagDirectProfile)
+	}
+	defer waitProfiles()
 	parallelBy(len(tn.clients), n, func(w, i int) {
 		t0 := time.Now()
 		_, err := e.directSubmit(tn.clients[w], tn.ns, sessionName(i%tn.sessions), fmt.Sprintf("%s-%06d", prefix, i), kind)

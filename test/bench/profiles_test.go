@@ -22,6 +22,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
+	"sync"
 	"time"
 )
 
@@ -53,26 +55,74 @@ func (e *env) cpuProfile(name string, d time.Duration) {
 
 func (e *env) saveProfile(query, file string, timeout time.Duration) {
 	e.t.Helper()
+	path, err := e.fetchProfile(query, file, timeout)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Logf("saved %s", path)
+}
+
+// fetchProfile saves the manager's profile query as file in -profile-dir
+// and returns its path; it may run on any goroutine.
+func (e *env) fetchProfile(query, file string, timeout time.Duration) (string, error) {
 	hc := &http.Client{Timeout: timeout}
 	resp, err := hc.Get(e.pprofURL + query)
 	if err != nil {
-		e.t.Fatalf("profile %s: %v", query, err)
+		return "", fmt.Errorf("profile %s: %w", query, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		e.t.Fatalf("profile %s: %s", query, resp.Status)
+		return "", fmt.Errorf("profile %s: %s", query, resp.Status)
 	}
 	if err := os.MkdirAll(*flagProfileDir, 0o755); err != nil {
-		e.t.Fatal(err)
+		return "", err
 	}
 	path := filepath.Join(*flagProfileDir, file)
 	f, err := os.Create(path)
 	if err != nil {
-		e.t.Fatal(err)
+		return "", err
 	}
 	defer f.Close()
 	if _, err := io.Copy(f, resp.Body); err != nil {
-		e.t.Fatalf("profile %s: %v", query, err)
+		return "", fmt.Errorf("profile %s: %w", query, err)
 	}
-	e.t.Logf("saved %s", path)
+	return path, nil
+}
+
+// profileRun, with -profile-dir, takes a CPU profile of the manager and
+// one of the benchmark's own process (its clients) over the first d of a
+// run, as cpu-<name>.pb.gz and cpu-bench-<name>.pb.gz; wait waits for both.
+// Without -profile-dir it does nothing.
+func (e *env) profileRun(name string, d time.Duration) (wait func()) {
+	if e.pprofURL == "" || d <= 0 {
+		return func() {}
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		path, err := e.fetchProfile(fmt.Sprintf("profile?seconds=%d", int(d.Seconds())), "cpu-"+name+".pb.gz", d+time.Minute)
+		if err != nil {
+			e.t.Errorf("the manager's CPU profile of %s: %v", name, err)
+			return
+		}
+		e.t.Logf("saved %s", path)
+	})
+	path := filepath.Join(*flagProfileDir, "cpu-bench-"+name+".pb.gz")
+	if err := os.MkdirAll(*flagProfileDir, 0o755); err != nil {
+		e.t.Fatal(err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		e.t.Logf("no CPU profile of the benchmark: %v", err)
+		return wg.Wait
+	}
+	wg.Go(func() {
+		time.Sleep(d)
+		pprof.StopCPUProfile()
+		f.Close()
+	})
+	return wg.Wait
 }
