@@ -23,8 +23,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -926,4 +929,98 @@ func TestStreamOutlivesServerTimeouts(t *testing.T) {
 		t.Fatal("the stream ended")
 	default:
 	}
+}
+
+// TestChurn runs many tasks over workers that are killed and reconnect,
+// retrying an attempt lost with its worker as the lane engine does: every
+// task completes exactly once, with its own result, and no worker ever holds
+// more than its capacity.
+func TestChurn(t *testing.T) {
+	e := newEnv(t)
+	const capacity, tasks, workers = 4, 400, 3
+	var over atomic.Int32
+	connect := func(name string) *testWorker {
+		h := hello(name)
+		h.Capacity = capacity
+		w, _ := e.dial(h)
+		go func() {
+			var inflight atomic.Int32
+			for {
+				select {
+				case f := <-w.frames:
+					if f.Task == nil {
+						continue
+					}
+					if inflight.Add(1) > capacity {
+						over.Add(1)
+					}
+					go func(tk *workerproto.DirectTask) {
+						runtime.Gosched()
+						inflight.Add(-1)
+						_ = w.send(workerproto.WorkerFrame{Result: &workerproto.DirectResult{
+							ID: tk.ID, Attempt: tk.Attempt, Success: true, Output: json.RawMessage(`"` + tk.ID + `"`)}})
+					}(f.Task)
+				case <-w.ended:
+					return
+				}
+			}
+		}()
+		return w
+	}
+	ws := make([]*testWorker, workers)
+	for i := range ws {
+		ws[i] = connect("w" + strconv.Itoa(i))
+	}
+	var done atomic.Int32
+	results := make([]ran, tasks)
+	attempts := make([]int, tasks)
+	var wg sync.WaitGroup
+	for i := range tasks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := "c" + strconv.Itoa(i)
+			for n := 1; ; n++ {
+				res, err := e.hub.Run(context.Background(), task(id), lanequeue.Attempt{Number: n})
+				if errors.Is(err, ErrWorkerLost) {
+					continue
+				}
+				results[i], attempts[i] = ran{res, err}, n
+				done.Add(1)
+				return
+			}
+		}()
+	}
+	for k := range 12 {
+		eventually(t, "progress", func() bool { return done.Load() >= int32(k*tasks/15) })
+		i := k % workers
+		ws[i].close()
+		if k%2 == 0 {
+			// Reconnect under the same name: the new stream replaces the
+			// old one, which may not have ended yet.
+			ws[i] = connect("w" + strconv.Itoa(i))
+		} else {
+			ws[i] = connect("w" + strconv.Itoa(i) + "-" + strconv.Itoa(k))
+		}
+	}
+	wg.Wait()
+	retried := 0
+	for i, r := range results {
+		if r.err != nil || string(r.res.Output) != `"c`+strconv.Itoa(i)+`"` {
+			t.Fatalf("task c%d: %+v", i, r)
+		}
+		if attempts[i] > 1 {
+			retried++
+		}
+	}
+	if over.Load() != 0 {
+		t.Errorf("a worker held more than its capacity %d times", over.Load())
+	}
+	e.hub.mu.Lock()
+	left := len(e.hub.attempts) + len(e.hub.held)
+	e.hub.mu.Unlock()
+	if left != 0 {
+		t.Errorf("the hub holds %d entries after every task ended", left)
+	}
+	t.Logf("%d of %d tasks were retried after losing their worker", retried, tasks)
 }
