@@ -333,10 +333,10 @@ func histogramQuantiles(before, after metrics, name string) [2]time.Duration {
 		for _, le := range bounds {
 			if counts[le] >= rank {
 				if math.IsInf(le, 1) {
-					le = lower // beyond the last bucket: its lower bound
+					break // beyond the last bucket: its lower bound
 				}
 				frac := 0.0
-				if in := counts[le] - below; in > 0 && !math.IsInf(le, 1) {
+				if in := counts[le] - below; in > 0 {
 					frac = (rank - below) / in
 				}
 				return time.Duration((lower + (le-lower)*frac) * float64(time.Second))
