@@ -53,3 +53,20 @@ func BenchmarkRunRoundTrip(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkRunRoundTripSerial runs one attempt at a time through one
+// stream: the latency of a round trip.
+func BenchmarkRunRoundTripSerial(b *testing.B) {
+	e := newEnv(b, func(o *Options, _ *httptest.Server) { o.Clock = clock.RealClock{} })
+	w, _ := e.dial(hello("w1"))
+	w.serve()
+	b.ReportAllocs()
+	tk := task("")
+	for i := 0; b.Loop(); i++ {
+		t := *tk
+		t.ID = "c" + strconv.Itoa(i)
+		if _, err := e.hub.Run(context.Background(), &t, lanequeue.Attempt{Number: 1}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -156,7 +156,9 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var apiErr *sessionapi.Error
 		if !errors.As(err, &apiErr) {
 			h.o.Log.Error(err, "Admitting a Direct stream failed", "namespace", hello.Namespace, "worker", hello.Worker)
-			apiErr = &sessionapi.Error{Status: http.StatusInternalServerError, Code: sessionapi.CodeInternal, Message: err.Error()}
+			// The cause is logged, not told to a caller not yet admitted.
+			apiErr = &sessionapi.Error{Status: http.StatusInternalServerError, Code: sessionapi.CodeInternal,
+				Message: "the manager could not check the stream's credentials; retry later"}
 		}
 		h.refuse(w, apiErr)
 		return
