@@ -43,10 +43,11 @@ var (
 	ErrInterrupted = errors.New("direct: the manager stopped leading while the attempt waited or ran")
 	// ErrPayloadTooLarge: the task's frame would exceed
 	// workerproto.MaxDirectFrameBytes, which a worker refuses; the attempt
-	// is not sent.
+	// is not sent. Run returns it marked lanequeue.Permanent.
 	ErrPayloadTooLarge = fmt.Errorf("direct: the task's payload is over %d bytes, the most a Direct frame carries", MaxPayloadBytes)
 	// ErrInvalidPayload: the task's payload is not valid JSON; the attempt
-	// is failed without reaching the worker.
+	// is failed without reaching the worker. Run returns it marked
+	// lanequeue.Permanent.
 	ErrInvalidPayload = errors.New("direct: the task's payload is not valid JSON")
 	// errDuplicateAttempt: Run was called twice for one attempt.
 	errDuplicateAttempt = errors.New("direct: this attempt of the task already waits or runs in the hub")

@@ -859,13 +859,14 @@ func TestPayloads(t *testing.T) {
 	w.serve()
 	bad := task("c1")
 	bad.Payload = json.RawMessage(`{"cmd":`)
-	if r := wait(t, e.start(context.Background(), bad, 1)); !errors.Is(r.err, ErrInvalidPayload) {
-		t.Fatalf("a payload that is not JSON: %v, want ErrInvalidPayload", r.err)
+	if r := wait(t, e.start(context.Background(), bad, 1)); !errors.Is(r.err, ErrInvalidPayload) || !lanequeue.IsPermanent(r.err) {
+		t.Fatalf("a payload that is not JSON: %v, want ErrInvalidPayload, permanent", r.err)
 	}
 	huge := task("c2")
 	huge.Payload = json.RawMessage(`"` + strings.Repeat("p", MaxPayloadBytes) + `"`)
-	if _, err := e.hub.Run(context.Background(), huge, lanequeue.Attempt{Number: 1}); !errors.Is(err, ErrPayloadTooLarge) {
-		t.Fatalf("a payload over the bound: %v, want ErrPayloadTooLarge", err)
+	_, err := e.hub.Run(context.Background(), huge, lanequeue.Attempt{Number: 1})
+	if !errors.Is(err, ErrPayloadTooLarge) || !lanequeue.IsPermanent(err) {
+		t.Fatalf("a payload over the bound: %v, want ErrPayloadTooLarge, permanent", err)
 	}
 	// Neither cost the worker its stream nor its slot.
 	if r := wait(t, e.start(context.Background(), task("c3"), 1)); r.err != nil {

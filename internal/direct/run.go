@@ -152,7 +152,7 @@ func (h *Hub) Run(ctx context.Context, t *Task, a lanequeue.Attempt) (lanequeue.
 		return lanequeue.Result{}, err
 	}
 	if len(t.Payload) > MaxPayloadBytes {
-		return lanequeue.Result{}, ErrPayloadTooLarge
+		return lanequeue.Result{}, lanequeue.Permanent(ErrPayloadTooLarge)
 	}
 	c := &call{
 		t:        t,

@@ -33,6 +33,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/agentlane/agentlane/internal/lanequeue"
 	"github.com/agentlane/agentlane/internal/workerproto"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
@@ -481,7 +482,7 @@ func (h *Hub) writeFrames(ctx context.Context, s *stream, w http.ResponseWriter,
 				if err = enc.Encode(&taskFrame); err != nil {
 					// Nothing was written: the payload is not JSON. The
 					// attempt fails; the stream and its other attempts go on.
-					h.failSent(s, c, ErrInvalidPayload)
+					h.failSent(s, c, lanequeue.Permanent(ErrInvalidPayload))
 					err = nil
 				}
 			case frameCancel:
