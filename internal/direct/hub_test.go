@@ -1025,3 +1025,24 @@ func TestChurn(t *testing.T) {
 	}
 	t.Logf("%d of %d tasks were retried after losing their worker", retried, tasks)
 }
+
+// A batch of large payloads reaches the worker whole, frame by frame.
+func TestLargePayloadBatch(t *testing.T) {
+	e := newEnv(t)
+	h := hello("w1")
+	h.Capacity = 8
+	w, _ := e.dial(h)
+	w.serve()
+	payload := json.RawMessage(`"` + strings.Repeat("z", 1<<20) + `"`)
+	var outs []<-chan ran
+	for i := range 8 {
+		tk := task("c" + strconv.Itoa(i))
+		tk.Payload = payload
+		outs = append(outs, e.start(context.Background(), tk, 1))
+	}
+	for i, o := range outs {
+		if r := wait(t, o); r.err != nil || string(r.res.Output) != `"c`+strconv.Itoa(i)+`"` {
+			t.Fatalf("task %d: %+v", i, r)
+		}
+	}
+}

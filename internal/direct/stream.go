@@ -57,8 +57,11 @@ const (
 	// readBufferBytes is the reader's buffer; a longer frame is assembled
 	// in a buffer that is dropped after it.
 	readBufferBytes = 8 << 10
-	// keepWriteBuffer is the largest batch buffer a stream keeps.
-	keepWriteBuffer = 256 << 10
+	// writeChunk is how much of a batch is encoded before it is written.
+	writeChunk = 32 << 10
+	// keepWriteBuffer is the largest buffer a stream keeps between frames
+	// (the batch's, the long frame reader's).
+	keepWriteBuffer = 64 << 10
 	// refusedRetryAfter is the Retry-After of a refusal for a bound.
 	refusedRetryAfter = 5 * time.Second
 )
@@ -435,6 +438,15 @@ func (h *Hub) writeFrames(ctx context.Context, s *stream, w http.ResponseWriter,
 		welcome workerproto.DirectWelcome
 	)
 	enc.SetEscapeHTML(false)
+	writeOut := func() error {
+		if buf.Len() == 0 {
+			return nil
+		}
+		dl.extendWrite(time.Now())
+		_, err := w.Write(buf.Bytes())
+		buf.Reset()
+		return err
+	}
 	taskFrame := workerproto.ManagerFrame{Task: &task}
 	cancelFrame := workerproto.ManagerFrame{Cancel: &cancel}
 	welcomeFrame := workerproto.ManagerFrame{Welcome: &welcome}
@@ -496,10 +508,17 @@ func (h *Hub) writeFrames(ctx context.Context, s *stream, w http.ResponseWriter,
 				h.lose(s, EndWrite)
 				return
 			}
+			// A batch of large payloads is written as it is encoded, so
+			// that the buffer holds at most one of them past writeChunk.
+			if buf.Len() >= writeChunk {
+				if err := writeOut(); err != nil {
+					h.lose(s, EndWrite)
+					return
+				}
+			}
 		}
 		spare = frames
-		dl.extendWrite(time.Now())
-		if _, err = w.Write(buf.Bytes()); err == nil {
+		if err = writeOut(); err == nil {
 			err = dl.rc.Flush()
 		}
 		if err != nil {
@@ -507,11 +526,8 @@ func (h *Hub) writeFrames(ctx context.Context, s *stream, w http.ResponseWriter,
 			return
 		}
 		sent = true
-		buf.Reset()
 		if buf.Cap() > keepWriteBuffer {
-			buf = bytes.Buffer{}
-			enc = json.NewEncoder(&buf)
-			enc.SetEscapeHTML(false)
+			buf = bytes.Buffer{} // enc and writeOut use the variable
 		}
 	}
 }
