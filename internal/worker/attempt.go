@@ -398,24 +398,36 @@ func lostOr(err error, outcome string) (string, error) {
 	return outcome, err
 }
 
-// execute runs the task's command under ctx, bounded by spec.timeout. An
-// executor that panics fails the run instead of the worker.
-func (a *attempts) execute(ctx context.Context, task *agentlanev1alpha1.ExternalTask) (out executor.Output, err error) {
-	if t := task.Spec.Timeout; t != nil && t.Duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, t.Duration, fmt.Errorf("attempt timed out after %s", t.Duration))
-		defer cancel()
+// execute runs the task's command under ctx, bounded by spec.timeout.
+func (a *attempts) execute(ctx context.Context, task *agentlanev1alpha1.ExternalTask) (executor.Output, error) {
+	var timeout time.Duration
+	if t := task.Spec.Timeout; t != nil {
+		timeout = t.Duration
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			out, err = executor.Output{}, fmt.Errorf("executor for %q panicked: %v", task.Spec.CommandType, r)
-		}
-	}()
 	var payload json.RawMessage
 	if task.Spec.Payload != nil {
 		payload = task.Spec.Payload.Raw
 	}
-	return a.registry.Run(ctx, executor.Task{CommandType: string(task.Spec.CommandType), Payload: payload})
+	return runCommand(ctx, a.registry, string(task.Spec.CommandType), payload, timeout)
+}
+
+// runCommand runs one command through registry under ctx, bounded by
+// timeout when it is positive. An executor that panics fails the run
+// instead of the worker. Attempts of ExternalTasks and of the Direct stream
+// both run through it, so that taskResult makes the same result of the
+// same run on either path.
+func runCommand(ctx context.Context, registry *executor.Registry, commandType string, payload json.RawMessage, timeout time.Duration) (out executor.Output, err error) {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, timeout, fmt.Errorf("attempt timed out after %s", timeout))
+		defer cancel()
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = executor.Output{}, fmt.Errorf("executor for %q panicked: %v", commandType, r)
+		}
+	}()
+	return registry.Run(ctx, executor.Task{CommandType: commandType, Payload: payload})
 }
 
 // taskResult turns what an executor returned into the result reported on the
