@@ -17,7 +17,10 @@ limitations under the License.
 // Command worker runs External-lane tasks of agentlane queues on any node. It
 // identifies itself by pod and node name, serves the queues and lanes it is
 // told to, and reports each task's result on its ExternalTask. With --task it
-// runs that one task and exits, as the pod of a Job-target lane.
+// runs that one task and exits, as the pod of a Job-target lane. With
+// --direct-server it also holds the Direct stream to the manager's Session
+// API and runs the tasks of Direct-target lanes that the manager hands it
+// there, besides the ExternalTasks of the pool.
 //
 // Tasks run in a sandbox: each attempt in a private directory under
 // --task-root, with an environment of PATH, HOME, TMPDIR and the --task-env
@@ -45,6 +48,7 @@ import (
 	"github.com/agentlane/agentlane/internal/executor"
 	"github.com/agentlane/agentlane/internal/worker"
 	"github.com/agentlane/agentlane/internal/workerproto"
+	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
 // The worker reads the tasks dispatched to it, writes their status and keeps
@@ -78,7 +82,25 @@ type options struct {
 	tasks         taskOptions
 	runnerSocket  string
 	metricsSecure bool
-	zap           zap.Options
+	// direct holds --direct-server, --direct-ca-file, --direct-token-file
+	// and --direct-capacity (0: --capacity); the rest of its settings are
+	// the pool's.
+	direct       worker.DirectOptions
+	noopExecutor bool
+	zap          zap.Options
+}
+
+// directOptions are the settings of the Direct stream, run through
+// registry, in the name of the pool worker's incarnation.
+func (o *options) directOptions(registry *executor.Registry, incarnation string) worker.DirectOptions {
+	d := o.direct
+	d.Name, d.NodeName, d.Namespace = o.pool.Name, o.pool.NodeName, o.pool.Namespace
+	d.Queues, d.Lanes, d.Labels, d.GracePeriod = o.pool.Queues, o.pool.Lanes, o.pool.Labels, o.pool.GracePeriod
+	if d.Capacity == 0 {
+		d.Capacity = o.pool.Capacity
+	}
+	d.Registry, d.Incarnation = registry, incarnation
+	return d
 }
 
 // taskOptions are the settings of one-shot mode.
@@ -100,7 +122,12 @@ func (o *options) validate() error {
 	var errs []error
 	seen := map[string]bool{}
 	oneShot := o.taskOptions(nil)
-	for _, err := range []error{o.pool.Validate(), oneShot.Validate()} {
+	checks := []error{o.pool.Validate(), oneShot.Validate()}
+	if o.direct.Server != "" {
+		direct := o.directOptions(nil, "")
+		checks = append(checks, direct.Validate())
+	}
+	for _, err := range checks {
 		for _, e := range worker.OptionErrors(err) {
 			if (e.Flag == "task" && o.oneShot.Task == "") || seen[e.Error()] {
 				continue
@@ -114,6 +141,12 @@ func (o *options) validate() error {
 	}
 	if o.runnerSocket != "" && (o.tasks.root != "" || len(o.tasks.env) > 0 || len(o.tasks.executors) > 0) {
 		errs = append(errs, errors.New("--task-root, --task-env and --task-executor belong to the runner when --runner-socket is set"))
+	}
+	switch {
+	case o.direct.Server != "" && o.oneShot.Task != "":
+		errs = append(errs, errors.New("--direct-server serves a pool worker's Direct lanes; it does not combine with --task"))
+	case o.direct.Server == "" && o.direct.Capacity != 0:
+		errs = append(errs, errors.New("--direct-capacity needs --direct-server"))
 	}
 	return errors.Join(errs...)
 }
@@ -147,6 +180,11 @@ func parseFlags(args []string, getenv func(string) string, hostname string, outp
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "Address the Prometheus metrics are served on, such as :8080; 0 turns them off.")
 	fs.StringVar(&o.runnerSocket, "runner-socket", "", "Unix socket this worker listens on for its runner (`worker runner --socket`), which runs the tasks; one runner connection at a time. Empty runs the tasks in this process.")
 	o.tasks.bindFlags(fs)
+	fs.StringVar(&o.direct.Server, "direct-server", "", "https URL of the manager's Session API, such as https://agentlane-session-api.agentlane-system.svc:8443: the worker also holds the Direct stream there and runs the tasks of Direct-target lanes. Empty serves the ExternalTask pool only.")
+	fs.StringVar(&o.direct.CAFile, "direct-ca-file", getenv(sessionapi.EnvSessionAPICAFile), "CA bundle (PEM) the Session API's certificate is verified with, read again at each connection; defaults to $"+sessionapi.EnvSessionAPICAFile+", then the system's roots.")
+	fs.StringVar(&o.direct.TokenFile, "direct-token-file", getenv(sessionapi.EnvSessionAPITokenFile), "File of the worker's projected service-account token for audience agentlane, the Direct stream's bearer token, read again at each connection; defaults to $"+sessionapi.EnvSessionAPITokenFile+". Tasks never see it.")
+	fs.IntVar(&o.direct.Capacity, "direct-capacity", 0, "Direct tasks the worker runs at the same time, besides the pool's --capacity; 0 means --capacity.")
+	fs.BoolVar(&o.noopExecutor, "noop-executor", false, "Serve the command type noop, which runs nothing and succeeds with the output {}: for measuring the scheduling path.")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve the metrics over HTTPS to callers whose bearer token may get the non-resource URL /metrics (the metrics-reader ClusterRole), which needs a binding that lets the worker create TokenReviews and SubjectAccessReviews; false, the default, serves them over plain HTTP to whoever the network lets reach the port.")
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -203,6 +241,10 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 	if err != nil {
 		return err
 	}
+	if o.noopExecutor {
+		// It runs nothing, so it needs no sandbox or runner.
+		registry.Register(executor.NoopCommandType, executor.NoopExecutor{})
+	}
 	worker.RegisterMetrics()
 	if o.metricsAddr != "0" {
 		opts := metricsserver.Options{BindAddress: o.metricsAddr}
@@ -232,7 +274,22 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 	if err != nil {
 		return err
 	}
-	return w.Run(ctx)
+	if o.direct.Server == "" {
+		return w.Run(ctx)
+	}
+	direct, err := worker.NewDirectClient(o.directOptions(registry, w.Incarnation()))
+	if err != nil {
+		return err
+	}
+	// The pool and the Direct stream run side by side and drain together.
+	// A pool that fails stops the stream too.
+	directCtx, stopDirect := context.WithCancel(ctx)
+	defer stopDirect()
+	directDone := make(chan error, 1)
+	go func() { directDone <- direct.Run(directCtx) }()
+	poolErr := w.Run(ctx)
+	stopDirect()
+	return errors.Join(poolErr, <-directDone)
 }
 
 // registry returns what runs the tasks: the runner of --runner-socket, once

@@ -112,6 +112,43 @@ func TestParseFlags(t *testing.T) {
 				"--heartbeat-interval must be positive", "--grace-period must not be negative", "--wait-timeout must be positive",
 				"--max-output-bytes must be at least 1"},
 		},
+		"Direct stream": {
+			env: map[string]string{"POD_NAME": "pod-1", "POD_NAMESPACE": "agents",
+				"AGENTLANE_SESSION_API_CA_FILE": "/ca/ca.crt", "AGENTLANE_SESSION_API_TOKEN_FILE": "/token/token"},
+			args: []string{"--direct-server=https://api.agentlane-system.svc:8443", "--noop-executor"},
+			want: func() options {
+				o := defaults
+				o.pool.NodeName, o.oneShot.JobName = "", ""
+				o.direct = worker.DirectOptions{Server: "https://api.agentlane-system.svc:8443", CAFile: "/ca/ca.crt", TokenFile: "/token/token"}
+				o.noopExecutor = true
+				return o
+			}(),
+		},
+		"Direct stream with its own files and capacity": {
+			env: env,
+			args: []string{"--direct-server=https://10.0.0.1:8443/prefix", "--direct-ca-file=/etc/ca.pem",
+				"--direct-token-file=/var/run/agentlane/token", "--direct-capacity=64"},
+			want: func() options {
+				o := defaults
+				o.direct = worker.DirectOptions{Server: "https://10.0.0.1:8443/prefix", CAFile: "/etc/ca.pem",
+					TokenFile: "/var/run/agentlane/token", Capacity: 64}
+				return o
+			}(),
+		},
+		"invalid Direct settings are all reported": {
+			env:  env,
+			args: []string{"--direct-server=http://api:8080", "--direct-capacity=2000"},
+			wantErr: []string{`--direct-server "http://api:8080" must be https://host[:port][/path]`,
+				"--direct-token-file is required", "--direct-capacity must be 1 to 1024, got 2000"},
+		},
+		"Direct capacity without a Direct server": {
+			env: env, args: []string{"--direct-capacity=8"},
+			wantErr: []string{"--direct-capacity needs --direct-server"},
+		},
+		"Direct stream and one-shot mode": {
+			env: env, args: []string{"--direct-server=https://api:8443", "--direct-token-file=/t", "--task=t1"},
+			wantErr: []string{"--direct-server serves a pool worker's Direct lanes; it does not combine with --task"},
+		},
 		"malformed labels": {
 			env: env, args: []string{"--labels=gpu"},
 			wantErr: []string{"--labels: invalid selector"},
@@ -143,7 +180,8 @@ func TestParseFlags(t *testing.T) {
 				t.Fatalf("unexpected error: %v", err)
 			}
 			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(options{}, taskOptions{}), cmpopts.IgnoreFields(options{}, "zap"),
-				cmpopts.IgnoreFields(worker.Options{}, "Log"), cmpopts.IgnoreFields(worker.TaskOptions{}, "Log")); diff != "" {
+				cmpopts.IgnoreFields(worker.Options{}, "Log"), cmpopts.IgnoreFields(worker.TaskOptions{}, "Log"),
+				cmpopts.IgnoreFields(worker.DirectOptions{}, "Log")); diff != "" {
 				t.Errorf("options (-want,+got):\n%s", diff)
 			}
 		})

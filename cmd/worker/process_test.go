@@ -165,6 +165,10 @@ func TestWorkerProcess(t *testing.T) {
 		g.Expect(stdout(t, task)).To(Equal("finished\n"))
 	})
 
+	t.Run("a worker with --direct-server holds the Direct stream beside the pool", func(t *testing.T) {
+		testDirectProcess(t, c, bin, kubeconfigPath)
+	})
+
 	t.Run("tasks run in-process see nothing of the worker", func(t *testing.T) {
 		testIsolation(t, c, bin, kubeconfigPath, false)
 	})
