@@ -56,7 +56,7 @@ func (q *Queue) beginAttemptLocked(t *Ticket, now, startedAt int64, mode Handler
 		seqStart: q.starts,
 		number:   t.attempts,
 		mode:     mode,
-		granted:  unixTime(startedAt),
+		granted:  startedAt,
 		timeout:  timeout,
 		budget:   budget,
 	}
@@ -303,15 +303,16 @@ func runHandler(a *attemptCtx) (r Result, err error) {
 type attemptCtx struct {
 	q        *Queue
 	t        *Ticket
-	handler  Handler
-	deadline time.Time
-	started  time.Time
-	// granted is when the attempt got its slots; timeout is its run
-	// timeout. An External attempt that awaits its start has a zero
-	// started and deadline until MarkStarted sets them under q.mu; no
-	// handler reads them.
-	granted time.Time
-	timeout int64
+	handler Handler
+	// deadline and started (unix nanos) are when the attempt times out and
+	// when it started; granted is when it got its slots; timeout is its run
+	// timeout. An External attempt that awaits its start has started and
+	// deadline 0 (the zero time.Time) until MarkStarted sets them under
+	// q.mu; no handler reads them.
+	deadline int64
+	started  int64
+	granted  int64
+	timeout  int64
 	// budget says whose setting timeout is, for the timeout's error.
 	budget timeoutBudget
 	// waitingSince is when an External attempt began to wait for
@@ -332,7 +333,7 @@ type attemptCtx struct {
 
 var _ context.Context = &attemptCtx{}
 
-func (a *attemptCtx) Deadline() (time.Time, bool) { return a.deadline, true }
+func (a *attemptCtx) Deadline() (time.Time, bool) { return timeOrZero(a.deadline), true }
 func (a *attemptCtx) Value(any) any               { return nil }
 
 func (a *attemptCtx) Err() error {
@@ -377,8 +378,8 @@ func (a *attemptCtx) attempt() Attempt {
 		Labels:      t.labels,
 		Number:      int(a.number),
 		Mode:        a.mode,
-		StartedAt:   a.started,
-		Deadline:    a.deadline,
+		StartedAt:   timeOrZero(a.started),
+		Deadline:    timeOrZero(a.deadline),
 	}
 }
 
@@ -418,13 +419,13 @@ const (
 // how long the attempt ran and which budget ran out, e.g. "attempt timed
 // out after 25ms (lane execute timeout 25ms)".
 func (a *attemptCtx) timeoutErr(now int64) error {
-	ran := unixTime(now).Sub(a.started)
+	ran := unixTime(now).Sub(timeOrZero(a.started))
 	budget := time.Duration(a.timeout)
 	switch a.budget {
 	case budgetCommand:
-		source := a.t.timeoutSource
-		if source == "" {
-			source = "command"
+		source := "command"
+		if a.t.timeoutSource != nil {
+			source = *a.t.timeoutSource
 		}
 		return fmt.Errorf("%w after %s (%s timeout %s)", ErrTimeout, ran, source, budget)
 	case budgetLane:
@@ -432,4 +433,13 @@ func (a *attemptCtx) timeoutErr(now int64) error {
 	default:
 		return fmt.Errorf("%w after %s (queue default timeout %s)", ErrTimeout, ran, budget)
 	}
+}
+
+// timeOrZero is unixTime(n), or the zero time for 0, which stands for "not
+// set" in attemptCtx.
+func timeOrZero(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return unixTime(n)
 }

@@ -222,9 +222,10 @@ type Ticket struct {
 	// deadline (unix nanos, 0 for none) drives priority boost.
 	deadline int64
 	// timeout is the per-command attempt timeout; 0 defers to the lane.
-	// timeoutSource is Command.TimeoutSource.
+	// timeoutSource is Command.TimeoutSource, nil when empty (a pointer
+	// keeps the ticket in a smaller size class).
 	timeout       int64
-	timeoutSource string
+	timeoutSource *string
 	// tag orders commands under WeightedTenant fairness (virtual finish time).
 	tag uint64
 

@@ -69,9 +69,9 @@ func externalTaskOf(t *Ticket) ExternalTask {
 		Payload:     t.payload,
 		Labels:      t.labels,
 		RunID:       t.runID,
-		CreatedAt:   a.granted,
-		StartedAt:   a.started,
-		Deadline:    a.deadline,
+		CreatedAt:   unixTime(a.granted),
+		StartedAt:   timeOrZero(a.started),
+		Deadline:    timeOrZero(a.deadline),
 		Timeout:     time.Duration(a.timeout),
 	}
 }
@@ -85,7 +85,7 @@ func (q *Queue) PendingExternal() []ExternalTask {
 		ts = append(ts, t)
 	}
 	slices.SortFunc(ts, func(a, b *Ticket) int {
-		return cmp.Or(a.run.granted.Compare(b.run.granted), cmp.Compare(a.seq, b.seq))
+		return cmp.Or(cmp.Compare(a.run.granted, b.run.granted), cmp.Compare(a.seq, b.seq))
 	})
 	out := make([]ExternalTask, len(ts))
 	for i, t := range ts {
@@ -196,9 +196,9 @@ func (q *Queue) startTimerLocked(a *attemptCtx, startedAt int64) {
 	t := a.t
 	t.started = startedAt
 	a.waitingSince = 0
-	a.started = unixTime(startedAt)
+	a.started = startedAt
 	t.due = after(startedAt, a.timeout)
-	a.deadline = unixTime(t.due)
+	a.deadline = t.due
 	q.due.PushOrUpdate(t)
 }
 
@@ -212,7 +212,7 @@ func (q *Queue) stopTimerLocked(a *attemptCtx, now int64) {
 	}
 	t := a.t
 	a.waitingSince = now
-	a.started, a.deadline = time.Time{}, time.Time{}
+	a.started, a.deadline = 0, 0
 	t.due = dueNever
 	if d := int64(t.ls.lane.cfg.StartTimeout); d > 0 {
 		t.due = after(now, d)

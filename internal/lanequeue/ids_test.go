@@ -17,8 +17,11 @@ limitations under the License.
 package lanequeue
 
 import (
+	"encoding/binary"
+	"math/rand/v2"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -81,5 +84,41 @@ func TestSequentialIDs(t *testing.T) {
 	p.NewID()
 	if got := p.NewID(); got != "replay-0000000002" {
 		t.Errorf("second = %q", got)
+	}
+}
+
+// The generator's own encoding is the ULID text encoding, lowercased, for
+// any time and random part, and the monotonic increment carries into the
+// top bits of the random part.
+func TestULIDEncodingMatchesULID(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 10000 {
+		var u ulid.ULID
+		for i := range u {
+			u[i] = byte(r.Uint32())
+		}
+		hi := binary.BigEndian.Uint64(u[:8])
+		lo := binary.BigEndian.Uint64(u[8:])
+		if got, want := encodeULID(hi, lo), strings.ToLower(u.String()); got != want {
+			t.Fatalf("encodeULID(%x, %x) = %s, want %s", hi, lo, got, want)
+		}
+	}
+	g := NewULIDGenerator(clocktesting.NewFakeClock(t0), nil)
+	g.mu.Lock()
+	g.last, g.issued, g.hi, g.lo = ulid.Timestamp(t0), true, 5, 1<<64-1
+	g.mu.Unlock()
+	id := g.NewID()
+	u, err := ulid.Parse(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := u.Entropy(); e[0] != 0 || e[1] != 6 {
+		t.Errorf("entropy after a carry = %x, want the top 16 bits 0x0006", e)
+	}
+	g.mu.Lock()
+	g.hi, g.lo = 1<<16-1, 1<<64-1 // the next increment overflows
+	g.mu.Unlock()
+	if u, err := ulid.Parse(g.NewID()); err != nil || u.Time() != ulid.Timestamp(t0) {
+		t.Errorf("after an overflow: %v, %v; want a fresh ID at the same time", u, err)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/oklog/ulid/v2"
 	"k8s.io/utils/clock"
 )
 
@@ -65,8 +66,12 @@ type Queue struct {
 	// subscribers and hooks never run while it is held.
 	mu sync.Mutex
 
-	clock      clock.WithTicker
-	ids        IDGenerator
+	clock clock.WithTicker
+	ids   IDGenerator
+	// ownIDs is ids when it is the queue's own ULID generator, on the
+	// queue's clock: Submit then names a command under the lock, from the
+	// time it reads anyway, instead of reading the clock once more.
+	ownIDs     *ULIDGenerator
 	provider   MetricsProvider
 	onExternal func(ExternalTask)
 	defHandler Handler
@@ -148,8 +153,10 @@ func New(cfg Config, opts Options) (*Queue, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	var ownIDs *ULIDGenerator
 	if opts.IDs == nil {
-		opts.IDs = NewULIDGenerator(opts.Clock, nil)
+		ownIDs = NewULIDGenerator(opts.Clock, nil)
+		opts.IDs = ownIDs
 	}
 	if opts.Metrics == nil {
 		opts.Metrics = NoopMetricsProvider{}
@@ -157,6 +164,7 @@ func New(cfg Config, opts Options) (*Queue, error) {
 	q := &Queue{
 		clock:      opts.Clock,
 		ids:        opts.IDs,
+		ownIDs:     ownIDs,
 		provider:   opts.Metrics,
 		onExternal: opts.OnExternalTask,
 		defHandler: opts.Handler,
@@ -197,13 +205,13 @@ func (q *Queue) Config() Config {
 // effects if the command is invalid, names an unknown lane, reuses a live
 // ID, needs a handler it does not have, or the queue is closed.
 func (q *Queue) Submit(cmd Command) (*Ticket, error) {
-	t, err := q.newTicket(cmd)
+	t, err := q.newTicket(&cmd)
 	if err != nil {
 		return nil, err
 	}
 	q.mu.Lock()
 	now := q.now()
-	if err := q.admitLocked(t, cmd, now, true); err != nil {
+	if err := q.admitLocked(t, &cmd, now, true); err != nil {
 		q.mu.Unlock()
 		return nil, err
 	}
@@ -225,13 +233,13 @@ func (q *Queue) Adopt(cmd Command, attempt int, startedAt time.Time) (*Ticket, e
 		return nil, fmt.Errorf("%w: attempt must be >= 1", ErrInvalidCommand)
 	}
 	cmd.PriorAttempts = attempt - 1
-	t, err := q.newTicket(cmd)
+	t, err := q.newTicket(&cmd)
 	if err != nil {
 		return nil, err
 	}
 	q.mu.Lock()
 	now := q.now()
-	if err := q.admitLocked(t, cmd, now, false); err != nil {
+	if err := q.admitLocked(t, &cmd, now, false); err != nil {
 		q.mu.Unlock()
 		return nil, err
 	}
@@ -243,7 +251,7 @@ func (q *Queue) Adopt(cmd Command, attempt int, startedAt time.Time) (*Ticket, e
 	return t, nil
 }
 
-func (q *Queue) newTicket(cmd Command) (*Ticket, error) {
+func (q *Queue) newTicket(cmd *Command) (*Ticket, error) {
 	switch {
 	case cmd.PriorAttempts < 0:
 		return nil, fmt.Errorf("%w: priorAttempts must be >= 0", ErrInvalidCommand)
@@ -257,21 +265,20 @@ func (q *Queue) newTicket(cmd Command) (*Ticket, error) {
 		return nil, fmt.Errorf("%w: inHandler needs a handler and excludes external", ErrInvalidCommand)
 	}
 	id := cmd.ID
-	if id == "" {
+	if id == "" && q.ownIDs == nil {
 		id = q.ids.NewID()
-	}
+	} // else admitLocked names it
 	t := &Ticket{
-		q:             q,
-		id:            id,
-		typ:           cmd.Type,
-		runID:         cmd.RunID,
-		payload:       cmd.Payload,
-		labels:        cmd.Labels,
-		handler:       cmd.Handler,
-		prio:          -1,
-		timeout:       int64(cmd.Timeout),
-		timeoutSource: cmd.TimeoutSource,
-		attempts:      int32(cmd.PriorAttempts),
+		q:        q,
+		id:       id,
+		typ:      cmd.Type,
+		runID:    cmd.RunID,
+		payload:  cmd.Payload,
+		labels:   cmd.Labels,
+		handler:  cmd.Handler,
+		prio:     -1,
+		timeout:  int64(cmd.Timeout),
+		attempts: int32(cmd.PriorAttempts),
 		// Never more free attempts than the bound, whatever the caller says.
 		notStarted: int32(min(cmd.PriorNotStarted, MaxUncountedNotStarted)),
 		external:   cmd.External,
@@ -283,6 +290,10 @@ func (q *Queue) newTicket(cmd Command) (*Ticket, error) {
 	if cmd.Priority != nil {
 		t.prio = int32(*cmd.Priority)
 	}
+	if cmd.TimeoutSource != "" {
+		source := cmd.TimeoutSource
+		t.timeoutSource = &source
+	}
 	if !cmd.Deadline.IsZero() {
 		t.deadline = unixNanos(cmd.Deadline)
 	}
@@ -290,7 +301,7 @@ func (q *Queue) newTicket(cmd Command) (*Ticket, error) {
 }
 
 // admitLocked binds t to its lane and session and registers it.
-func (q *Queue) admitLocked(t *Ticket, cmd Command, now int64, needHandler bool) error {
+func (q *Queue) admitLocked(t *Ticket, cmd *Command, now int64, needHandler bool) error {
 	if q.closed {
 		return ErrClosed
 	}
@@ -307,6 +318,9 @@ func (q *Queue) admitLocked(t *Ticket, cmd Command, now int64, needHandler bool)
 		if err := acceptLocked(ln, cmd.Type); err != nil {
 			return err
 		}
+	}
+	if t.id == "" {
+		t.id = q.ownIDs.newIDAt(ulid.Timestamp(unixTime(now)))
 	}
 	if _, dup := q.tickets[t.id]; dup {
 		return fmt.Errorf("%w: %s", ErrDuplicateID, t.id)
