@@ -168,7 +168,7 @@ func (r *Registry) CommandTypes() []string {
 
 // Run executes t with the executor registered for its command type. In a
 // sandboxed registry the executor runs in a new Attempt, whose directory is
-// removed when it returns.
+// removed when it returns; an executor that runs nothing (noop) needs none.
 func (r *Registry) Run(ctx context.Context, t Task) (out Output, err error) {
 	r.mu.RLock()
 	e, ok := r.executors[t.CommandType]
@@ -176,7 +176,7 @@ func (r *Registry) Run(ctx context.Context, t Task) (out Output, err error) {
 	if !ok {
 		return Output{}, fmt.Errorf("%w %q", ErrUnknownCommandType, t.CommandType)
 	}
-	if r.sandbox == nil {
+	if _, runsNothing := e.(runsNothing); r.sandbox == nil || runsNothing {
 		return e.Execute(ctx, t.Payload)
 	}
 	a, err := r.sandbox.newAttempt()

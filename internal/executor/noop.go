@@ -33,6 +33,13 @@ type NoopExecutor struct{}
 
 var _ Executor = NoopExecutor{}
 
+// runsNothing marks the executors of this package that run no process and
+// touch no file, for which a sandboxed Registry makes no attempt directory:
+// a noop task costs no file system work.
+type runsNothing interface{ runsNothing() }
+
+func (NoopExecutor) runsNothing() {}
+
 // noopOutput is the output every noop task reports.
 var noopOutput = json.RawMessage(`{}`)
 

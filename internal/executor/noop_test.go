@@ -20,11 +20,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
 func TestNoopExecutor(t *testing.T) {
-	r := NewSandboxedRegistry(0, Sandbox{Root: t.TempDir()})
+	// A task root that cannot be made: a noop task needs none.
+	blocker := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := NewSandboxedRegistry(0, Sandbox{Root: filepath.Join(blocker, "tasks")})
 	r.Register(NoopCommandType, NoopExecutor{})
 	out, err := r.Run(t.Context(), Task{CommandType: NoopCommandType, Payload: json.RawMessage(`{"ignored":true}`)})
 	if err != nil {
