@@ -277,6 +277,7 @@ func (o *options) sessionAPI(ctx context.Context, mgr ctrl.Manager, shared contr
 		RefuseAPIServerTokens: !o.apiServerTokens}
 	cfg.Recorder = mgr.GetEventRecorder("agentlane-session-api")
 	cfg.Leading = mgr.Elected()
+	cfg.Replica, _ = os.Hostname() // the pod's name in a cluster
 	if o.sessionStore == "configmap" {
 		cfg.Store = o.newStore(mgr)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentlane/agentlane/internal/buildinfo"
 	"github.com/agentlane/agentlane/internal/controller"
+	"github.com/agentlane/agentlane/internal/direct"
 	"github.com/agentlane/agentlane/internal/scheduling"
 	"github.com/agentlane/agentlane/internal/sessionserver"
 )
@@ -28,7 +29,8 @@ import (
 // registerMetrics adds agentlane's metrics (docs/metrics.md) to reg, the
 // registry the manager's metrics endpoint serves beside
 // controller-runtime's own: the build, the lane schedulers, the Session
-// API (registered even when it is off, its series then stay empty) and
+// API and its Direct dispatcher (registered even when it is off, their
+// series then stay empty) and
 // the worker pools as the ExternalTask controller judges them.
 func registerMetrics(reg prometheus.Registerer, controllers *controller.Controllers) error {
 	buildinfo.Register(reg)
@@ -36,6 +38,9 @@ func registerMetrics(reg prometheus.Registerer, controllers *controller.Controll
 		return err
 	}
 	if err := sessionserver.RegisterMetrics(reg); err != nil {
+		return err
+	}
+	if err := direct.RegisterMetrics(reg); err != nil {
 		return err
 	}
 	return controllers.RegisterMetrics(reg)

@@ -19,6 +19,7 @@ package main
 import (
 	"flag"
 
+	"github.com/agentlane/agentlane/internal/direct"
 	"github.com/agentlane/agentlane/internal/sessionserver"
 )
 
@@ -39,6 +40,8 @@ func bindSessionAPIBounds(fs *flag.FlagSet, s *sessionserver.Config) {
 	fs.IntVar(&s.MaxWaitsPerSession, "session-api-max-waits-per-session", sessionserver.DefaultMaxWaitsPerSession, "The most calls waiting for a command of one session; past it 429 RateLimited. Negative disables the bound.")
 	fs.IntVar(&s.MaxReviewsInFlight, "session-api-max-reviews-in-flight", sessionserver.DefaultMaxReviewsInFlight, "The most TokenReviews and SubjectAccessReviews the Session API has in flight at once; a request that needs one more gets 429 RateLimited.")
 	fs.IntVar(&s.MaxReviewsInFlightPerAddress, "session-api-max-reviews-in-flight-per-address", sessionserver.DefaultMaxReviewsInFlightPerAddress, "The most reviews in flight that one client address's requests may cause; past it 429 RateLimited.")
+	fs.IntVar(&s.MaxDirectWorkers, "direct-max-workers", direct.DefaultMaxWorkers, "The most Direct workers' streams the leading manager holds at once; past it a worker's stream is refused 429.")
+	fs.IntVar(&s.MaxDirectWorkersPerNamespace, "direct-max-workers-per-namespace", direct.DefaultMaxWorkersPerNamespace, "The most Direct workers' streams serving one namespace; past it a worker's stream is refused 429.")
 	fs.DurationVar(&s.RefusalHold, "session-api-refusal-hold", sessionserver.DefaultRefusalHold, "How long the Session API holds a 429 answer before it sends it, at most its Retry-After, so that a client calling again as soon as it is refused makes one call per hold; while half the connections (or half of one address's) hold one, refusals are sent at once. 0 sends them at once.")
 	fs.DurationVar(&s.ReauthorizeInterval, "session-api-reauthorize-interval", 0, "How often an event stream or a waiting call reviews its caller's token and access again, ending once refused; 0 means half the review TTL (5s).")
 }

@@ -41,6 +41,11 @@ type Task struct {
 	// worker (RecordRunning).
 	MaterializeAfter time.Duration
 	OnRecord         func(Record)
+	// Sent, when set, is filled by Run with the worker the attempt was
+	// sent to (Phase RecordRunning, Since when it was sent); it is left as
+	// it is when no worker got the attempt. Run writes it before it
+	// returns, under the hub's lock, and never after.
+	Sent *Record
 }
 
 // RecordPhase is the phase an attempt outlived MaterializeAfter in.
@@ -253,6 +258,10 @@ func (h *Hub) sendLocked(s *stream, c *call, now time.Time) {
 	c.s = s
 	c.ns = nil
 	c.sentAt = now
+	if c.t.Sent != nil {
+		*c.t.Sent = Record{Phase: RecordRunning, Attempt: c.key.attempt, Worker: s.hello.Worker, Node: s.hello.Node,
+			Incarnation: s.hello.Incarnation, Since: now}
+	}
 	s.held.push(c)
 	s.busy++
 	s.ns.g.busy.Inc()

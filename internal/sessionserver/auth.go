@@ -269,8 +269,36 @@ func (a *KubeAuthorizer) reviewToken(ctx context.Context, r *http.Request, token
 // a busy caller's requests do not wait for a review every TTL; no answer is
 // used longer than TTL.
 func (a *KubeAuthorizer) Authorize(ctx context.Context, c Caller, namespace, session, verb string) error {
+	g, err := a.grant(ctx, c, grantKey{user: c.Username, namespace: namespace, session: session, verb: verb})
+	if err != nil {
+		return err
+	}
+	if !g.allowed {
+		return apiError(http.StatusForbidden, sessionapi.CodeForbidden,
+			forbiddenMessage(c.Username, verb, namespace, session))
+	}
+	return nil
+}
+
+// AuthorizeWorker tells whether c may serve the tasks of namespace as a
+// Direct worker: whether it has the access a worker of the ExternalTask
+// path needs there (patch externaltasks/status). Answers are cached as
+// Authorize's are.
+func (a *KubeAuthorizer) AuthorizeWorker(ctx context.Context, c Caller, namespace string) error {
+	g, err := a.grant(ctx, c, grantKey{user: c.Username, namespace: namespace, verb: workerGrantVerb})
+	if err != nil {
+		return err
+	}
+	if !g.allowed {
+		return apiErrorf(http.StatusForbidden, sessionapi.CodeForbidden,
+			"user %q may not serve the tasks of namespace %q: a Direct worker needs patch on externaltasks/status there, as the workers' role grants", c.Username, namespace)
+	}
+	return nil
+}
+
+// grant returns the cached or reviewed answer for key.
+func (a *KubeAuthorizer) grant(ctx context.Context, c Caller, key grantKey) (cachedGrant, error) {
 	a.init()
-	key := grantKey{user: c.Username, namespace: namespace, session: session, verb: verb}
 	now := a.now()
 	var g cachedGrant
 	v, hit := a.grants.Get(key)
@@ -291,16 +319,9 @@ func (a *KubeAuthorizer) Authorize(ctx context.Context, c Caller, namespace, ses
 		go a.refreshGrant(context.WithoutCancel(ctx), c, key)
 	}
 	if !hit || now.After(g.expires) {
-		var err error
-		if g, err = a.grantFlights.do(ctx, key, func() (cachedGrant, error) { return a.review(ctx, c, key) }); err != nil {
-			return err
-		}
+		return a.grantFlights.do(ctx, key, func() (cachedGrant, error) { return a.review(ctx, c, key) })
 	}
-	if !g.allowed {
-		return apiError(http.StatusForbidden, sessionapi.CodeForbidden,
-			forbiddenMessage(c.Username, verb, namespace, session))
-	}
-	return nil
+	return g, nil
 }
 
 // refreshGrant asks again for an answer that is about to expire.
@@ -328,16 +349,20 @@ func (a *KubeAuthorizer) review(ctx context.Context, c Caller, key grantKey) (ca
 	}
 	defer release()
 	now := a.now()
+	attrs := &authorizationv1.ResourceAttributes{
+		Namespace:   key.namespace,
+		Verb:        key.verb,
+		Group:       agentlanev1alpha1.GroupVersion.Group,
+		Resource:    APIResource,
+		Subresource: APISubresource,
+		Name:        key.session,
+	}
+	if key.verb == workerGrantVerb {
+		attrs = &authorizationv1.ResourceAttributes{Namespace: key.namespace, Verb: "patch",
+			Group: agentlanev1alpha1.GroupVersion.Group, Resource: "externaltasks", Subresource: "status"}
+	}
 	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User: c.Username, UID: c.UID, Groups: c.Groups, Extra: c.Extra,
-		ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Namespace:   key.namespace,
-			Verb:        key.verb,
-			Group:       agentlanev1alpha1.GroupVersion.Group,
-			Resource:    APIResource,
-			Subresource: APISubresource,
-			Name:        key.session,
-		},
+		User: c.Username, UID: c.UID, Groups: c.Groups, Extra: c.Extra, ResourceAttributes: attrs,
 	}}
 	if err := a.Client.Create(ctx, sar); err != nil {
 		return cachedGrant{}, apiError(http.StatusInternalServerError, sessionapi.CodeInternal, "access review failed: "+err.Error())

@@ -42,6 +42,10 @@ type call struct {
 	ticket  *lanequeue.Ticket
 	// task is the ExternalTask of an External command.
 	task string
+	// direct runs the attempts of a command of a Direct lane (direct.go);
+	// stop ends its waits when the server stops.
+	direct *directCall
+	stop   <-chan struct{}
 	// admit, when set, runs before each attempt is offered to the runtime
 	// (the budget check); its error fails the attempt.
 	admit func(context.Context, lanequeue.Attempt) error
@@ -142,6 +146,9 @@ func (c *call) view() sessionapi.Command {
 		Attempt: o.Attempts,
 		Task:    c.task,
 	}
+	if c.direct != nil && c.direct.isRecorded() {
+		cmd.Task = cmd.ID
+	}
 	c.mu.Lock()
 	if g := c.grant; g != nil && !final {
 		cmd.Grant = &sessionapi.Grant{Attempt: g.attempt, Deadline: g.deadline}
@@ -160,7 +167,7 @@ func (c *call) view() sessionapi.Command {
 func (c *call) wait(ctx context.Context, done func(*sessionapi.Command) bool) (sessionapi.Command, bool) {
 	for {
 		c.mu.Lock()
-		if c.changed == nil && c.task == "" {
+		if c.changed == nil && c.task == "" && c.direct == nil {
 			c.changed = make(chan struct{})
 		}
 		changed := c.changed // nil, never ready, for an External command
@@ -174,14 +181,29 @@ func (c *call) wait(ctx context.Context, done func(*sessionapi.Command) bool) (s
 		case <-c.ticket.Done():
 		case <-ctx.Done():
 			return c.view(), false
+		case <-c.stop:
+			return c.view(), false
 		}
 	}
+}
+
+// interrupted is the answer to a wait for a Direct command that had not
+// succeeded when the server stopped (its attempt was cut short then), or
+// nil.
+func (c *call) interrupted() error {
+	if c.direct == nil || !isClosed(c.stop) {
+		return nil
+	}
+	if o, final := c.ticket.Outcome(); final && o.State == lanequeue.StateSucceeded {
+		return nil
+	}
+	return interruptedDirect(c.ticket.ID(), c.direct.isRecorded())
 }
 
 // answered tells when a call's command is ready for the reply: an External
 // command once it ended, an Internal or Hybrid one once it holds a slot.
 func (c *call) answered() func(*sessionapi.Command) bool {
-	if c.task != "" {
+	if c.task != "" || c.direct != nil {
 		return final
 	}
 	return granted

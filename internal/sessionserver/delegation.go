@@ -289,20 +289,26 @@ func firstTurnText(payload json.RawMessage) string {
 // delegateLane returns the Delegate target of lane in the session's queue,
 // or nil when the lane does not delegate.
 func (s *Server) delegateLane(ctx context.Context, sc *sessionCall, lane string) (*agentlanev1alpha1.ExternalTarget, error) {
-	lq := &agentlanev1alpha1.LaneQueue{}
-	if err := s.Client.Get(ctx, sc.queueKey, lq); err != nil {
+	t, err := s.laneTarget(ctx, sc, lane)
+	if err != nil || t == nil || t.Type != agentlanev1alpha1.ExternalTargetDelegate {
+		return nil, err
+	}
+	return t, nil
+}
+
+// laneTarget returns the externalTarget of lane in the session's queue (nil
+// when the lane sets none: the worker pool).
+func (s *Server) laneTarget(ctx context.Context, sc *sessionCall, lane string) (*agentlanev1alpha1.ExternalTarget, error) {
+	lq, err := s.laneQueue(ctx, sc)
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, apiErrorf(http.StatusServiceUnavailable, sessionapi.CodeSessionNotReady, "LaneQueue %q does not exist", sc.queueKey.Name)
 		}
 		return nil, err
 	}
 	for i := range lq.Spec.Lanes {
-		l := &lq.Spec.Lanes[i]
-		if string(l.Name) == lane {
-			if t := l.ExternalTarget; t != nil && t.Type == agentlanev1alpha1.ExternalTargetDelegate {
-				return t, nil
-			}
-			return nil, nil
+		if l := &lq.Spec.Lanes[i]; string(l.Name) == lane {
+			return l.ExternalTarget, nil
 		}
 	}
 	return nil, apiErrorf(http.StatusBadRequest, sessionapi.CodeUnknownLane, "LaneQueue %q has no lane %q", sc.queueKey.Name, lane)

@@ -38,6 +38,7 @@ func (s *Server) leading() bool {
 // commands that leader issued are answered Interrupted.
 func (s *Server) lead(ctx context.Context) {
 	if s.Leading == nil || isClosed(s.Leading) {
+		s.direct.Lead(s.ids.NewID())
 		close(s.serving)
 		return
 	}
@@ -52,6 +53,7 @@ func (s *Server) lead(ctx context.Context) {
 			s.hub.setBase(eventIDBase(s.StartedAt))
 		}
 		s.log.Info("Leading: serving session calls", "startedAt", s.StartedAt)
+		s.direct.Lead(s.ids.NewID())
 		close(s.serving)
 	}()
 }

@@ -67,12 +67,23 @@ var (
 		Name: "agentlane_session_api_long_calls",
 		Help: "Session API calls open that last: kind stream (event streams) or wait (calls waiting for a command).",
 	}, []string{"kind"})
+
+	directRecords = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "agentlane_direct_records_total",
+		Help: "Commands of Direct lanes recorded as ExternalTasks: they waited or ran longer than materializeAfter, " +
+			"ended Failed, TimedOut or DeadLettered, or their lane records every command.",
+	})
+	directRecordFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "agentlane_direct_record_failures_total",
+		Help: "Writes of a Direct command's ExternalTask record that failed (the command itself is not affected).",
+	})
 )
 
 // RegisterMetrics adds the Session API's metrics to reg (the manager's
 // controller-runtime registry); cmd/manager calls it once.
 func RegisterMetrics(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{requests, requestDuration, requestErrors, connections, connectionsRefused, longCalls} {
+	for _, c := range []prometheus.Collector{requests, requestDuration, requestErrors, connections, connectionsRefused, longCalls,
+		directRecords, directRecordFailures} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("register the Session API metrics: %w", err)
 		}

@@ -45,14 +45,25 @@ func (s *Server) sessionBounds(ctx context.Context, sc *sessionCall) queueBounds
 		return *sc.bounds
 	}
 	qb := queueBounds{queue: sc.queueKey.Name}
-	lq := &agentlanev1alpha1.LaneQueue{}
-	if err := s.Client.Get(ctx, sc.queueKey, lq); err == nil {
+	if lq, err := s.laneQueue(ctx, sc); err == nil {
 		qb.b = lq.Spec.SessionBounds
 	} else if !apierrors.IsNotFound(err) {
 		s.log.V(1).Info("LaneQueue unreadable, the manager's session bounds hold", "queue", sc.queueKey, "error", err.Error())
 	}
 	sc.bounds = &qb
 	return qb
+}
+
+// laneQueue reads sc's LaneQueue from the manager's cache, once per call.
+func (s *Server) laneQueue(ctx context.Context, sc *sessionCall) (*agentlanev1alpha1.LaneQueue, error) {
+	if sc.lq == nil {
+		lq := &agentlanev1alpha1.LaneQueue{}
+		if err := s.Client.Get(ctx, sc.queueKey, lq); err != nil {
+			return nil, err
+		}
+		sc.lq = lq
+	}
+	return sc.lq, nil
 }
 
 // bound is a bound in force and where it comes from.

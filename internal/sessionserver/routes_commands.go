@@ -69,13 +69,14 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 	if err != nil {
 		return schedulerError(err)
 	}
-	target, err := s.delegateLane(r.Context(), sc, lane)
+	target, err := s.laneTarget(r.Context(), sc, lane)
 	if err != nil {
 		return err
 	}
-	if target != nil {
+	if target != nil && target.Type == agentlanev1alpha1.ExternalTargetDelegate {
 		return s.delegateCommand(w, r, sc, id, lane, req.Payload)
 	}
+	isDirect := mode == lanequeue.External && target != nil && target.Type == agentlanev1alpha1.ExternalTargetDirect
 	if req.Type == DelegateCommandType {
 		// The type names delegated work: a task of it outside a Delegate
 		// lane would be one label away from being taken as delegated,
@@ -120,7 +121,16 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 		if err := s.checkExternalBudget(r.Context(), sc, lane, req.Type); err != nil {
 			return err
 		}
-		c.task = id
+		if isDirect {
+			d, err := s.newDirectCall(sc, cmd, lane, target)
+			if err != nil {
+				return err
+			}
+			c.direct, c.stop = d, s.stopping
+			cmd.Handler, cmd.InHandler = d, true
+		} else {
+			c.task = id
+		}
 	} else {
 		cmd.Handler = c
 		c.admit = s.admitBudget(sc, req.Type)
@@ -131,7 +141,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 	if err != nil {
 		return err
 	}
-	if mode == lanequeue.External {
+	if mode == lanequeue.External && !isDirect {
 		c.ticket, err = s.Schedulers.SubmitTask(sc.queueKey, cmd, func(lane string) error {
 			return s.Client.Create(r.Context(), newTask(sc, cmd, lane))
 		})
@@ -142,6 +152,9 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 		s.pending.release(held)
 		return submitError(id, err)
 	}
+	if c.direct != nil {
+		c.direct.submitted(c.ticket)
+	}
 	s.calls.put(sc.key.Namespace, id, c)
 
 	ctx, cancel := context.WithTimeout(r.Context(), wait)
@@ -149,6 +162,9 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 	v, ok := c.wait(ctx, c.answered())
 	if e := revoked(r.Context()); e != nil {
 		return e // the command stays submitted; the caller may no longer wait for it
+	}
+	if err := c.interrupted(); err != nil {
+		return err
 	}
 	if !ok && r.Context().Err() != nil {
 		// The client went away while its command waited: one that no
@@ -243,6 +259,9 @@ func (s *Server) getCommand(w http.ResponseWriter, r *http.Request, sc *sessionC
 		if e := revoked(r.Context()); e != nil {
 			return e
 		}
+		if err := c.interrupted(); err != nil {
+			return err
+		}
 		writeJSON(w, http.StatusOK, v)
 		return nil
 	}
@@ -328,7 +347,7 @@ func (s *Server) reportResult(w http.ResponseWriter, r *http.Request, sc *sessio
 		}
 		return apiErrorf(http.StatusNotFound, sessionapi.CodeCommandNotFound, "session %q has no command %q", sc.key.Name, id)
 	}
-	if c.task != "" {
+	if c.task != "" || c.direct != nil {
 		return apiErrorf(http.StatusConflict, sessionapi.CodeNotRunning, "command %s is External: its worker reports the result", id)
 	}
 	var used *usage

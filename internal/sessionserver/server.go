@@ -40,9 +40,11 @@ import (
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/budget"
+	"github.com/agentlane/agentlane/internal/direct"
 	"github.com/agentlane/agentlane/internal/lanequeue"
 	"github.com/agentlane/agentlane/internal/scheduling"
 	"github.com/agentlane/agentlane/internal/sessionstore"
+	"github.com/agentlane/agentlane/internal/workerproto"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
@@ -190,6 +192,13 @@ type Config struct {
 	// most its Retry-After (holdRefusal); zero sends it at once. The
 	// manager holds for DefaultRefusalHold.
 	RefusalHold time.Duration
+	// Replica names this manager replica (its pod) to the Direct workers.
+	Replica string
+	// MaxDirectWorkers and MaxDirectWorkersPerNamespace bound the Direct
+	// workers' streams (direct.Options); zero means the dispatcher's
+	// defaults.
+	MaxDirectWorkers             int
+	MaxDirectWorkersPerNamespace int
 }
 
 // Server is the Session API: agent runtimes submit commands into their
@@ -238,6 +247,13 @@ type Server struct {
 
 	// inboxes keep the sessions' queued messages in the session store.
 	inboxes *inboxKeeper
+
+	// direct hands the attempts of Direct lanes to the workers streaming
+	// from this replica while it leads (direct.go).
+	direct *direct.Hub
+	// stopping is closed when the server stops: calls waiting for a
+	// Direct command answer Interrupted.
+	stopping chan struct{}
 }
 
 // CheckpointObserver is told when a session saved a checkpoint through the
@@ -328,6 +344,9 @@ func New(cfg Config) (*Server, error) {
 	s.inboxes = newInboxKeeper(s.Store, s.Schedulers, s.log, s.hub.ClusterEvent)
 	s.hub.inboxes = s.inboxes
 	s.initStoreBounds()
+	s.stopping = make(chan struct{})
+	s.direct = direct.NewHub(direct.Options{Admit: s.admitWorker, Manager: s.Replica, Clock: s.Clock,
+		Log: s.log.WithName("direct"), MaxWorkers: s.MaxDirectWorkers, MaxWorkersPerNamespace: s.MaxDirectWorkersPerNamespace})
 	if ka, ok := s.Auth.(*KubeAuthorizer); ok {
 		ka.MaxReviewsInFlight = cmp.Or(ka.MaxReviewsInFlight, s.MaxReviewsInFlight)
 		ka.MaxReviewsInFlightPerAddress = cmp.Or(ka.MaxReviewsInFlightPerAddress, s.MaxReviewsInFlightPerAddress)
@@ -374,13 +393,33 @@ func (s *Server) Start(ctx context.Context) error {
 	s.log.Info("Serving the Session API", "address", s.boundAddr, "tls", useTLS)
 	select {
 	case err := <-errc:
+		s.stop()
 		return fmt.Errorf("session API: %w", err)
 	case <-ctx.Done():
 	}
+	s.stop()
 	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return srv.Shutdown(shutdown)
 }
+
+// stop ends this run's Direct streams and answers the calls that wait for
+// a Direct command Interrupted.
+func (s *Server) stop() {
+	select {
+	case <-s.stopping:
+		return
+	default:
+	}
+	close(s.stopping)
+	s.direct.Close()
+}
+
+// stopped tells whether the server stops.
+func (s *Server) stopped() bool { return isClosed(s.stopping) }
+
+// DirectHub is the dispatcher of this replica's Direct lanes.
+func (s *Server) DirectHub() *direct.Hub { return s.direct }
 
 // BoundAddr waits until the server listens and returns its address.
 func (s *Server) BoundAddr(ctx context.Context) (string, error) {
@@ -435,6 +474,8 @@ type sessionCall struct {
 	// bounds are the session's LaneQueue's bounds, read once per call
 	// (sessionBounds).
 	bounds *queueBounds
+	// lq is the session's LaneQueue, read once per call (laneQueue).
+	lq *agentlanev1alpha1.LaneQueue
 }
 
 // routes lists the session routes, under
@@ -477,6 +518,7 @@ func (s *Server) Handler() http.Handler {
 	for path, rts := range byPath {
 		mux.Handle(prefix+path, s.instrument(path, s.sessionHandler(rts...)))
 	}
+	mux.Handle(workerproto.DirectPath, s.instrument("direct-stream", http.HandlerFunc(s.directStream)))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok"))
