@@ -513,8 +513,13 @@ type directStream struct {
 	runEnded chan struct{}
 
 	mu sync.Mutex
-	// runs are the attempts running, len(runs) <= Capacity.
+	// runs are the attempts running, len(runs) <= Capacity. A run leaves
+	// it before its Result is queued: the manager may hand the slot over
+	// again as soon as it has the Result.
 	runs map[directKey]*directRun
+	// sending counts the Results of ended runs not yet queued; the stream
+	// is closed only once it is 0.
+	sending int
 	// draining is set once the worker sent Drain.
 	draining bool
 }
@@ -576,28 +581,48 @@ func (s *directStream) send(frame []byte) bool {
 	}
 }
 
+// maxWriteBatch bounds the frames the writer sends in one write.
+const maxWriteBatch = 64 << 10
+
 // write sends the queued frames, and a Ping when nothing was sent for
-// pingInterval, until the stream is lost or closed.
+// pingInterval, until the stream is lost or closed. Frames queued together
+// go out in one write.
 func (s *directStream) write() {
 	defer close(s.writerDone)
 	ping, _ := encodeFrame(workerproto.WorkerFrame{Ping: true})
 	t := time.NewTimer(s.c.pingInterval)
 	defer t.Stop()
+	var batch bytes.Buffer
 	for {
-		var frame []byte
+		batch.Reset()
+		closing := false
 		select {
 		case <-s.lost:
 			return
-		case frame = <-s.out:
-			if frame == nil {
-				_ = s.pw.Close()
+		case frame := <-s.out:
+			closing = frame == nil
+			batch.Write(frame)
+		case <-t.C:
+			batch.Write(ping)
+		}
+	queued:
+		for !closing && batch.Len() < maxWriteBatch {
+			select {
+			case frame := <-s.out:
+				closing = frame == nil
+				batch.Write(frame)
+			default:
+				break queued
+			}
+		}
+		if batch.Len() > 0 {
+			if _, err := s.pw.Write(batch.Bytes()); err != nil {
+				s.lose(fmt.Errorf("%w: send: %w", errStreamLost, err))
 				return
 			}
-		case <-t.C:
-			frame = ping
 		}
-		if _, err := s.pw.Write(frame); err != nil {
-			s.lose(fmt.Errorf("%w: send: %w", errStreamLost, err))
+		if closing {
+			_ = s.pw.Close()
 			return
 		}
 		t.Reset(s.c.pingInterval)
@@ -757,7 +782,7 @@ func (s *directStream) startDrain() {
 func (s *directStream) idle() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.runs) == 0
+	return len(s.runs) == 0 && s.sending == 0
 }
 
 // stopRuns stops every run with cause.
@@ -876,10 +901,21 @@ func (s *directStream) serves(t *workerproto.DirectTask) bool {
 // run runs one attempt and sends its Result, unless the stream was lost.
 func (s *directStream) run(ctx context.Context, key directKey, r *directRun, t *workerproto.DirectTask) {
 	defer s.runsWG.Done()
-	defer func() {
+	// The slot frees before the Result is queued (free), and the stream
+	// may close once it is (defer).
+	s.mu.Lock()
+	s.sending++
+	s.mu.Unlock()
+	free := sync.OnceFunc(func() {
 		r.cancel(nil)
 		s.mu.Lock()
 		delete(s.runs, key)
+		s.mu.Unlock()
+	})
+	defer func() {
+		free()
+		s.mu.Lock()
+		s.sending--
 		s.mu.Unlock()
 		select {
 		case s.runEnded <- struct{}{}:
@@ -927,6 +963,7 @@ func (s *directStream) run(ctx context.Context, key directKey, r *directRun, t *
 		return
 	}
 	tasksFinished.WithLabelValues(outcome).Inc()
+	free()
 	if !s.send(frame) {
 		directTasksFinished.WithLabelValues(outcomeLost).Inc()
 		log.V(1).Info("Direct attempt ended after its stream was lost; result dropped")

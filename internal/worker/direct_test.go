@@ -37,6 +37,7 @@ import (
 
 	"github.com/go-logr/logr/testr"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/agentlane/agentlane/internal/executor"
@@ -150,6 +151,8 @@ func (m *fakeManager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	s := &fakeStream{hello: *first.Hello, frames: make(chan workerproto.WorkerFrame, 64), w: w,
 		rc: http.NewResponseController(w), end: make(chan struct{})}
+	// No write after the handler returned.
+	defer s.close()
 	if err := s.send(workerproto.ManagerFrame{Welcome: &workerproto.DirectWelcome{Manager: "fake", RunID: "run-1"}}); err != nil {
 		return
 	}
@@ -356,6 +359,16 @@ func TestDirectHelloAndRoundTrip(t *testing.T) {
 	}
 	g.Expect(s.hello).To(Equal(want))
 	g.Expect(workerproto.ValidIncarnation(s.hello.Incarnation)).To(BeTrue())
+	g.Eventually(func() float64 { return testutil.ToFloat64(directConnected) }).Should(Equal(1.0))
+	started, succeeded := testutil.ToFloat64(directTasksStarted), testutil.ToFloat64(directTasksFinished.WithLabelValues(outcomeSucceeded))
+	allStarted := testutil.ToFloat64(tasksStarted)
+	defer func() {
+		g.Expect(testutil.ToFloat64(directTasksStarted) - started).To(Equal(5.0))
+		g.Expect(testutil.ToFloat64(tasksStarted)-allStarted).To(Equal(5.0), "the worker's task counters count Direct attempts too")
+		d.stop(t)
+		g.Expect(testutil.ToFloat64(directTasksFinished.WithLabelValues(outcomeSucceeded)) - succeeded).To(Equal(2.0))
+		g.Expect(testutil.ToFloat64(directConnected)).To(Equal(0.0))
+	}()
 
 	cases := map[string]struct {
 		task        *workerproto.DirectTask
@@ -409,6 +422,7 @@ func TestDirectCancelStopsTheRun(t *testing.T) {
 	m := newFakeManager(t)
 	startDirect(t, m, nil)
 	s := m.nextStream(t)
+	cancelled := testutil.ToFloat64(directTasksFinished.WithLabelValues(outcomeCancelled))
 	dir := t.TempDir()
 	g.Expect(s.send(workerproto.ManagerFrame{Task: startedTask(dir, "long")})).To(Succeed())
 	pid := pidOf(t, dir, "long")
@@ -419,6 +433,9 @@ func TestDirectCancelStopsTheRun(t *testing.T) {
 	g.Expect(got.Cancelled).To(BeTrue())
 	g.Expect(got.Error).To(ContainSubstring("cancelled by the manager: timed out"))
 	g.Expect(gone(pid)).To(BeTrue(), "the sleep was killed")
+	g.Eventually(func() float64 {
+		return testutil.ToFloat64(directTasksFinished.WithLabelValues(outcomeCancelled)) - cancelled
+	}).Should(Equal(1.0))
 }
 
 func TestDirectTimeoutBoundsTheRun(t *testing.T) {
@@ -520,6 +537,11 @@ func TestDirectRefusesTasksItMustNotRun(t *testing.T) {
 		{startedTask(dir, "a"), "already runs this attempt"},
 		{&workerproto.DirectTask{Namespace: "agents", Queue: "q", Lane: "tools", CommandType: "noop"}, "needs an id"},
 	}
+	reasons := []string{refusedNamespace, refusedNotServed, refusedDuplicate, refusedInvalid, refusedCapacity}
+	refused := map[string]float64{}
+	for _, r := range reasons {
+		refused[r] = testutil.ToFloat64(directTasksRefused.WithLabelValues(r))
+	}
 	for _, r := range refusals {
 		g.Expect(s.send(workerproto.ManagerFrame{Task: r.task})).To(Succeed())
 		got := s.result(t)
@@ -538,6 +560,10 @@ func TestDirectRefusesTasksItMustNotRun(t *testing.T) {
 	g.Expect(got.ID).To(Equal("c"))
 	g.Expect(got.Error).To(ContainSubstring("already runs its capacity of 2 attempts"))
 	g.Expect(filepath.Join(dir, "c")).NotTo(BeAnExistingFile())
+
+	for _, r := range reasons {
+		g.Expect(testutil.ToFloat64(directTasksRefused.WithLabelValues(r))-refused[r]).To(Equal(1.0), "refusals for %s", r)
+	}
 
 	// A refusal does not disturb the runs.
 	g.Expect(gone(pidA)).To(BeFalse())
