@@ -20,6 +20,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -47,12 +48,15 @@ import (
 
 // directLanes have one Direct lane, "direct": records after 500ms, one
 // retry after 50ms.
-func directLanes() agentlanev1alpha1.LaneQueueSpec {
+func directLanes() agentlanev1alpha1.LaneQueueSpec { return directLanesAfter(500 * time.Millisecond) }
+
+// directLanesAfter are directLanes that record after materializeAfter.
+func directLanesAfter(materializeAfter time.Duration) agentlanev1alpha1.LaneQueueSpec {
 	return agentlanev1alpha1.LaneQueueSpec{DefaultLane: "direct", Lanes: []agentlanev1alpha1.Lane{{
 		Name: "direct", Priority: 1, HandlerMode: agentlanev1alpha1.HandlerModeExternal,
 		Timeout: &metav1.Duration{Duration: time.Minute},
 		ExternalTarget: &agentlanev1alpha1.ExternalTarget{Type: agentlanev1alpha1.ExternalTargetDirect,
-			Direct: &agentlanev1alpha1.DirectTarget{MaterializeAfter: &metav1.Duration{Duration: 500 * time.Millisecond}}},
+			Direct: &agentlanev1alpha1.DirectTarget{MaterializeAfter: &metav1.Duration{Duration: materializeAfter}}},
 		RetryPolicy: &agentlanev1alpha1.RetryPolicy{Strategy: agentlanev1alpha1.RetryFixed, MaxRetries: ptr.To[int32](1),
 			FixedDelay: &metav1.Duration{Duration: 50 * time.Millisecond}},
 	}}}
@@ -82,9 +86,16 @@ func workerToken(ns, name string, rights bool) string {
 // the spec ends (or stop is called).
 func startDirectWorker(ns, name, token string, capacity int) (stop func()) {
 	GinkgoHelper()
+	return startDirectWorkerOf(server, baseURL, ns, name, token, capacity)
+}
+
+// startDirectWorkerOf runs a Direct worker of the Session API srv serves
+// at url.
+func startDirectWorkerOf(srv *Server, url, ns, name, token string, capacity int) (stop func()) {
+	GinkgoHelper()
 	dir := GinkgoT().TempDir()
 	caFile, tokenFile := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "token")
-	Expect(os.WriteFile(caFile, server.CABundle(), 0o600)).To(Succeed())
+	Expect(os.WriteFile(caFile, srv.CABundle(), 0o600)).To(Succeed())
 	Expect(os.WriteFile(tokenFile, []byte(token), 0o600)).To(Succeed())
 	reg := executor.NewSandboxedRegistry(64<<10, executor.Sandbox{Root: filepath.Join(dir, "tasks")})
 	reg.Register(executor.NoopCommandType, executor.NoopExecutor{})
@@ -93,7 +104,7 @@ func startDirectWorker(ns, name, token string, capacity int) (stop func()) {
 	go func() {
 		defer GinkgoRecover()
 		defer close(done)
-		err := worker.RunDirect(wctx, worker.DirectOptions{Server: baseURL, CAFile: caFile, TokenFile: tokenFile,
+		err := worker.RunDirect(wctx, worker.DirectOptions{Server: url, CAFile: caFile, TokenFile: tokenFile,
 			Name: name, NodeName: "node-" + name, Namespace: ns, Capacity: capacity, Registry: reg, GracePeriod: time.Second})
 		Expect(err).NotTo(HaveOccurred())
 	}()
@@ -107,7 +118,7 @@ func startDirectWorker(ns, name, token string, capacity int) (stop func()) {
 	}
 	DeferCleanup(stop)
 	Eventually(func() bool {
-		for _, w := range server.DirectHub().Workers() {
+		for _, w := range srv.DirectHub().Workers() {
 			if w.Namespace == ns && w.Name == name {
 				return true
 			}
@@ -115,6 +126,15 @@ func startDirectWorker(ns, name, token string, capacity int) (stop func()) {
 		return false
 	}).Should(BeTrue(), "the worker's stream is admitted")
 	return stop
+}
+
+// busyWorkers counts the attempts the workers of srv run.
+func busyWorkers(srv *Server) int {
+	n := 0
+	for _, w := range srv.DirectHub().Workers() {
+		n += w.Busy
+	}
+	return n
 }
 
 // externalTasks lists the ExternalTasks of namespace ns.
@@ -295,5 +315,84 @@ var _ = Describe("Direct lanes", func() {
 		c := meta.FindStatusCondition(task.Status.Conditions, agentlanev1alpha1.ExternalTaskFinishedCondition)
 		Expect(c).NotTo(BeNil())
 		Expect(c.Message).To(Equal(controller.DirectInterruptedMessage))
+	})
+
+	It("retries, on another worker, an attempt whose worker stopped while it ran", func() {
+		t := newTenant()
+		t.newQueue(directLanesAfter(time.Minute))
+		t.newSession("s", nil)
+		token := workerToken(t.ns, "worker", true)
+		stopFirst := startDirectWorker(t.ns, "w1", token, 1)
+
+		done := make(chan map[string]any, 1)
+		go func() {
+			defer GinkgoRecover()
+			code, cmd := t.rawCall(t.token, http.MethodPost, "s", "/commands", map[string]any{
+				"id": "moves", "type": "bash", "payload": map[string]any{"command": "sleep 30"}, "timeout": "10s"})
+			Expect(code).To(Equal(http.StatusOK), "%v", cmd)
+			done <- cmd
+		}()
+		Eventually(func() int { return busyWorkers(server) }).Should(Equal(1))
+		// The second worker is free when the first one stops: the retry
+		// goes there.
+		startDirectWorker(t.ns, "w2", token, 1)
+		stopFirst()
+		// The retry runs the same sleep on w2; cancel it once it runs, to
+		// see its attempt number.
+		Eventually(func(g Gomega) {
+			for _, w := range server.DirectHub().Workers() {
+				if w.Name == "w2" {
+					g.Expect(w.Busy).To(Equal(1))
+				}
+			}
+		}).Should(Succeed())
+		n, err := t.session("s").Cancel(ctx, sessionapi.CancelRequest{CommandID: "moves"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(n).To(Equal(1))
+		var cmd map[string]any
+		Eventually(done, "20s").Should(Receive(&cmd))
+		Expect(cmd["state"]).To(Equal(sessionapi.StateCancelled), "%v", cmd)
+		Expect(cmd["attempt"]).To(BeEquivalentTo(2), "the attempt its worker gave up is retried once")
+		Expect(externalTasks(t.ns)).To(BeEmpty(), "a cancelled command that ran shorter than materializeAfter is not recorded")
+	})
+
+	It("answers a waiting submitter Interrupted when the manager stops leading", func() {
+		t := newTenant()
+		t.newQueue(directLanesAfter(time.Minute))
+		t.newSession("s", nil)
+		stopping := mustNew(Config{Addr: "127.0.0.1:0", Client: server.Client, Reader: server.Reader, Schedulers: server.Schedulers,
+			Budgets: server.Budgets, Auth: server.Auth, RetainedEvents: retainedEvents,
+			TLS: TLS{Secret: types.NamespacedName{Namespace: tlsSecret.Namespace, Name: "direct-stop-tls"}, Hosts: []string{"127.0.0.1"}}})
+		sctx, stop := context.WithCancel(ctx)
+		DeferCleanup(stop)
+		go func() {
+			defer GinkgoRecover()
+			Expect(stopping.Start(sctx)).To(Succeed())
+		}()
+		addr, err := stopping.BoundAddr(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		url := "https://" + addr
+		startDirectWorkerOf(stopping, url, t.ns, "w1", workerToken(t.ns, "worker", true), 1)
+		c, err := sessionapi.NewClient(url, sessionapi.WithToken(t.token), sessionapi.WithCA(stopping.CABundle()), sessionapi.WithNotLeaderRetries(0))
+		Expect(err).NotTo(HaveOccurred())
+
+		errc := make(chan error, 1)
+		go func() {
+			defer GinkgoRecover()
+			cmd, err := c.Session(t.ns, "s").Submit(ctx, sessionapi.SubmitRequest{ID: "cut", Type: "bash",
+				Payload: json.RawMessage(`{"command":"sleep 30"}`)})
+			if err == nil {
+				err = fmt.Errorf("answered %+v", cmd)
+			}
+			errc <- err
+		}()
+		Eventually(func() int { return busyWorkers(stopping) }).Should(Equal(1))
+		stop()
+		var got error
+		Eventually(errc, "10s").Should(Receive(&got))
+		Expect(sessionapi.IsCode(got, sessionapi.CodeInterrupted)).To(BeTrue(), "%v", got)
+		Expect(got.Error()).To(ContainSubstring("submit it again"))
+		Expect(got.Error()).NotTo(ContainSubstring("ExternalTask"), "it was never recorded")
+		Expect(externalTasks(t.ns)).To(BeEmpty())
 	})
 })

@@ -375,7 +375,11 @@ func (s *Server) Start(ctx context.Context) error {
 	s.boundAddr = ln.Addr().String()
 	ln = newConnLimiter(ln, s.MaxConnections, s.MaxConnectionsPerAddress)
 	srv := s.httpServer()
-	srv.BaseContext = func(net.Listener) context.Context { return ctx }
+	// Calls end with ctx, but only once stop has told the calls waiting
+	// for a Direct command that they are interrupted.
+	base, endCalls := context.WithCancel(context.WithoutCancel(ctx))
+	defer endCalls()
+	srv.BaseContext = func(net.Listener) context.Context { return base }
 	if useTLS {
 		srv.TLSConfig = s.tlsConfig(ctx)
 	}
@@ -398,6 +402,7 @@ func (s *Server) Start(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	s.stop()
+	endCalls()
 	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return srv.Shutdown(shutdown)
