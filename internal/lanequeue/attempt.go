@@ -301,8 +301,8 @@ func runHandler(a *attemptCtx) (r Result, err error) {
 // attempt (started, deadline, waitingSince) is immutable once the attempt
 // is granted, so the runner reads it without the lock.
 type attemptCtx struct {
-	q        *Queue
-	t        *Ticket
+	q       *Queue
+	t       *Ticket
 	handler Handler
 	// deadline and started (unix nanos) are when the attempt times out and
 	// when it started; granted is when it got its slots; timeout is its run

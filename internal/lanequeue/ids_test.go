@@ -18,12 +18,14 @@ package lanequeue
 
 import (
 	"encoding/binary"
+	"errors"
 	"math/rand/v2"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -120,5 +122,39 @@ func TestULIDEncodingMatchesULID(t *testing.T) {
 	g.mu.Unlock()
 	if u, err := ulid.Parse(g.NewID()); err != nil || u.Time() != ulid.Timestamp(t0) {
 		t.Errorf("after an overflow: %v, %v; want a fresh ID at the same time", u, err)
+	}
+}
+
+// A queue with its own generator names a command at Submit from its clock:
+// a lowercase ULID of the submit time, in submit order, and a caller cannot
+// take the ID of a live generated one.
+func TestQueueNamesCommandsAtSubmit(t *testing.T) {
+	h := newHarness(t, Config{Lanes: []LaneConfig{{Name: "work", MaxConcurrency: 1}}, DefaultLane: "work"},
+		func(o *Options) { o.IDs = nil })
+	var ids []string
+	for i := range 50 {
+		if i == 25 {
+			h.clk.Step(time.Millisecond)
+		}
+		ids = append(ids, h.submit(Command{SessionKey: "s", Type: "work"}).ID())
+	}
+	if !slices.IsSorted(ids) {
+		t.Errorf("ids are not in submit order: %v", ids)
+	}
+	for i, id := range ids {
+		u, err := ulid.Parse(id)
+		if err != nil || strings.ToLower(id) != id {
+			t.Fatalf("id %q is not a lowercase ULID: %v", id, err)
+		}
+		want := t0
+		if i >= 25 {
+			want = t0.Add(time.Millisecond)
+		}
+		if !u.Timestamp().Equal(want) {
+			t.Errorf("id %d time = %v, want %v", i, u.Timestamp(), want)
+		}
+	}
+	if _, err := h.q.Submit(Command{ID: ids[10], SessionKey: "other", Type: "work"}); !errors.Is(err, ErrDuplicateID) {
+		t.Errorf("submitting a live generated ID: err = %v, want ErrDuplicateID", err)
 	}
 }
