@@ -80,7 +80,15 @@ func newFakeManager(t *testing.T) *fakeManager {
 	t.Helper()
 	m := &fakeManager{streams: make(chan *fakeStream, 16)}
 	m.token.Store("good-token")
-	m.srv = httptest.NewUnstartedServer(m)
+	serveTLS(t, m, m)
+	return m
+}
+
+// serveTLS serves h over HTTP/2 and TLS, and writes the files the worker
+// needs to reach it (its CA, the token good-token) in m.
+func serveTLS(t *testing.T, m *fakeManager, h http.Handler) {
+	t.Helper()
+	m.srv = httptest.NewUnstartedServer(h)
 	m.srv.EnableHTTP2 = true
 	m.srv.StartTLS()
 	t.Cleanup(m.srv.Close)
@@ -94,7 +102,6 @@ func newFakeManager(t *testing.T) *fakeManager {
 	if err := os.WriteFile(m.tokenFile, []byte("good-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return m
 }
 
 // refuse answers the next connections with these statuses, in order.
