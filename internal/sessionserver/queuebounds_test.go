@@ -37,10 +37,16 @@ import (
 func (t tenant) setSessionBounds(b *agentlanev1alpha1.SessionBounds) {
 	GinkgoHelper()
 	key := types.NamespacedName{Namespace: t.ns, Name: "q"}
-	lq := &agentlanev1alpha1.LaneQueue{}
-	Expect(k8sClient.Get(ctx, key, lq)).To(Succeed())
-	lq.Spec.SessionBounds = b
-	Expect(k8sClient.Update(ctx, lq)).To(Succeed())
+	// The manager writes the queue's status meanwhile: an update may
+	// conflict with it, and is made again on the newer version.
+	Eventually(func() error {
+		lq := &agentlanev1alpha1.LaneQueue{}
+		if err := k8sClient.Get(ctx, key, lq); err != nil {
+			return err
+		}
+		lq.Spec.SessionBounds = b
+		return k8sClient.Update(ctx, lq)
+	}).Should(Succeed())
 	Eventually(func(g Gomega) {
 		cached := &agentlanev1alpha1.LaneQueue{}
 		g.Expect(server.Client.Get(ctx, key, cached)).To(Succeed())
