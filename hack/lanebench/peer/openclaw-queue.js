@@ -26,9 +26,11 @@
 // only make the peer faster.
 //
 // Usage: node openclaw-queue.js --workload=single|lanes|sessions
-//        [--tasks=N] [--sessions=N]
+//        [--tasks=N] [--sessions=N] [--check=1]
 // prints one JSON line like hack/lanebench: workload, tasks, seconds,
-// tasks_per_sec.
+// tasks_per_sec. With --check=1 the tasks are not no-ops: each yields once
+// while it runs and the line reports the most tasks seen running at once
+// per lane (max_lane) and per session (max_session), to test the port.
 'use strict';
 
 const MAIN_LANE = 'main';
@@ -118,8 +120,33 @@ class CommandQueue {
 
 const noop = async () => true;
 
+// checked returns a task for --check: it yields once while it runs and
+// records how many tasks of its group (lane or session) ran at once.
+const running = new Map();
+const peaks = new Map();
+function checked(group) {
+  return async () => {
+    const n = (running.get(group) || 0) + 1;
+    running.set(group, n);
+    peaks.set(group, Math.max(peaks.get(group) || 0, n));
+    await null;
+    running.set(group, running.get(group) - 1);
+    return true;
+  };
+}
+
+function peak(prefix) {
+  let m = 0;
+  for (const [g, n] of peaks) {
+    if (g.startsWith(prefix)) {
+      m = Math.max(m, n);
+    }
+  }
+  return m;
+}
+
 function parseArgs(argv) {
-  const args = { workload: 'single', tasks: 100000, sessions: 1000 };
+  const args = { workload: 'single', tasks: 100000, sessions: 1000, check: 0 };
   for (const a of argv) {
     const m = /^--([a-z]+)=(.*)$/.exec(a);
     if (!m || !(m[1] in args)) {
@@ -131,13 +158,13 @@ function parseArgs(argv) {
 }
 
 // The workloads of hack/lanebench, in the same shape and sizes.
-function workload(name, sessions) {
+function workload(name, sessions, check) {
   const q = new CommandQueue();
   switch (name) {
     case 'single':
       // One lane with cap 4.
       q.setLaneConcurrency(MAIN_LANE, 4);
-      return (i) => q.enqueueCommand(noop);
+      return (i) => q.enqueueCommand(check ? checked('lane:main') : noop);
     case 'lanes': {
       // 10 lanes with cap 4 each, submissions interleaved across lanes.
       const names = [];
@@ -145,7 +172,10 @@ function workload(name, sessions) {
         names.push(`lane-${l}`);
         q.setLaneConcurrency(names[l], 4);
       }
-      return (i) => q.enqueueCommandInLane(names[i % names.length], noop);
+      return (i) => {
+        const lane = names[i % names.length];
+        return q.enqueueCommandInLane(lane, check ? checked(`lane:${lane}`) : noop);
+      };
     }
     case 'sessions': {
       // Sessions run one task at a time under a process-wide cap of 8.
@@ -153,6 +183,16 @@ function workload(name, sessions) {
       const keys = [];
       for (let s = 0; s < Math.max(sessions, 1); s++) {
         keys.push(`session-${s}`);
+      }
+      if (check) {
+        // Every task of the global lane counts in one group, and in its
+        // session's.
+        return (i) => {
+          const key = keys[i % keys.length];
+          const lane = checked('lane:main');
+          const session = checked(`session:${key}`);
+          return q.runInSession(key, () => Promise.all([lane(), session()]).then(() => true));
+        };
       }
       return (i) => q.runInSession(keys[i % keys.length], noop);
     }
@@ -163,7 +203,7 @@ function workload(name, sessions) {
 
 async function main() {
   const args = parseArgs(process.argv.slice(2));
-  const submit = workload(args.workload, args.sessions);
+  const submit = workload(args.workload, args.sessions, args.check);
   const pending = new Array(args.tasks);
   const start = process.hrtime.bigint();
   for (let i = 0; i < args.tasks; i++) {
@@ -174,14 +214,17 @@ async function main() {
   if (results.some((r) => r !== true)) {
     throw new Error('a task did not succeed');
   }
-  process.stdout.write(
-    JSON.stringify({
-      workload: args.workload,
-      tasks: args.tasks,
-      seconds,
-      tasks_per_sec: args.tasks / seconds,
-    }) + '\n',
-  );
+  const line = {
+    workload: args.workload,
+    tasks: args.tasks,
+    seconds,
+    tasks_per_sec: args.tasks / seconds,
+  };
+  if (args.check) {
+    line.max_lane = peak('lane:');
+    line.max_session = peak('session:');
+  }
+  process.stdout.write(JSON.stringify(line) + '\n');
 }
 
 main().catch((err) => {
