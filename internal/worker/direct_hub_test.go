@@ -51,7 +51,7 @@ func TestDirectClientWithTheManagersHub(t *testing.T) {
 	mux.Handle(workerproto.DirectPath, hub)
 	m := &fakeManager{}
 	serveTLS(t, m, mux)
-	startDirect(t, m, func(c *DirectClient) { c.opts.Capacity = 8 })
+	d := startDirect(t, m, func(c *DirectClient) { c.opts.Capacity = 8 })
 	g.Eventually(hub.Workers, 10*time.Second).Should(HaveLen(1))
 	g.Expect(hub.Workers()[0].Capacity).To(Equal(8))
 
@@ -95,4 +95,21 @@ func TestDirectClientWithTheManagersHub(t *testing.T) {
 	_, err = run(ctx, "sleep-1", "bash", executor.ProcessPayload{Command: "exec sleep 30"})
 	g.Expect(err).To(MatchError(context.DeadlineExceeded))
 	g.Eventually(func() int { return hub.Workers()[0].Busy }, 10*time.Second).Should(Equal(0))
+
+	// Failover: the hub stops leading (its streams end, new ones are
+	// refused 503 NotLeader) and leads again as another run; the worker
+	// comes back by itself.
+	first := hub.Workers()[0].Since
+	hub.Close()
+	g.Eventually(hub.Workers, 10*time.Second).Should(BeEmpty())
+	hub.Lead("run-2")
+	g.Eventually(hub.Workers, 10*time.Second).Should(HaveLen(1))
+	g.Expect(hub.Workers()[0].Since).NotTo(Equal(first))
+	res, err = run(t.Context(), "noop-after", "noop", nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Success).To(BeTrue())
+
+	// Stopping the worker drains and closes its stream.
+	d.stop(t)
+	g.Eventually(hub.Workers, 10*time.Second).Should(BeEmpty())
 }
