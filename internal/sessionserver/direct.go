@@ -191,9 +191,12 @@ type directCall struct {
 	selector labels.Selector
 	after    time.Duration
 	always   bool
-	// record is the ExternalTask created if the command is recorded,
-	// without status; built at submission from the session.
-	record *agentlanev1alpha1.ExternalTask
+	// cmd, owner and identity are what the command's record is built from
+	// if it is recorded (newTaskOf): the command as submitted, its
+	// session as owner and the session's identity.
+	cmd      lanequeue.Command
+	owner    metav1.OwnerReference
+	identity *agentlanev1alpha1.Identity
 	// ticket is set once Submit returned; ready is closed then.
 	ticket *lanequeue.Ticket
 	ready  chan struct{}
@@ -237,8 +240,9 @@ func (s *Server) newDirectCall(sc *sessionCall, cmd lanequeue.Command, lane stri
 		}
 		d.selector = sel
 	}
-	d.record = newTask(sc, cmd, lane)
-	d.record.Labels[agentlanev1alpha1.TargetLabel] = string(agentlanev1alpha1.ExternalTargetDirect)
+	d.cmd, d.identity = cmd, sc.session.Spec.Identity
+	d.cmd.Handler = nil
+	d.owner = *metav1.NewControllerRef(sc.session, agentlanev1alpha1.GroupVersion.WithKind("AgentSession"))
 	return d, nil
 }
 
@@ -400,7 +404,8 @@ func (d *directCall) write(end *directEnd) {
 	defer cancel()
 	if d.obj == nil {
 		d.s.Schedulers.DirectTasks().Hold(d.key)
-		obj := d.record.DeepCopy()
+		obj := newTaskOf(d.key.Namespace, d.queue, d.session, d.owner, d.identity, d.cmd, d.lane)
+		obj.Labels[agentlanev1alpha1.TargetLabel] = string(agentlanev1alpha1.ExternalTargetDirect)
 		if err := d.s.Client.Create(ctx, obj); err != nil {
 			if !apierrors.IsAlreadyExists(err) {
 				log.Error(err, "Could not record a Direct task")

@@ -209,23 +209,30 @@ func submitError(id string, err error) error {
 // newTask is the ExternalTask of an External command, labelled and owned by
 // its session from the start, so the controller has nothing to add.
 func newTask(sc *sessionCall, cmd lanequeue.Command, lane string) *agentlanev1alpha1.ExternalTask {
-	gvk := agentlanev1alpha1.GroupVersion.WithKind("AgentSession")
+	owner := *metav1.NewControllerRef(sc.session, agentlanev1alpha1.GroupVersion.WithKind("AgentSession"))
+	return newTaskOf(sc.key.Namespace, sc.queueKey.Name, sc.key.Name, owner, sc.session.Spec.Identity, cmd, lane)
+}
+
+// newTaskOf is the ExternalTask of command cmd of session (owned by owner,
+// with its identity) on lane of queue, in namespace.
+func newTaskOf(namespace, queue, session string, owner metav1.OwnerReference, id *agentlanev1alpha1.Identity,
+	cmd lanequeue.Command, lane string) *agentlanev1alpha1.ExternalTask {
 	task := &agentlanev1alpha1.ExternalTask{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      cmd.ID,
-			Namespace: sc.key.Namespace,
+			Namespace: namespace,
 			Labels: map[string]string{
-				agentlanev1alpha1.QueueLabel:   sc.queueKey.Name,
+				agentlanev1alpha1.QueueLabel:   queue,
 				agentlanev1alpha1.LaneLabel:    lane,
-				agentlanev1alpha1.SessionLabel: sc.key.Name,
+				agentlanev1alpha1.SessionLabel: session,
 			},
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(sc.session, gvk)},
+			OwnerReferences: []metav1.OwnerReference{owner},
 		},
 		Spec: agentlanev1alpha1.ExternalTaskSpec{
-			SessionRef:  &agentlanev1alpha1.AgentSessionReference{Name: sc.key.Name},
+			SessionRef:  &agentlanev1alpha1.AgentSessionReference{Name: session},
 			Lane:        agentlanev1alpha1.LaneName(lane),
 			CommandType: agentlanev1alpha1.CommandType(cmd.Type),
-			Identity:    sc.session.Spec.Identity,
+			Identity:    id,
 			RunID:       cmd.RunID,
 		},
 	}
