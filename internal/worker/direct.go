@@ -321,7 +321,11 @@ func (c *DirectClient) httpClient() (*http.Client, error) {
 		tr.Protocols.SetHTTP2(true)
 		c.transport, c.caPEM = tr, pem
 	}
-	return &http.Client{Transport: c.transport}, nil
+	return &http.Client{
+		Transport: c.transport,
+		// The token goes to the Session API only: a redirect is a refusal.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}, nil
 }
 
 // token reads the bearer token from its file.

@@ -58,6 +58,8 @@ type fakeManager struct {
 	refusals   []int
 	// connects counts the requests of the stream's path.
 	connects atomic.Int32
+	// stolen counts the requests elsewhere that carried a token.
+	stolen atomic.Int32
 	// silent stops the pings of new streams.
 	silent  atomic.Bool
 	streams chan *fakeStream
@@ -129,6 +131,9 @@ func apiError(w http.ResponseWriter, status int, code, msg string) {
 }
 
 func (m *fakeManager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/steal" && r.Header.Get("Authorization") != "" {
+		m.stolen.Add(1)
+	}
 	if r.URL.Path != workerproto.DirectPath || r.Method != http.MethodPost {
 		apiError(w, http.StatusNotFound, "NotFound", "no such route")
 		return
@@ -136,6 +141,9 @@ func (m *fakeManager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.connects.Add(1)
 	switch status := m.nextRefusal(); status {
 	case 0:
+	case http.StatusFound:
+		http.Redirect(w, r, "/steal", status)
+		return
 	case http.StatusServiceUnavailable:
 		apiError(w, status, "NotLeader", "this replica is a standby")
 		return
@@ -596,6 +604,8 @@ func TestDirectRefusedConnection(t *testing.T) {
 		"403 is retried slowly":               {status: http.StatusForbidden, slowRetry: true},
 		"400 is retried slowly":               {status: http.StatusBadRequest, slowRetry: true},
 		"503 NotLeader is retried at backoff": {status: http.StatusServiceUnavailable},
+		// The token is never sent elsewhere.
+		"a redirect is not followed": {status: http.StatusFound},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -614,6 +624,7 @@ func TestDirectRefusedConnection(t *testing.T) {
 			s := m.nextStream(t)
 			g.Expect(s.hello.Worker).To(Equal("w1"))
 			g.Expect(m.connects.Load()).To(Equal(int32(2)))
+			g.Expect(m.stolen.Load()).To(BeZero(), "the token went only to the stream's path")
 		})
 	}
 }
