@@ -19,10 +19,16 @@ package worker
 import (
 	"bufio"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -737,4 +743,38 @@ func TestDirectOptionsValidate(t *testing.T) {
 			g.Expect(got).To(Equal(tc.wantFlag))
 		})
 	}
+}
+
+// otherCA returns the PEM of a CA that signed nothing the tests serve.
+func otherCA(t *testing.T) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "not the Session API's CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+func TestDirectVerifiesTheServerWithTheCAFile(t *testing.T) {
+	g := NewWithT(t)
+	m := newFakeManager(t)
+	right, err := os.ReadFile(m.caFile)
+	g.Expect(err).NotTo(HaveOccurred())
+	// A server the CA did not sign gets no Hello, and no token.
+	g.Expect(os.WriteFile(m.caFile, otherCA(t), 0o600)).To(Succeed())
+	startDirect(t, m, nil)
+	g.Consistently(m.connects.Load, 300*time.Millisecond).Should(BeZero())
+	// The rotated CA is read at the next connection.
+	g.Expect(os.WriteFile(m.caFile, right, 0o600)).To(Succeed())
+	s := m.nextStream(t)
+	g.Expect(s.hello.Worker).To(Equal("w1"))
 }
