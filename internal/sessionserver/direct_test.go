@@ -185,6 +185,14 @@ var _ = Describe("Direct lanes", func() {
 		Expect(cmd["state"]).To(Equal(sessionapi.StateSucceeded), "%v", cmd)
 		Consistently(func() []agentlanev1alpha1.ExternalTask { return externalTasks(t.ns) }, "500ms").Should(BeEmpty())
 		Expect(server.Schedulers.DirectTasks().Len()).To(BeZero())
+
+		By("the LaneQueue's status counts them as any lane's commands")
+		Eventually(func(g Gomega) {
+			lq := &agentlanev1alpha1.LaneQueue{}
+			g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: t.ns, Name: "q"}, lq)).To(Succeed())
+			g.Expect(lq.Status.Lanes).To(ContainElement(And(
+				HaveField("Name", agentlanev1alpha1.LaneName("direct")), HaveField("Completed", BeEquivalentTo(21)))))
+		}).Should(Succeed())
 	})
 
 	It("records a command that fails for good, with its last attempt's result", func() {
