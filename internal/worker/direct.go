@@ -736,6 +736,9 @@ func (s *directStream) serve(ctx context.Context, frames <-chan managerFrame, op
 	}
 	dead.Reset(s.c.deadAfter)
 	var grace <-chan time.Time
+	graceTimer := time.NewTimer(time.Hour)
+	graceTimer.Stop()
+	defer graceTimer.Stop()
 	stopping := ctx.Done()
 	for {
 		select {
@@ -757,9 +760,8 @@ func (s *directStream) serve(ctx context.Context, frames <-chan managerFrame, op
 		case <-stopping:
 			stopping = nil
 			s.startDrain()
-			t := time.NewTimer(s.c.opts.GracePeriod)
-			defer t.Stop()
-			grace = t.C
+			graceTimer.Reset(s.c.opts.GracePeriod)
+			grace = graceTimer.C
 		case <-grace:
 			grace = nil
 			s.stopRuns(errShuttingDown)

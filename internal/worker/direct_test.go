@@ -677,7 +677,7 @@ func TestDirectDrain(t *testing.T) {
 	// The run ends once the test creates marker.
 	g.Expect(s.send(workerproto.ManagerFrame{Task: task("finishing", "bash", executor.ProcessPayload{
 		Command: fmt.Sprintf("touch %s/started; while [ ! -e %s ]; do sleep 0.05; done; echo finished", dir, marker)})})).To(Succeed())
-	g.Eventually(filepath.Join(dir, "started"), 20*time.Second).Should(BeAnExistingFile())
+	g.Eventually(func() string { return filepath.Join(dir, "started") }, 20*time.Second).Should(BeAnExistingFile())
 
 	d.cancel()
 	f := <-s.frames
