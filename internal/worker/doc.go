@@ -35,4 +35,12 @@ limitations under the License.
 // advertises a fresh ULID on its Lease, and runs only the attempts the
 // manager dispatched to that incarnation, never those of an earlier process
 // of the same name, which may have run them already.
+//
+// A DirectClient (direct.go) is the worker's side of the Direct stream of
+// Direct-target lanes (workerproto/direct.go): one HTTP/2 request to the
+// leading manager's Session API over which the manager hands it attempts
+// and it answers each with one Result, with no API server write. Its runs go
+// through the same Registry, and their results are made as the ExternalTask
+// path makes them (runCommand, taskResult). An attempt is the stream's: when
+// the stream is lost its runs are stopped and their results dropped.
 package worker
