@@ -55,6 +55,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/agentlane/agentlane/internal/lanequeue"
@@ -68,6 +69,9 @@ type report struct {
 	P50WaitUS           float64 `json:"p50_wait_us"`
 	P99WaitUS           float64 `json:"p99_wait_us"`
 	HeapBytesPerCommand float64 `json:"heap_bytes_per_command,omitempty"`
+	// CPUSeconds is the CPU time the process used (all threads, user and
+	// system) over the same interval as Seconds.
+	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
 }
 
 var noop = lanequeue.HandlerFunc(func(context.Context, lanequeue.Attempt) (lanequeue.Result, error) {
@@ -187,6 +191,7 @@ func throughput(n int, cfg lanequeue.Config, cmd func(int) lanequeue.Command) (r
 	}
 	defer q.Close()
 	tickets := make([]*lanequeue.Ticket, n)
+	cpu0 := cpuTime()
 	start := time.Now()
 	for i := range tickets {
 		if tickets[i], err = q.Submit(cmd(i)); err != nil {
@@ -197,6 +202,7 @@ func throughput(n int, cfg lanequeue.Config, cmd func(int) lanequeue.Command) (r
 		<-t.Done()
 	}
 	elapsed := time.Since(start)
+	cpu := cpuTime() - cpu0
 	for _, t := range tickets {
 		if o, _ := t.Outcome(); o.State != lanequeue.StateSucceeded {
 			return report{}, fmt.Errorf("command %s ended %s: %w", t.ID(), o.State, o.Err)
@@ -209,7 +215,17 @@ func throughput(n int, cfg lanequeue.Config, cmd func(int) lanequeue.Command) (r
 		TasksPerSec: float64(n) / elapsed.Seconds(),
 		P50WaitUS:   micros(st.Wait.P50),
 		P99WaitUS:   micros(st.Wait.P99),
+		CPUSeconds:  cpu.Seconds(),
 	}, nil
+}
+
+// cpuTime returns the CPU time the process used so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // idle submits one command at a time to an idle lane and measures how long

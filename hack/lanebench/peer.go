@@ -36,7 +36,10 @@ import (
 var peerScript []byte
 
 // comparison is the line --peer prints: each side's tasks/s per round, in
-// the order they ran, their medians, and ours divided by the peer's.
+// the order they ran, their medians, and ours divided by the peer's; then
+// the same for the CPU time each side spent per task (all threads, user
+// and system), which a loaded machine disturbs less than the wall clock:
+// cpu_ratio is the peer's CPU per task divided by ours.
 type comparison struct {
 	Workload    string    `json:"workload"`
 	Tasks       int       `json:"tasks"`
@@ -46,6 +49,9 @@ type comparison struct {
 	OursMedian  float64   `json:"ours_median"`
 	PeerMedian  float64   `json:"peer_median"`
 	Ratio       float64   `json:"ratio"`
+	OursCPU     []float64 `json:"ours_cpu_us_per_task"`
+	PeerCPU     []float64 `json:"peer_cpu_us_per_task"`
+	CPURatio    float64   `json:"cpu_ratio"`
 	LoadAverage string    `json:"load_average,omitempty"`
 	Node        string    `json:"node"`
 }
@@ -87,14 +93,19 @@ func compare(workload string, tasks, sessions, rounds int) error {
 			return err
 		}
 		c.Ours = append(c.Ours, r.TasksPerSec)
+		c.OursCPU = append(c.OursCPU, r.CPUSeconds*1e6/float64(tasks))
 		p, err := runPeer(node, script, workload, tasks, sessions)
 		if err != nil {
 			return err
 		}
 		c.Peer = append(c.Peer, p.TasksPerSec)
+		c.PeerCPU = append(c.PeerCPU, p.CPUSeconds*1e6/float64(tasks))
 	}
 	c.OursMedian, c.PeerMedian = median(c.Ours), median(c.Peer)
 	c.Ratio = c.OursMedian / c.PeerMedian
+	if ours := median(c.OursCPU); ours > 0 {
+		c.CPURatio = median(c.PeerCPU) / ours
+	}
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		if f := strings.Fields(string(b)); len(f) >= 3 {
 			c.LoadAverage = strings.Join(f[:3], " ")

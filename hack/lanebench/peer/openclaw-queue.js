@@ -28,7 +28,8 @@
 // Usage: node openclaw-queue.js --workload=single|lanes|sessions
 //        [--tasks=N] [--sessions=N] [--check=1]
 // prints one JSON line like hack/lanebench: workload, tasks, seconds,
-// tasks_per_sec. With --check=1 the tasks are not no-ops: each yields once
+// tasks_per_sec, cpu_seconds (the process's CPU time, user and system,
+// over the same interval). With --check=1 the tasks are not no-ops: each yields once
 // while it runs and the line reports the most tasks seen running at once
 // per lane (max_lane) and per session (max_session), to test the port.
 'use strict';
@@ -205,12 +206,14 @@ async function main() {
   const args = parseArgs(process.argv.slice(2));
   const submit = workload(args.workload, args.sessions, args.check);
   const pending = new Array(args.tasks);
+  const cpu0 = process.cpuUsage();
   const start = process.hrtime.bigint();
   for (let i = 0; i < args.tasks; i++) {
     pending[i] = submit(i);
   }
   const results = await Promise.all(pending);
   const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+  const cpu = process.cpuUsage(cpu0);
   if (results.some((r) => r !== true)) {
     throw new Error('a task did not succeed');
   }
@@ -219,6 +222,7 @@ async function main() {
     tasks: args.tasks,
     seconds,
     tasks_per_sec: args.tasks / seconds,
+    cpu_seconds: (cpu.user + cpu.system) / 1e6,
   };
   if (args.check) {
     line.max_lane = peak('lane:');
