@@ -20,10 +20,13 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 
 	"github.com/agentlane/agentlane/internal/direct"
@@ -112,4 +115,53 @@ func TestDirectClientWithTheManagersHub(t *testing.T) {
 	// Stopping the worker drains and closes its stream.
 	d.stop(t)
 	g.Eventually(hub.Workers, 10*time.Second).Should(BeEmpty())
+}
+
+// BenchmarkDirectNoopThroughHub measures the Direct path of a noop task
+// from the manager's Run to the worker's Result and back, 64 at a time on
+// one worker of capacity 64.
+func BenchmarkDirectNoopThroughHub(b *testing.B) {
+	hub := direct.NewHub(direct.Options{
+		Admit:   func(context.Context, *http.Request, workerproto.DirectHello) error { return nil },
+		Manager: "manager-0",
+	})
+	hub.Lead("run-1")
+	b.Cleanup(hub.Close)
+	mux := http.NewServeMux()
+	mux.Handle(workerproto.DirectPath, hub)
+	m := &fakeManager{}
+	serveTLS(b, m, mux)
+	registry := executor.NewSandboxedRegistry(0, executor.Sandbox{Root: b.TempDir()})
+	registry.Register(executor.NoopCommandType, executor.NoopExecutor{})
+	c, err := NewDirectClient(DirectOptions{Server: m.srv.URL, CAFile: m.caFile, TokenFile: m.tokenFile,
+		Name: "w1", Namespace: "agents", Capacity: 64, Registry: registry, Log: logr.Discard()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = c.Run(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	for len(hub.Workers()) == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	var next atomic.Int64
+	b.SetParallelism(64 / runtime.GOMAXPROCS(0))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			id := fmt.Sprintf("noop-%d", next.Add(1))
+			res, err := hub.Run(context.Background(), &direct.Task{Namespace: "agents", Queue: "q", Lane: "tools", Session: "s",
+				ID: id, CommandType: "noop"}, lanequeue.Attempt{ID: id, Number: 1, Deadline: time.Now().Add(time.Minute)})
+			if err != nil || !res.Success {
+				b.Errorf("%s: %v %+v", id, err, res)
+			}
+		}
+	})
 }

@@ -94,7 +94,7 @@ func newFakeManager(t *testing.T) *fakeManager {
 
 // serveTLS serves h over HTTP/2 and TLS, and writes the files the worker
 // needs to reach it (its CA, the token good-token) in m.
-func serveTLS(t *testing.T, m *fakeManager, h http.Handler) {
+func serveTLS(t testing.TB, m *fakeManager, h http.Handler) {
 	t.Helper()
 	m.srv = httptest.NewUnstartedServer(h)
 	m.srv.EnableHTTP2 = true
