@@ -32,6 +32,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/agentlane/agentlane/internal/controller"
+	"github.com/agentlane/agentlane/internal/direct"
 	"github.com/agentlane/agentlane/internal/scheduling"
 	"github.com/agentlane/agentlane/internal/sessionserver"
 	"github.com/agentlane/agentlane/internal/worker"
@@ -56,7 +57,7 @@ func registeredMetrics(t *testing.T) map[string][]string {
 		// As cmd/manager registers them (registerMetrics), the worker pools
 		// without an ExternalTask controller: only their descriptors are read.
 		for _, register := range []func(prometheus.Registerer) error{scheduling.RegisterMetrics, sessionserver.RegisterMetrics,
-			(&controller.Controllers{}).RegisterMetrics} {
+			direct.RegisterMetrics, (&controller.Controllers{}).RegisterMetrics} {
 			if err := register(ctrlmetrics.Registry); err != nil {
 				t.Fatal(err)
 			}
