@@ -19,6 +19,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -62,6 +64,8 @@ func (c *cluster) listen(proxy bool) error {
 	for i := range c.shards {
 		c.servers[i] = httptest.NewUnstartedServer(nil)
 		c.servers[i].EnableHTTP2 = true
+		// The handshakes a closing run cuts short are not news.
+		c.servers[i].Config.ErrorLog = log.New(io.Discard, "", 0)
 		c.servers[i].StartTLS()
 	}
 	for i, s := range c.shards {

@@ -108,6 +108,19 @@ func runClient(a clientArgs, out io.Writer) error {
 		return ans, time.Since(t0), nil
 	}
 
+	// One call to each shard first, so that the submitters share one
+	// HTTP/2 connection per shard instead of racing to dial their own.
+	for i := range n {
+		for _, s := range sessions {
+			if a.proxy || s.shard == i {
+				if _, _, err := call(i, s); err != nil {
+					return err
+				}
+				break
+			}
+		}
+	}
+
 	// Throughput.
 	var done atomic.Int64
 	var measuring atomic.Bool
