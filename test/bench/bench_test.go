@@ -100,6 +100,8 @@ type env struct {
 	// apiServerPid is the envtest API server's process, 0 when it was not
 	// found.
 	apiServerPid int
+	// workers are the running tenant's workers, whose CPU snapshots sum.
+	workers []*process
 }
 
 func TestBenchE2E(t *testing.T) {
@@ -121,7 +123,7 @@ func TestBenchE2E(t *testing.T) {
 	if !skipped("cr") {
 		one := e.tenant("bench-tp-1", 1, direct)
 		rep.runs = append(rep.runs, e.throughput(one, "1 session", *flagTasks))
-		one.stop()
+		e.stopTenant(one)
 		namespaces = append(namespaces, one.ns)
 	}
 	// The 100-session tenant's workers serve both its Workers lane and its
@@ -136,7 +138,7 @@ func TestBenchE2E(t *testing.T) {
 	if direct {
 		rep.direct = e.directRuns(hundred)
 	}
-	hundred.stop()
+	e.stopTenant(hundred)
 	if !skipped("queued") {
 		e.freshManager(namespaces...)
 		rep.idle = e.queuedAndIdle(*flagQueuedSessions, *flagQueued)
@@ -300,6 +302,9 @@ type snapshot struct {
 	// process (its clients and watches); apiServer is zero when its
 	// process was not found.
 	apiServer, bench usage
+	// workers is the CPU time of the workers in e.workers and of their
+	// task processes that ended, summed.
+	workers time.Duration
 }
 
 func (e *env) snapshot() snapshot {
@@ -321,7 +326,17 @@ func (e *env) snapshot() snapshot {
 	if e.apiServerPid != 0 {
 		s.apiServer, _ = sampleProc(e.apiServerPid)
 	}
+	for _, w := range e.workers {
+		if u, err := w.sample(); err == nil {
+			s.workers += u.cpu + u.children
+		}
+	}
 	return s
+}
+
+// workerCores is the CPU e.workers used between two snapshots, in cores.
+func workerCores(a, b snapshot) float64 {
+	return (b.workers - a.workers).Seconds() / b.usage.at.Sub(a.usage.at).Seconds()
 }
 
 // otherCores is the CPU the API server and the benchmark itself used

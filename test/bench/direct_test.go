@@ -81,9 +81,10 @@ type directRun struct {
 	elapsed time.Duration
 	cores   float64       // the manager's
 	cpu     time.Duration // the manager's CPU time during the run
-	// apiCores and benchCores are the API server's and the benchmark's
-	// (its clients') CPU during the run, in cores.
-	apiCores, benchCores float64
+	// apiCores, benchCores and workerCores are the API server's, the
+	// benchmark's (its clients') and the workers' CPU during the run, in
+	// cores.
+	apiCores, benchCores, workerCores float64
 	// writes is every API write from the run's start to 2 s after its end
 	// (the sessions' status writes that follow a burst).
 	writes map[string]float64
@@ -227,6 +228,7 @@ func (e *env) directThroughput(tn *tenant, kind, prefix string, n int) directRun
 	}
 	run.rate = float64(n) / run.elapsed.Seconds()
 	run.apiCores, run.benchCores = otherCores(before, end)
+	run.workerCores = workerCores(before, end)
 	var all []time.Duration
 	for _, a := range answers {
 		all = append(all, a...)
@@ -359,15 +361,22 @@ func (r report) crReference() float64 {
 	return 0
 }
 
-// directWrites splits a Direct run's writes per task: ExternalTask writes
-// (creates and status of recorded tasks) and every other write.
-func directWrites(writes map[string]float64, tasks int) (tasksWrites, other float64) {
+// directWrites splits a run's API writes per task: ExternalTask writes
+// (creates and status of recorded tasks), the other writes that are stored
+// (sessions' and queues' status, leases, events) and the TokenReviews and
+// SubjectAccessReviews of the Session API, which are requests the API
+// server answers without storing anything.
+func directWrites(writes map[string]float64, tasks int) (tasksWrites, other, reviews float64) {
 	all := 0.0
-	for _, v := range writes {
+	for k, v := range writes {
 		all += v
+		if resource, _, _ := strings.Cut(k, " "); strings.HasSuffix(resource, "reviews") {
+			reviews += v
+		}
 	}
 	xt := writesOf(writes, "externaltasks")
-	return xt / float64(tasks), (all - xt) / float64(tasks)
+	n := float64(tasks)
+	return xt / n, (all - xt - reviews) / n, reviews / n
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
@@ -377,17 +386,17 @@ func (r report) printDirect(w io.Writer) {
 	cr := r.crReference()
 	fmt.Fprintf(w, "\nDirect lane, %d workers x %d Direct slots, %d clients waiting for each answer, 100 sessions:\n",
 		d.workers, d.capacity, *flagClients)
-	fmt.Fprintf(w, "%-6s %8s %9s %8s %7s %9s %9s %9s %7s %9s %9s %9s %19s %19s\n",
-		"type", "tasks", "tasks/s", "x CR", "ratio", "xtW/task", "othW/task", "recorded", "cores", "cpu µs/t", "apiCores", "bchCores", "answer p50/p99", "wait p50/p99")
+	fmt.Fprintf(w, "%-6s %8s %9s %8s %7s %9s %9s %9s %9s %7s %9s %9s %9s %9s %19s %19s\n",
+		"type", "tasks", "tasks/s", "x CR", "ratio", "xtW/task", "othW/task", "rvw/task", "recorded", "cores", "cpu µs/t", "apiCores", "wkCores", "bchCores", "answer p50/p99", "wait p50/p99")
 	for _, run := range d.runs {
-		xt, other := directWrites(run.writes, run.tasks)
+		xt, other, reviews := directWrites(run.writes, run.tasks)
 		x := 0.0
 		if cr > 0 {
 			x = run.rate / cr
 		}
-		fmt.Fprintf(w, "%-6s %8d %9.1f %8.1f %7.2f %9.3f %9.3f %9d %7.2f %9.0f %9.2f %9.2f %19s %19s\n",
-			run.kind, run.tasks, run.rate, x, run.rate/r.small, xt, other, run.recorded, run.cores,
-			float64(cpuPerTask(run.cpu, run.tasks).Microseconds()), run.apiCores, run.benchCores,
+		fmt.Fprintf(w, "%-6s %8d %9.1f %8.1f %7.2f %9.3f %9.3f %9.3f %9d %7.2f %9.0f %9.2f %9.2f %9.2f %19s %19s\n",
+			run.kind, run.tasks, run.rate, x, run.rate/r.small, xt, other, reviews, run.recorded, run.cores,
+			float64(cpuPerTask(run.cpu, run.tasks).Microseconds()), run.apiCores, run.workerCores, run.benchCores,
 			ms(run.answer[0])+" / "+ms(run.answer[1]), ms(run.wait[0])+" / "+ms(run.wait[1]))
 	}
 	for _, run := range d.runs {
@@ -402,23 +411,23 @@ func (r report) printDirect(w io.Writer) {
 			fmt.Fprintf(w, "; submit to start on the worker p50 %s  p99 %s", ms(l.start[0]), ms(l.start[1]))
 		}
 		fmt.Fprintf(w, "\n  the manager's wait for a free worker (%s): p50 %s  p99 %s\n", directWaitMetric, ms(l.wait[0]), ms(l.wait[1]))
-		xt, other := directWrites(l.writes, l.tasks)
-		fmt.Fprintf(w, "  API writes per task: %.3f ExternalTask, %.3f other\n", xt, other)
+		xt, other, reviews := directWrites(l.writes, l.tasks)
+		fmt.Fprintf(w, "  API writes per task: %.3f ExternalTask, %.3f other stored, %.3f reviews\n", xt, other, reviews)
 	}
 }
 
 func (r report) printDirectSummary(row func(k, v string)) {
 	cr := r.crReference()
 	for _, run := range r.direct.runs {
-		xt, other := directWrites(run.writes, run.tasks)
+		xt, other, reviews := directWrites(run.writes, run.tasks)
 		x := "-"
 		if cr > 0 {
 			x = fmt.Sprintf("%.1fx", run.rate/cr)
 		}
 		row("Direct "+run.kind+": tasks/s (x CR, ratio)", fmt.Sprintf("%.0f (%s, %.2f)", run.rate, x, run.rate/r.small))
-		row("Direct "+run.kind+": writes/task xt + other", fmt.Sprintf("%.3f + %.3f (%d recorded)", xt, other, run.recorded))
+		row("Direct "+run.kind+": writes/task xt + other (+ reviews)", fmt.Sprintf("%.3f + %.3f (+ %.3f; %d recorded)", xt, other, reviews, run.recorded))
 		row("Direct "+run.kind+": manager CPU/task", fmt.Sprintf("%s (%.2f cores)", cpuPerTask(run.cpu, run.tasks).Round(time.Microsecond), run.cores))
-		row("Direct "+run.kind+": API server / bench cores", fmt.Sprintf("%.2f / %.2f", run.apiCores, run.benchCores))
+		row("Direct "+run.kind+": API server / workers / bench cores", fmt.Sprintf("%.2f / %.2f / %.2f", run.apiCores, run.workerCores, run.benchCores))
 	}
 	for _, l := range r.direct.latency {
 		row(fmt.Sprintf("Direct %s half load: answer p50 / p99", l.kind), fmt.Sprintf("%s / %s (%.0f/s)", ms(l.answer[0]), ms(l.answer[1]), l.rate))

@@ -54,6 +54,9 @@ func (p *process) stop() { p.Stop(20 * time.Second) }
 type usage struct {
 	at       time.Time
 	cpu      time.Duration // user + system time so far
+	// children is the user + system time of the process's children that
+	// ended and were waited for (a worker's task processes).
+	children time.Duration
 	rssBytes int64
 }
 
@@ -68,12 +71,16 @@ func sampleProc(pid int) (usage, error) {
 	if err != nil {
 		return u, err
 	}
-	// Fields after the parenthesised command name; utime and stime are the
-	// 14th and 15th fields of the line, in clock ticks (100 per second).
+	// Fields after the parenthesised command name; utime, stime, cutime
+	// and cstime are the 14th to 17th fields of the line, in clock ticks
+	// (100 per second).
 	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
 	utime, _ := strconv.ParseInt(fields[11], 10, 64)
 	stime, _ := strconv.ParseInt(fields[12], 10, 64)
 	u.cpu = time.Duration(utime+stime) * (time.Second / 100)
+	cutime, _ := strconv.ParseInt(fields[13], 10, 64)
+	cstime, _ := strconv.ParseInt(fields[14], 10, 64)
+	u.children = time.Duration(cutime+cstime) * (time.Second / 100)
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return u, err

@@ -38,9 +38,9 @@ type throughputRun struct {
 	cores           float64
 	cpu             time.Duration // the manager's CPU time during the run
 	rssBytes        int64
-	// apiCores and benchCores are the API server's and the benchmark's
-	// CPU during the run, in cores.
-	apiCores, benchCores float64
+	// apiCores, benchCores and workerCores are the API server's, the
+	// benchmark's and the workers' CPU during the run, in cores.
+	apiCores, benchCores, workerCores float64
 }
 
 // throughput submits n trivial tasks spread over the tenant's sessions
@@ -74,6 +74,7 @@ func (e *env) throughput(tn *tenant, name string, n int) throughputRun {
 		rssBytes:        after.usage.rssBytes,
 	}
 	run.apiCores, run.benchCores = otherCores(before, after)
+	run.workerCores = workerCores(before, after)
 	if f.failed > 0 {
 		e.t.Errorf("%s: %d tasks did not succeed", name, f.failed)
 	}
@@ -334,7 +335,7 @@ func (r report) printSummary(w io.Writer) {
 		row("writes/xt + TTL deletes, "+run.name, fmt.Sprintf("%.2f + %.2f", protocolWrites(run.writes)/n, writesOf(run.writes, "externaltasks DELETE")/n))
 		row("asnRec/xt, "+run.name, fmt.Sprintf("%.2f", run.sessionRecs/n))
 		row("manager CPU/task, "+run.name, fmt.Sprintf("%s (%.2f cores)", cpuPerTask(run.cpu, run.tasks).Round(time.Microsecond), run.cores))
-		row("API server / bench cores, "+run.name, fmt.Sprintf("%.2f / %.2f", run.apiCores, run.benchCores))
+		row("API server / workers / bench cores, "+run.name, fmt.Sprintf("%.2f / %.2f / %.2f", run.apiCores, run.workerCores, run.benchCores))
 	}
 	if r.latency.tasks > 0 {
 		row("create-to-start p50 / p99", fmt.Sprintf("%s / %s", r.latency.p50.Round(100*time.Microsecond), r.latency.p99.Round(100*time.Microsecond)))

@@ -281,6 +281,7 @@ func (e *env) tenant(ns string, sessions int, direct bool) *tenant {
 		tn.directToken = e.directWorkerToken(ns)
 	}
 	tn.workers = e.startWorkers(ns, *flagWorkers, tn.directToken)
+	e.workers = tn.workers
 	if direct {
 		e.waitFor(fmt.Sprintf("%d Direct workers of %s", *flagWorkers, ns), time.Minute, func() bool {
 			m, err := e.managerMetrics()
@@ -293,9 +294,9 @@ func (e *env) tenant(ns string, sessions int, direct bool) *tenant {
 }
 
 // stop stops the tenant's workers.
-func (tn *tenant) stop() {
+func (e *env) stopTenant(tn *tenant) {
 	stopAll(tn.workers)
-	tn.workers = nil
+	tn.workers, e.workers = nil, nil
 }
 
 func sessionName(i int) string { return fmt.Sprintf("s%04d", i) }
