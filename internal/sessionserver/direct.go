@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -87,6 +88,88 @@ func (s *Server) directStream(w http.ResponseWriter, r *http.Request) {
 	ctx = context.WithValue(ctx, admittedWorkerKey{}, admitted)
 	go s.reauthorizeWorker(ctx, cancel, r, admitted)
 	s.direct.ServeHTTP(w, r.WithContext(ctx))
+	admitted.mu.Lock()
+	defer admitted.mu.Unlock()
+	if admitted.caller != nil {
+		s.workerNames.release(admitted.name)
+	}
+}
+
+// workerNames are the names of the Direct workers' streams and the users
+// that hold them: a worker's stream replaces an earlier one of its name
+// (the same worker reconnecting), so a name is only given to a stream of
+// the user whose stream holds it.
+type workerNames struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]*nameHold
+}
+
+type nameHold struct {
+	user    string
+	streams int
+}
+
+// claim gives name to a stream of user, unless streams of another user
+// hold it.
+func (n *workerNames) claim(name types.NamespacedName, user string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	h := n.m[name]
+	if h != nil && h.user != user {
+		return apiErrorf(http.StatusConflict, sessionapi.CodeInvalidRequest,
+			"worker %q of namespace %q is connected as another user; a worker's stream may only replace one of its own user", name.Name, name.Namespace)
+	}
+	if h == nil {
+		if n.m == nil {
+			n.m = make(map[types.NamespacedName]*nameHold)
+		}
+		h = &nameHold{user: user}
+		n.m[name] = h
+	}
+	h.streams++
+	return nil
+}
+
+// release gives back a stream's claim on name.
+func (n *workerNames) release(name types.NamespacedName) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if h := n.m[name]; h != nil {
+		if h.streams--; h.streams <= 0 {
+			delete(n.m, name)
+		}
+	}
+}
+
+// Token extra keys that bind a service-account token to a pod.
+const (
+	extraPodName  = "authentication.kubernetes.io/pod-name"
+	extraNodeName = "authentication.kubernetes.io/node-name"
+)
+
+// checkWorkerName refuses a Hello whose worker or node is not the one
+// the caller's credentials name: the pod a projected token is bound to (and
+// its node), or <name> of a user agentlane-worker:<name>, as the admission
+// policies of the ExternalTask path name a worker.
+func checkWorkerName(c Caller, hello workerproto.DirectHello) error {
+	name, node := "", ""
+	if pod := c.Extra[extraPodName]; len(pod) == 1 {
+		name = pod[0]
+		if n := c.Extra[extraNodeName]; len(n) == 1 {
+			node = n[0]
+		}
+	} else if rest, ok := strings.CutPrefix(c.Username, "agentlane-worker:"); ok {
+		name = rest
+	}
+	if name != "" && hello.Worker != name {
+		return apiErrorf(http.StatusForbidden, sessionapi.CodeForbidden,
+			"the Hello names worker %q, but the credentials are those of %q: a worker's name is its pod's", hello.Worker, name)
+	}
+	if node != "" && hello.Node != node {
+		return apiErrorf(http.StatusForbidden, sessionapi.CodeForbidden,
+			"the Hello names node %q, but the token is bound to a pod on node %q", hello.Node, node)
+	}
+	return nil
 }
 
 // admittedWorker is who a worker's stream was admitted as, and for which
@@ -95,6 +178,7 @@ type admittedWorker struct {
 	mu        sync.Mutex
 	caller    *Caller
 	namespace string
+	name      types.NamespacedName
 }
 
 type admittedWorkerKey struct{}
@@ -158,14 +242,23 @@ func (s *Server) admitWorker(ctx context.Context, r *http.Request, hello workerp
 		return &sessionapi.Error{Status: http.StatusTooManyRequests, Code: sessionapi.CodeRateLimited, RetryAfter: after,
 			Message: fmt.Sprintf("user %q is over its rate of %g requests per second; retry after %ds", caller.Username, s.Rate, retryAfterSeconds(after))}
 	}
+	if err := checkWorkerName(caller, hello); err != nil {
+		return err
+	}
 	if err := wa.AuthorizeWorker(ctx, caller, hello.Namespace); err != nil {
 		return err
 	}
-	if admitted, ok := r.Context().Value(admittedWorkerKey{}).(*admittedWorker); ok {
-		admitted.mu.Lock()
-		admitted.caller, admitted.namespace = &caller, hello.Namespace
-		admitted.mu.Unlock()
+	admitted, ok := r.Context().Value(admittedWorkerKey{}).(*admittedWorker)
+	if !ok {
+		return apiError(http.StatusInternalServerError, sessionapi.CodeInternal, "a Direct stream was admitted outside its route")
 	}
+	name := types.NamespacedName{Namespace: hello.Namespace, Name: hello.Worker}
+	if err := s.workerNames.claim(name, caller.Username); err != nil {
+		return err
+	}
+	admitted.mu.Lock()
+	admitted.caller, admitted.namespace, admitted.name = &caller, hello.Namespace, name
+	admitted.mu.Unlock()
 	return nil
 }
 

@@ -403,4 +403,28 @@ var _ = Describe("Direct lanes", func() {
 		Expect(got.Error()).NotTo(ContainSubstring("ExternalTask"), "it was never recorded")
 		Expect(externalTasks(t.ns)).To(BeEmpty())
 	})
+
+	It("ends a worker's stream once its access is revoked, and gives its name to no other user", func() {
+		t := newTenant()
+		token := workerToken(t.ns, "worker", true)
+		startDirectWorker(t.ns, "w1", token, 1)
+
+		By("another user cannot take over the connected worker's name")
+		code, msg := directHello(workerToken(t.ns, "intruder", true),
+			workerproto.DirectHello{Worker: "w1", Namespace: t.ns, Capacity: 1, CommandTypes: []string{"bash"}})
+		Expect(code).To(Equal(http.StatusConflict), msg)
+		Expect(server.DirectHub().Workers()).To(ContainElement(HaveField("Name", "w1")), "the worker keeps its stream")
+
+		By("deleting the worker's RoleBinding ends its stream")
+		Expect(k8sClient.Delete(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: t.ns, Name: "worker-worker"}})).To(Succeed())
+		Eventually(func() []string {
+			var names []string
+			for _, w := range server.DirectHub().Workers() {
+				if w.Namespace == t.ns {
+					names = append(names, w.Name)
+				}
+			}
+			return names
+		}, "40s").Should(BeEmpty(), "the stream ends at the next check after the review's answer expires")
+	})
 })

@@ -251,6 +251,8 @@ type Server struct {
 	// direct hands the attempts of Direct lanes to the workers streaming
 	// from this replica while it leads (direct.go).
 	direct *direct.Hub
+	// workerNames are the names the Direct workers' streams hold.
+	workerNames workerNames
 	// stopping is closed when the server stops: calls waiting for a
 	// Direct command answer Interrupted.
 	stopping chan struct{}
