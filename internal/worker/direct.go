@@ -42,6 +42,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/executor"
 	"github.com/agentlane/agentlane/internal/workerproto"
 )
@@ -1007,4 +1008,15 @@ func encodeResult(res *workerproto.DirectResult) ([]byte, error) {
 	short.Error = fmt.Sprintf("the result is %d bytes, over the Direct stream's bound of %d; lower the output limit (--max-output-bytes)",
 		len(frame), workerproto.MaxDirectFrameBytes)
 	return encodeFrame(workerproto.WorkerFrame{Result: &short})
+}
+
+// isDirectRecord tells whether task is the record of a Direct lane's
+// command: the leading manager's Session API writes it while the command
+// runs over a Direct stream, and the pool never acts on it. A recorded
+// attempt shows Running on this worker's name without a result while it
+// runs here over the stream; the pool would take it for one an earlier
+// process left behind and report it failed.
+func isDirectRecord(task *agentlanev1alpha1.ExternalTask) bool {
+	return task.Labels[agentlanev1alpha1.TargetLabel] == string(agentlanev1alpha1.ExternalTargetDirect) ||
+		task.Status.Holder == agentlanev1alpha1.HolderDirect
 }

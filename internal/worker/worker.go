@@ -367,6 +367,9 @@ func (w *Worker) sync(ctx context.Context, key types.NamespacedName) error {
 		}
 		task = nil
 	}
+	if task != nil && isDirectRecord(task) {
+		task = nil // the Session API carries it
+	}
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
