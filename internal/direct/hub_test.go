@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,7 +68,7 @@ func TestRoundTrip(t *testing.T) {
 	if ws := e.hub.Workers(); len(ws) != 1 || ws[0].Busy != 1 || ws[0].Name != "w1" || ws[0].Capacity != 1 {
 		t.Errorf("Workers while running: %+v", ws)
 	}
-	w.send(workerproto.WorkerFrame{Result: &workerproto.DirectResult{ID: "c1", Attempt: 2, Success: false,
+	_ = w.send(workerproto.WorkerFrame{Result: &workerproto.DirectResult{ID: "c1", Attempt: 2, Success: false,
 		ExitCode: 3, Error: "exit 3", Output: json.RawMessage(`{"x":1}`)}})
 	r := wait(t, out)
 	if r.err != nil {
@@ -443,7 +444,7 @@ func TestDrain(t *testing.T) {
 	w, _ := e.dial(h)
 	running := e.start(context.Background(), task("c1"), 1)
 	w.nextTask()
-	w.send(workerproto.WorkerFrame{Drain: true})
+	_ = w.send(workerproto.WorkerFrame{Drain: true})
 	eventually(t, "the worker drains", func() bool { ws := e.hub.Workers(); return len(ws) == 1 && ws[0].Draining })
 	ctx, cancel := context.WithCancel(context.Background())
 	waiting := e.start(ctx, task("c2"), 1)
@@ -692,7 +693,7 @@ func TestPingAndDeadStream(t *testing.T) {
 		}
 	})
 	// A worker that sends frames stays.
-	w.send(workerproto.WorkerFrame{Ping: true})
+	_ = w.send(workerproto.WorkerFrame{Ping: true})
 	select {
 	case r := <-out:
 		t.Fatalf("Run returned: %+v", r)
@@ -768,9 +769,9 @@ func TestFloods(t *testing.T) {
 		w.nextTask()
 		frame := []byte(`{"result":{"id":"c1","attempt":1,"success":true,"output":"`)
 		tail := []byte(`"}}` + "\n")
-		big := append(frame, []byte(strings.Repeat("y", workerproto.MaxDirectFrameBytes-len(frame)-len(tail)))...)
+		big := append(slices.Clip(frame), []byte(strings.Repeat("y", workerproto.MaxDirectFrameBytes-len(frame)-len(tail)))...)
 		big = append(big, tail...)
-		go w.write(big)
+		go func() { _ = w.write(big) }()
 		r := wait(t, out)
 		if r.err != nil || len(r.res.Output) < workerproto.MaxDirectFrameBytes-100 {
 			t.Fatalf("Run: %v, output of %d bytes", r.err, len(r.res.Output))
@@ -782,7 +783,7 @@ func TestFloods(t *testing.T) {
 		w, _ := e.dial(hello("w1"))
 		out := e.start(context.Background(), task("c1"), 1)
 		w.nextTask()
-		w.write([]byte("{not json\n"))
+		_ = w.write([]byte("{not json\n"))
 		if r := wait(t, out); !errors.Is(r.err, ErrWorkerLost) {
 			t.Fatalf("Run: %v, want ErrWorkerLost", r.err)
 		}
@@ -794,7 +795,7 @@ func TestFloods(t *testing.T) {
 		h := hello("w1")
 		h.Capacity = workerproto.MaxDirectCapacity
 		protocol := counter(StreamsEnded.WithLabelValues(EndProtocol))
-		w.send(workerproto.WorkerFrame{Hello: &h})
+		_ = w.send(workerproto.WorkerFrame{Hello: &h})
 		w.waitEnded()
 		if got := counter(StreamsEnded.WithLabelValues(EndProtocol)) - protocol; got != 1 {
 			t.Errorf("streams ended for protocol: %v, want 1", got)

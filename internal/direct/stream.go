@@ -554,7 +554,7 @@ func (f *frameReader) next(limit int) ([]byte, error) {
 		}
 		return line, nil
 	}
-	if err != bufio.ErrBufferFull {
+	if !errors.Is(err, bufio.ErrBufferFull) {
 		return nil, err
 	}
 	f.long = append(f.long[:0], line...)
@@ -567,7 +567,7 @@ func (f *frameReader) next(limit int) ([]byte, error) {
 		switch {
 		case err == nil || (err == io.EOF && len(line) > 0):
 			return f.long, nil
-		case err != bufio.ErrBufferFull:
+		case !errors.Is(err, bufio.ErrBufferFull):
 			return nil, err
 		}
 	}

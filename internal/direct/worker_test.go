@@ -107,14 +107,14 @@ type testWorker struct {
 
 // dial opens a stream with h as Hello and returns the worker once it got
 // its Welcome, or the refusal.
-func (e *testEnv) dial(h workerproto.DirectHello) (*testWorker, *http.Response) {
+func (e *testEnv) dial(h workerproto.DirectHello) (*testWorker, *reply) {
 	return e.dialRaw(func(enc *json.Encoder, _ io.Writer) error {
 		return enc.Encode(workerproto.WorkerFrame{Hello: &h})
 	}, h.Worker)
 }
 
 // dialRaw opens a stream whose first bytes first writes.
-func (e *testEnv) dialRaw(first func(*json.Encoder, io.Writer) error, name string) (*testWorker, *http.Response) {
+func (e *testEnv) dialRaw(first func(*json.Encoder, io.Writer) error, name string) (*testWorker, *reply) {
 	t := e.t
 	t.Helper()
 	pr, pw := io.Pipe()
@@ -142,7 +142,9 @@ func (e *testEnv) dialRaw(first func(*json.Encoder, io.Writer) error, name strin
 	}
 	if resp.StatusCode != http.StatusOK {
 		t.Cleanup(cancel)
-		return nil, resp
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		_ = resp.Body.Close()
+		return nil, &reply{StatusCode: resp.StatusCode, Header: resp.Header, body: body}
 	}
 	w.resp = resp
 	dec := json.NewDecoder(bufio.NewReader(resp.Body))
@@ -166,7 +168,15 @@ func (e *testEnv) dialRaw(first func(*json.Encoder, io.Writer) error, name strin
 		}
 	}()
 	t.Cleanup(w.close)
-	return w, resp
+	return w, &reply{StatusCode: resp.StatusCode, Header: resp.Header}
+}
+
+// reply is the manager's answer to a stream: its status and header, and
+// the body of a refusal.
+type reply struct {
+	StatusCode int
+	Header     http.Header
+	body       []byte
 }
 
 // send writes frames to the manager.
@@ -331,11 +341,10 @@ func (e *testEnv) waitState(ns, id string, attempt int, want callState) {
 
 func counter(c prometheus.Collector) float64 { return testutil.ToFloat64(c) }
 
-func apiError(t testing.TB, resp *http.Response) sessionapi.Error {
+func apiError(t testing.TB, resp *reply) sessionapi.Error {
 	t.Helper()
-	defer resp.Body.Close()
 	var e sessionapi.Error
-	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+	if err := json.Unmarshal(resp.body, &e); err != nil {
 		t.Fatalf("refusal body: %v", err)
 	}
 	return e
