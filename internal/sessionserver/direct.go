@@ -309,6 +309,9 @@ type directCall struct {
 	writeMu sync.Mutex
 	obj     *agentlanev1alpha1.ExternalTask
 	written int
+	// stale tells that the last status write conflicted: obj is read
+	// again before the next.
+	stale bool
 }
 
 // newDirectCall builds the handler of a Direct command of sc on lane.
@@ -426,7 +429,7 @@ func (d *directCall) recordNow() {
 	d.recorded = true
 	d.mu.Unlock()
 	d.watch()
-	d.write(nil)
+	_ = d.write(nil) // logged; the end is written until it lands (recordEnd)
 }
 
 // watch starts, once, the goroutine that records the command's end.
@@ -470,8 +473,48 @@ func (d *directCall) ended() {
 	if o.Attempts > 0 && (o.Result.Success || o.Result.Error != "" || len(o.Result.Output) > 0 || o.Result.ExitCode != 0) {
 		end.result = taskResultOf(o.Result)
 	}
-	d.write(end)
+	d.recordEnd(end)
 	d.s.Schedulers.DirectTasks().Release(d.key)
+}
+
+// Backoff of recordEnd's writes.
+const (
+	directEndRetryMin = 100 * time.Millisecond
+	directEndRetryMax = 5 * time.Second
+)
+
+// recordEnd writes the record's end, again and again while the write fails
+// for a reason that passes (the API server unreachable or overloaded, a
+// conflicting write) and this manager leads. The record stays held
+// meanwhile: released unfinished, the ExternalTask controller would fail it,
+// interrupted, whatever the command's end, which its submitter was told.
+func (d *directCall) recordEnd(end *directEnd) {
+	wait := directEndRetryMin
+	for {
+		err := d.write(end)
+		if err == nil || !retriableWrite(err) {
+			return
+		}
+		select {
+		case <-d.s.stopping:
+			return
+		case <-d.s.Clock.After(wait):
+		}
+		wait = min(2*wait, directEndRetryMax)
+	}
+}
+
+// retriableWrite tells whether a write that failed with err may succeed
+// later: the API server did not answer, answered that it is unavailable,
+// overloaded or timed out, or the object changed under the write.
+func retriableWrite(err error) bool {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		return true
+	}
+	return apierrors.IsConflict(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+		apierrors.IsTooManyRequests(err) || apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) ||
+		apierrors.IsUnexpectedServerError(err)
 }
 
 // directEnd is how a recorded command ended.
@@ -482,15 +525,17 @@ type directEnd struct {
 }
 
 // write brings the record up to date: it creates it the first time, then
-// writes its status, unless a write already shows the latest version.
-func (d *directCall) write(end *directEnd) {
+// writes its status, unless a write already shows the latest version. It
+// returns why a write failed; a record that cannot change any more (it
+// finished) is no failure.
+func (d *directCall) write(end *directEnd) error {
 	d.writeMu.Lock()
 	defer d.writeMu.Unlock()
 	d.mu.Lock()
 	a, version := d.attempt, d.version
 	d.mu.Unlock()
 	if end == nil && version == d.written {
-		return
+		return nil
 	}
 	log := d.s.log.WithValues("externalTask", d.key)
 	ctx, cancel := context.WithTimeout(context.Background(), directRecordTimeout)
@@ -506,12 +551,22 @@ func (d *directCall) write(end *directEnd) {
 				log.Info("Could not record a Direct task: an ExternalTask of its name exists")
 			}
 			directRecordFailures.Inc()
-			return
+			return err
 		}
 		directRecords.Inc()
 		d.obj = obj
+	} else if d.stale {
+		// A write conflicted: write over the record as it is now.
+		cur := &agentlanev1alpha1.ExternalTask{}
+		if err := d.s.Client.Get(ctx, d.key, cur); err != nil {
+			log.Error(err, "Could not read a Direct task's record again")
+			return err
+		}
+		d.obj, d.stale = cur, false
 	}
-	scope := taskstate.NewScope(d.obj)
+	// A copy: a write that fails leaves obj as last written, so that the
+	// next write's patch carries this change again.
+	scope := taskstate.NewScope(d.obj.DeepCopy())
 	st := &scope.Task.Status
 	now := metav1.NewTime(d.s.Clock.Now())
 	var err error
@@ -522,15 +577,17 @@ func (d *directCall) write(end *directEnd) {
 	}
 	if err != nil {
 		log.V(1).Info("Direct task record not changed", "reason", err.Error())
-		return
+		return nil
 	}
 	if err := scope.Write(ctx, d.s.Client, nil, false); err != nil {
 		log.Error(err, "Could not write the status of a Direct task's record")
 		directRecordFailures.Inc()
-		return
+		d.stale = apierrors.IsConflict(err)
+		return err
 	}
 	d.obj = scope.Task
 	d.written = version
+	return nil
 }
 
 // taskResultOf is an attempt's result as a task records it.
