@@ -45,9 +45,9 @@ import (
 // lane instead of its Workers lane.
 var (
 	flagDirectTasks            = flag.Int("direct-tasks", 20000, "noop tasks of the Direct throughput run")
-	flagDirectExecTasks        = flag.Int("direct-exec-tasks", 4000, "date tasks of the Direct throughput run")
+	flagDirectExecTasks        = flag.Int("direct-exec-tasks", 2000, "date tasks of the Direct throughput run")
 	flagDirectLatencyTasks     = flag.Int("direct-latency-tasks", 5000, "noop tasks of the Direct half-load run")
-	flagDirectExecLatencyTasks = flag.Int("direct-exec-latency-tasks", 1000, "date tasks of the Direct half-load run")
+	flagDirectExecLatencyTasks = flag.Int("direct-exec-latency-tasks", 400, "date tasks of the Direct half-load run")
 	flagDirectCapacity         = flag.Int("direct-capacity", 16, "Direct attempts each worker runs at once")
 	flagDirectWarmup           = flag.Int("direct-warmup", 1000, "noop tasks run before the Direct runs and not measured")
 	flagDirectProfile          = flag.Duration("direct-cpu-profile", 5*time.Second, "with -profile-dir, length of the CPU profiles of the manager and of the benchmark taken from the start of each Direct throughput run (cpu-direct-<type>.pb.gz, cpu-bench-direct-<type>.pb.gz)")
