@@ -28,16 +28,18 @@ import (
 	"time"
 
 	"github.com/agentlane/agentlane/internal/lanequeue"
+	"github.com/agentlane/agentlane/internal/workerproto"
 )
 
 // The Session API's part, in the api modes: each shard listens on its own
 // HTTPS port (HTTP/2, TLS) and answers POST /submit?queue=&session= with a
-// JSON body, as the Session API answers POST .../commands: it decodes the
-// request, submits the command to the queue's engine, waits for its end
-// and writes a JSON answer. Not run: the token and access reviews (cached
-// in the real server, so a busy caller pays a map lookup), the pending
-// ledger and the event hub. In proxy routing, a shard that does not own the
-// queue forwards the request to the shard that does over HTTP/2
+// JSON body, as the Session API answers POST .../commands for a Direct
+// command: it decodes the request, submits the command to the queue's
+// engine, waits for its end and writes a JSON answer. The same port serves
+// the shard's Direct hub. Not run: the token and access reviews (cached in
+// the real server, so a busy caller pays a map lookup), the pending ledger
+// and the event hub. In proxy routing, a shard that does not own the queue
+// forwards the request to the shard that does over HTTP/2
 // (httputil.ReverseProxy), as a replica proxies a session's call to its
 // shard's leader.
 
@@ -61,8 +63,10 @@ type submitAnswer struct {
 // forwards calls of queues it does not own to their owner.
 func (c *cluster) listen(proxy bool) error {
 	c.servers = make([]*httptest.Server, len(c.shards))
+	muxes := make([]*http.ServeMux, len(c.shards))
 	for i := range c.shards {
-		c.servers[i] = httptest.NewUnstartedServer(nil)
+		muxes[i] = http.NewServeMux()
+		c.servers[i] = httptest.NewUnstartedServer(muxes[i])
 		c.servers[i].EnableHTTP2 = true
 		// The handshakes a closing run cuts short are not news.
 		c.servers[i].Config.ErrorLog = log.New(io.Discard, "", 0)
@@ -84,7 +88,10 @@ func (c *cluster) listen(proxy bool) error {
 				proxies[j] = &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target) }, Transport: tr}
 			}
 		}
-		c.servers[i].Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.hub != nil {
+			muxes[i].Handle(workerproto.DirectPath, s.hub)
+		}
+		muxes[i].HandleFunc("/submit", func(w http.ResponseWriter, r *http.Request) {
 			queue, session := r.URL.Query().Get("queue"), r.URL.Query().Get("session")
 			if owner := shardOf("default", queue, len(c.shards)); owner != i {
 				if p := proxies[owner]; p != nil {

@@ -19,6 +19,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -35,6 +36,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/agentlane/agentlane/internal/workerproto"
 )
 
 // The submitters of the api modes run in a process of their own (this
@@ -42,6 +45,9 @@ import (
 // manager's side alone (and the in-process workers'). The client prints
 // "start" when its throughput window begins, "stop" when it ends, and then
 // one JSON line, a clientReport.
+
+// callTimeout bounds one submit call of the client process.
+const callTimeout = 30 * time.Second
 
 // clientReport is what the client process measured.
 type clientReport struct {
@@ -61,7 +67,9 @@ type clientArgs struct {
 	proxy            bool
 	queues, sessions int
 	clients          int
-	warmup, duration time.Duration
+	// workers stream to every shard, with capacity slots per stream.
+	workers, capacity int
+	warmup, duration  time.Duration
 }
 
 // runClient is the client process: closed-loop submitters, then half load.
@@ -76,8 +84,16 @@ func runClient(a clientArgs, out io.Writer) error {
 	}
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool},
 		ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 64}}
+	// A call bounded, so that a run whose workers were lost fails
+	// instead of waiting forever (the simulated workers do not reconnect).
+	calls := &http.Client{Transport: hc.Transport, Timeout: callTimeout}
 	n := len(a.urls)
 	sessions := sessionsOf(a.queues, a.sessions, n)
+	stopWorkers, err := startWorkers(hc, a.urls, a.workers, a.capacity)
+	if err != nil {
+		return err
+	}
+	defer stopWorkers()
 	body, _ := json.Marshal(submitRequest{Type: "read", Payload: json.RawMessage(`{"path":"README.md"}`)})
 	// call submits a command of s from client i: to the session's shard
 	// (a client that knows the routing), or to the replica the client's
@@ -89,7 +105,7 @@ func runClient(a clientArgs, out io.Writer) error {
 		}
 		u := base + "/submit?queue=" + url.QueryEscape(s.queue) + "&session=" + url.QueryEscape(s.name)
 		t0 := time.Now()
-		resp, err := hc.Post(u, "application/json", bytes.NewReader(body))
+		resp, err := calls.Post(u, "application/json", bytes.NewReader(body))
 		if err != nil {
 			return submitAnswer{}, 0, err
 		}
@@ -227,7 +243,8 @@ func spawnClient(o options, c *cluster, proxy bool) (clientReport, time.Duration
 	}
 	cmd := exec.Command(self, "-role=client", "-urls="+strings.Join(urls, ","), "-ca="+ca.Name(),
 		fmt.Sprintf("-proxy=%t", proxy), fmt.Sprintf("-queues=%d", o.queues), fmt.Sprintf("-sessions=%d", o.sessions),
-		fmt.Sprintf("-clients=%d", o.clients), "-warmup="+o.warmup.String(), "-duration="+o.duration.String())
+		fmt.Sprintf("-clients=%d", o.clients), fmt.Sprintf("-workers=%d", o.workers), fmt.Sprintf("-capacity=%d", max(1, o.capacity/len(c.servers))),
+		"-warmup="+o.warmup.String(), "-duration="+o.duration.String())
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -262,4 +279,95 @@ func spawnClient(o options, c *cluster, proxy bool) (clientReport, time.Duration
 // pemOf is the PEM encoding of a DER certificate.
 func pemOf(der []byte) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// startWorkers connects workers simulated workers to every shard's Direct
+// hub at urls, one stream each with capacity slots, as Direct workers
+// stream to every shard leader. Each answers every task at once with
+// workerOutput, and pings when it has sent nothing for a ping interval.
+// It returns once every stream got its Welcome; stop ends them.
+func startWorkers(hc *http.Client, urls []string, workers, capacity int) (stop func(), err error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var closers []io.Closer
+	stop = func() {
+		cancel()
+		for _, c := range closers {
+			_ = c.Close()
+		}
+		wg.Wait()
+	}
+	for w := range workers {
+		for _, base := range urls {
+			hello := workerproto.DirectHello{Worker: fmt.Sprintf("worker-%d", w), Node: "node-0", Namespace: "default",
+				Incarnation: fmt.Sprintf("worker-%d-1", w), Capacity: capacity, CommandTypes: []string{"read"}}
+			pr, pw := io.Pipe()
+			closers = append(closers, pw)
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+workerproto.DirectPath, pr)
+			if err != nil {
+				stop()
+				return nil, err
+			}
+			req.Header.Set("Content-Type", workerproto.DirectContentType)
+			var mu sync.Mutex
+			enc := json.NewEncoder(pw)
+			send := func(f workerproto.WorkerFrame) error {
+				mu.Lock()
+				defer mu.Unlock()
+				return enc.Encode(f)
+			}
+			go func() { _ = send(workerproto.WorkerFrame{Hello: &hello}) }()
+			resp, err := hc.Do(req)
+			if err != nil {
+				stop()
+				return nil, fmt.Errorf("worker %s: %w", hello.Worker, err)
+			}
+			closers = append(closers, resp.Body)
+			dec := json.NewDecoder(bufio.NewReader(resp.Body))
+			var welcome workerproto.ManagerFrame
+			if resp.StatusCode != http.StatusOK || dec.Decode(&welcome) != nil || welcome.Welcome == nil {
+				resp.Body.Close()
+				stop()
+				return nil, fmt.Errorf("worker %s: refused (%s)", hello.Worker, resp.Status)
+			}
+			// The reader never waits for the writer, so that the hub's
+			// writes are read however slowly the results go out.
+			results := make(chan *workerproto.DirectResult, capacity+1)
+			wg.Go(func() {
+				defer resp.Body.Close()
+				defer close(results)
+				for {
+					var f workerproto.ManagerFrame
+					if dec.Decode(&f) != nil {
+						return
+					}
+					if f.Task != nil {
+						results <- &workerproto.DirectResult{ID: f.Task.ID, Attempt: f.Task.Attempt,
+							Success: true, Output: workerOutput(time.Now())}
+					}
+				}
+			})
+			wg.Go(func() {
+				defer pw.Close()
+				for r := range results {
+					if send(workerproto.WorkerFrame{Result: r}) != nil {
+						return
+					}
+				}
+			})
+			wg.Go(func() {
+				t := time.NewTicker(workerproto.DirectPingInterval)
+				defer t.Stop()
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-t.C:
+						_ = send(workerproto.WorkerFrame{Ping: true})
+					}
+				}
+			})
+		}
+	}
+	return stop, nil
 }

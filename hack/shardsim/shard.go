@@ -23,28 +23,29 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/agentlane/agentlane/internal/direct"
 	"github.com/agentlane/agentlane/internal/lanequeue"
 	"github.com/agentlane/agentlane/internal/workerproto"
 )
 
 // A shard stands for one manager replica leading one shard: the real lane
-// engine of each LaneQueue the shard owns, and a dispatcher that hands each
-// granted attempt to a worker over a stream of workerproto frames, as the
-// Direct hub does. What is modelled, not run: the Session API's HTTP
-// request of a submission (the submitter calls the engine directly), TLS
-// and HTTP/2 around the frames (a stream here is a pair of in-memory pipes
-// carrying the same NDJSON frames), and the worker's executor (a no-op).
+// engine of each LaneQueue the shard owns, and what runs each granted
+// attempt (dispatchMode): nothing (the engine alone), a model of the
+// Direct hub over in-memory pipes carrying the workerproto frames, or the
+// manager's Direct hub itself (internal/direct), whose workers stream to
+// it over HTTP/2 and TLS from the client process.
 type shard struct {
 	index  int
 	queues map[string]*lanequeue.Queue // by LaneQueue name
-	// dispatch selects the handler of a granted attempt: over a worker
-	// stream, or answered at once (the engine alone).
-	dispatch bool
+	mode   dispatchMode
+	// hub is the Direct hub in dispatchHub mode.
+	hub *direct.Hub
 
 	mu      sync.Mutex
 	streams []*stream
@@ -79,10 +80,25 @@ func queueConfig() lanequeue.Config {
 	}}}
 }
 
-// newShard builds shard index with a lane engine for each of queues and,
-// when dispatch is set, workers streams to it of capacity slots each.
-func newShard(index int, queues []string, workers, capacity int, dispatch bool) (*shard, error) {
-	s := &shard{index: index, queues: map[string]*lanequeue.Queue{}, dispatch: dispatch,
+// dispatchMode is how a shard runs a granted attempt.
+type dispatchMode int
+
+const (
+	// dispatchNone answers every attempt at once: the engine alone.
+	dispatchNone dispatchMode = iota
+	// dispatchPipes hands it to an in-process worker over in-memory pipes
+	// carrying workerproto frames, through a model of the hub.
+	dispatchPipes
+	// dispatchHub hands it to the manager's Direct hub, whose workers
+	// connect over HTTP/2 (cluster.listen).
+	dispatchHub
+)
+
+// newShard builds shard index with a lane engine for each of queues and
+// what mode needs: with dispatchPipes, workers in-process workers streaming
+// to it with capacity slots each; with dispatchHub, a leading hub.
+func newShard(index int, queues []string, workers, capacity int, mode dispatchMode) (*shard, error) {
+	s := &shard{index: index, queues: map[string]*lanequeue.Queue{}, mode: mode,
 		attempts: map[attemptKey]chan workerproto.DirectResult{}}
 	s.free = sync.NewCond(&s.mu)
 	for _, name := range queues {
@@ -93,10 +109,18 @@ func newShard(index int, queues []string, workers, capacity int, dispatch bool) 
 		}
 		s.queues[name] = q
 	}
-	if dispatch {
+	switch mode {
+	case dispatchPipes:
 		for w := range workers {
 			s.connect(fmt.Sprintf("worker-%d", w), capacity)
 		}
+	case dispatchHub:
+		s.hub = direct.NewHub(direct.Options{
+			// The token and access reviews are cached by the real Session API; not run here.
+			Admit:   func(context.Context, *http.Request, workerproto.DirectHello) error { return nil },
+			Manager: fmt.Sprintf("shard-%d", index),
+		})
+		s.hub.Lead(fmt.Sprintf("run-%d", index))
 	}
 	return s, nil
 }
@@ -169,9 +193,8 @@ func (s *shard) connect(name string, capacity int) {
 			if f.Task == nil {
 				continue
 			}
-			started := strconv.AppendInt([]byte(`{"startedAt":`), time.Now().UnixNano(), 10)
 			r := workerproto.WorkerFrame{Result: &workerproto.DirectResult{ID: f.Task.ID, Attempt: f.Task.Attempt,
-				Success: true, Output: append(started, '}')}}
+				Success: true, Output: workerOutput(time.Now())}}
 			if enc.Encode(r) != nil || bw.Flush() != nil {
 				return
 			}
@@ -183,8 +206,17 @@ func (s *shard) connect(name string, capacity int) {
 // with a free slot, waiting for one if all are full, and returns its
 // result and when the worker started it.
 func (s *shard) run(ctx context.Context, queue string, a lanequeue.Attempt) (lanequeue.Result, time.Time, error) {
-	if !s.dispatch {
+	switch s.mode {
+	case dispatchNone:
 		return lanequeue.Result{Success: true}, time.Now(), nil
+	case dispatchHub:
+		r, err := s.hub.Run(ctx, &direct.Task{Namespace: "default", Queue: queue, Lane: a.Lane, Session: a.SessionKey,
+			ID: a.ID, CommandType: a.CommandType, Payload: a.Payload}, a)
+		if err != nil {
+			return r, time.Time{}, err
+		}
+		started, err := startedAt(r.Output)
+		return r, started, err
 	}
 	k := attemptKey{a.ID, a.Number}
 	ch := make(chan workerproto.DirectResult, 1)
@@ -208,16 +240,28 @@ func (s *shard) run(ctx context.Context, queue string, a lanequeue.Attempt) (lan
 		Payload: a.Payload}}
 	select {
 	case r := <-ch:
-		var out struct {
-			StartedAt int64 `json:"startedAt"`
-		}
-		if err := json.Unmarshal(r.Output, &out); err != nil {
-			return lanequeue.Result{}, time.Time{}, err
-		}
-		return lanequeue.Result{Success: r.Success, Output: r.Output}, time.Unix(0, out.StartedAt), nil
+		started, err := startedAt(r.Output)
+		return lanequeue.Result{Success: r.Success, Output: r.Output}, started, err
 	case <-ctx.Done():
 		return lanequeue.Result{}, time.Time{}, ctx.Err()
 	}
+}
+
+// workerOutput is the output of the simulated workers' no-op: when it
+// started, in Unix nanoseconds.
+func workerOutput(started time.Time) json.RawMessage {
+	return append(strconv.AppendInt([]byte(`{"startedAt":`), started.UnixNano(), 10), '}')
+}
+
+// startedAt reads workerOutput.
+func startedAt(output []byte) (time.Time, error) {
+	var out struct {
+		StartedAt int64 `json:"startedAt"`
+	}
+	if err := json.Unmarshal(output, &out); err != nil || out.StartedAt == 0 {
+		return time.Time{}, fmt.Errorf("a worker's output %q has no start time", output)
+	}
+	return time.Unix(0, out.StartedAt), nil
 }
 
 // errUnknownQueue is a submission to a queue the shard does not own.
@@ -250,6 +294,9 @@ func (s *shard) submitCommand(queue, session, typ string, payload []byte, t0 tim
 
 // close stops the shard's engines and streams.
 func (s *shard) close() {
+	if s.hub != nil {
+		s.hub.Close()
+	}
 	for _, q := range s.queues {
 		q.Close()
 	}

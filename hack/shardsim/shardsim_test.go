@@ -148,7 +148,7 @@ func TestAPIWrites(t *testing.T) {
 // stream of that shard, and a shard refuses a queue it does not own.
 func TestClusterRoutesEachSessionToItsShard(t *testing.T) {
 	o := options{queues: 8, sessions: 2, workers: 2, capacity: 4}
-	c, err := newCluster(o, 2, true)
+	c, err := newCluster(o, 2, dispatchPipes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,14 +204,20 @@ func TestClusterRoutesEachSessionToItsShard(t *testing.T) {
 }
 
 // A call that reaches a shard other than its queue's is refused as
-// misdirected, or forwarded to the owner when the shards proxy.
+// misdirected, or forwarded to the owner when the shards proxy; the owner
+// runs it on a worker streaming to its Direct hub.
 func TestAPIRoutesToTheOwner(t *testing.T) {
 	for _, proxy := range []bool{false, true} {
-		c, err := newCluster(options{queues: 8, sessions: 1, workers: 1, capacity: 2}, 2, true)
+		c, err := newCluster(options{queues: 8, sessions: 1, workers: 1, capacity: 2}, 2, dispatchHub)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := c.listen(proxy); err != nil {
+			c.close()
+			t.Fatal(err)
+		}
+		stop, err := startWorkers(c.servers[0].Client(), []string{c.servers[0].URL, c.servers[1].URL}, 1, 2)
+		if err != nil {
 			c.close()
 			t.Fatal(err)
 		}
@@ -233,10 +239,31 @@ func TestAPIRoutesToTheOwner(t *testing.T) {
 			if resp.StatusCode != want {
 				t.Errorf("proxy %t, call to shard %d for a queue of shard %d: %s, want %d", proxy, to, s.shard, resp.Status, want)
 			}
-			if want == http.StatusOK && ans.State != string(lanequeue.StateSucceeded) {
-				t.Errorf("proxy %t, call to shard %d: answer %+v, want Succeeded", proxy, to, ans)
+			if want == http.StatusOK && (ans.State != string(lanequeue.StateSucceeded) || ans.StartUS < ans.GrantUS) {
+				t.Errorf("proxy %t, call to shard %d: answer %+v, want Succeeded, started after its grant", proxy, to, ans)
 			}
 		}
+		stop()
 		c.close()
+		for i, s := range c.shards {
+			if f := s.failures.Load(); f != 0 {
+				t.Errorf("proxy %t: shard %d saw %d commands fail", proxy, i, f)
+			}
+		}
+	}
+}
+
+// A worker's output without its start time is refused, so that no latency
+// is measured from a zero time.
+func TestStartedAt(t *testing.T) {
+	now := time.Unix(1700000000, 123456789)
+	got, err := startedAt(workerOutput(now))
+	if err != nil || !got.Equal(now) {
+		t.Errorf("startedAt(workerOutput(%s)) = %s, %v", now, got, err)
+	}
+	for _, out := range []string{`{}`, `"c1"`, ``} {
+		if _, err := startedAt([]byte(out)); err == nil {
+			t.Errorf("startedAt(%q) took it", out)
+		}
 	}
 }
