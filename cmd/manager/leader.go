@@ -41,12 +41,18 @@ import (
 // between leaseDuration - retryPeriod and leaseDuration + 4.4 retryPeriods
 // after a leader's SIGKILL (3.5-6.2 s), plus the new leader's start (its
 // caches are already warm, see apply). A leader that stops on SIGTERM releases the Lease, and a
-// standby takes it at its next retry. A leader that cannot renew for the
-// renew deadline (the API server is unreachable) stops leading and exits.
+// standby takes it at its next retry. A leader whose renewals get no answer
+// (the API server is down or unreachable) stops writing at the renew
+// deadline but keeps leading for up to the outage hold (leaseHold): the
+// first renewal the API server accepts again lets it write at once, and a
+// refused one (a standby took the Lease) makes it stop leading and exit.
 const (
 	defaultLeaseDuration = 4 * time.Second
 	defaultRenewDeadline = 3 * time.Second
 	defaultRetryPeriod   = 500 * time.Millisecond
+	// defaultOutageHold covers an API server's restart: a few seconds
+	// down and a few more to start.
+	defaultOutageHold = 30 * time.Second
 	// shutdownTimeout bounds the manager's graceful shutdown, so that it
 	// releases the Lease within the pod's default 30s termination grace.
 	shutdownTimeout = 20 * time.Second
@@ -55,6 +61,9 @@ const (
 // leaderElection is the timing of the leader election.
 type leaderElection struct {
 	leaseDuration, renewDeadline, retryPeriod time.Duration
+	// outageHold is how long a leader keeps leading, without writing,
+	// while its renewals of the Lease get no answer.
+	outageHold time.Duration
 }
 
 func (l *leaderElection) bindFlags(fs *flag.FlagSet) {
@@ -64,6 +73,8 @@ func (l *leaderElection) bindFlags(fs *flag.FlagSet) {
 		"How long the leader keeps retrying to renew the Lease before it stops leading and exits; below --leader-elect-lease-duration.")
 	fs.DurationVar(&l.retryPeriod, "leader-elect-retry-period", defaultRetryPeriod,
 		"How often the leader renews the Lease and a standby tries to take it.")
+	fs.DurationVar(&l.outageHold, "leader-elect-outage-hold", defaultOutageHold,
+		"How long the leader keeps leading while its renewals of the Lease get no answer (the API server is down): it stops writing at --leader-elect-renew-deadline, and writes again as soon as the API server accepts a renewal, unless a standby took the Lease. 0 stops leading at the renew deadline, and the manager exits.")
 }
 
 // validate checks what client-go's leader election requires: lease
@@ -72,6 +83,9 @@ func (l *leaderElection) validate() error {
 	if l.retryPeriod <= 0 || l.renewDeadline <= time.Duration(1.2*float64(l.retryPeriod)) || l.leaseDuration <= l.renewDeadline {
 		return fmt.Errorf("need --leader-elect-lease-duration (%s) > --leader-elect-renew-deadline (%s) > 1.2 x --leader-elect-retry-period (%s) > 0",
 			l.leaseDuration, l.renewDeadline, l.retryPeriod)
+	}
+	if l.outageHold < 0 {
+		return fmt.Errorf("--leader-elect-outage-hold (%s) must not be negative", l.outageHold)
 	}
 	return nil
 }

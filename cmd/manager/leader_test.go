@@ -34,6 +34,8 @@ func TestLeaderElectionTiming(t *testing.T) {
 		"renew deadline not below lease":  {args: []string{"--leader-elect-renew-deadline=4s"}, wantErr: true},
 		"retry period too close to renew": {args: []string{"--leader-elect-retry-period=2600ms"}, wantErr: true},
 		"no retry period":                 {args: []string{"--leader-elect-retry-period=0"}, wantErr: true},
+		"no outage hold":                  {args: []string{"--leader-elect-outage-hold=0"}},
+		"negative outage hold":            {args: []string{"--leader-elect-outage-hold=-1s"}, wantErr: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -30,6 +30,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -75,9 +76,11 @@ func (l *leaderElection) leaseLocks(cfg *rest.Config, ns, name string) (election
 }
 
 // withTakeover has the manager of options o elect its leader with a Lease
-// lock of this package's making, and returns the takeover that shares its
-// identity, nil when the Lease's namespace is not known (the manager runs
-// out of a cluster: controller-runtime's own lock then serves alone).
+// lock of this package's making, held through outages of the API server
+// (leaseHold, which also gates the manager's writes), and returns the
+// takeover that shares its identity, nil when the Lease's namespace is not
+// known (the manager runs out of a cluster: controller-runtime's own lock
+// then serves alone).
 func (l *leaderElection) withTakeover(cfg *rest.Config, o ctrl.Options) (ctrl.Options, *takeover, error) {
 	ns := leaderNamespace(o.LeaderElectionNamespace)
 	if !o.LeaderElection || ns == "" {
@@ -87,7 +90,13 @@ func (l *leaderElection) withTakeover(cfg *rest.Config, o ctrl.Options) (ctrl.Op
 	if err != nil {
 		return o, nil, fmt.Errorf("build the leader election lock: %w", err)
 	}
-	o.LeaderElectionResourceLockInterface = election
+	hold := newLeaseHold(election, l.renewDeadline, l.outageHold, clock.RealClock{})
+	o.LeaderElectionResourceLockInterface = hold
+	newClient := o.NewClient
+	if newClient == nil {
+		newClient = client.New
+	}
+	o.NewClient = hold.gate(newClient)
 	return o, &takeover{lock: lock, ns: ns, period: l.retryPeriod}, nil
 }
 

@@ -140,7 +140,7 @@ func (r *ExternalTaskReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(r.Schedulers.TaskEvents().Source()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Named("externaltask").
-		Complete(r)
+		Complete(retryUnanswered(r))
 }
 
 // unboundTasks maps a LaneQueue (created, or its scheduler started) to the

@@ -17,8 +17,10 @@ limitations under the License.
 package chaos
 
 import (
+	"bytes"
 	"context"
-	"errors"
+	"encoding/json"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -27,92 +29,107 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
-	watchtools "k8s.io/client-go/tools/watch"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 )
 
-// dispatchWatch records when (by the suite's clock) each task became
-// Dispatched, from a watch that resumes where it was after the API server
-// comes back, so that the gap in dispatching around a fault can be measured.
+// dispatchWatch records when (by the suite's clock) each attempt of a task
+// was handed out: the task became Dispatched, or Running where the
+// Dispatched write was not seen. It watches the tasks in etcd itself,
+// through etcd's JSON gateway, so that it sees each write within
+// milliseconds of its commit even while the API server is down or still
+// filling its watch cache after a restart (an API server watch then lags
+// the writes by seconds).
 type dispatchWatch struct {
 	mu         sync.Mutex
-	phase      map[string]agentlanev1alpha1.ExternalTaskPhase
+	seen       map[string]attemptSeen
 	dispatches []dispatch
 }
 
-// dispatch is one task becoming Dispatched: when the watch saw it, and the
-// resourceVersion of the write.
+// attemptSeen is what the watch last saw of a task: its current attempt and
+// whether that attempt was handed out.
+type attemptSeen struct {
+	attempt   int32
+	handedOut bool
+}
+
+// dispatch is one attempt handed out: when the watch saw it, and the
+// resourceVersion of the write (the etcd revision that committed it).
 type dispatch struct {
 	at time.Time
 	rv uint64
 }
 
-// watchFunc adapts a function to client-go's WatcherWithContext.
-type watchFunc func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
-
-func (f watchFunc) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return f(ctx, opts)
-}
-
 // watchDispatches starts watching the tasks of ns until the spec ends.
 func watchDispatches(ns string) *dispatchWatch {
 	GinkgoHelper()
-	wc, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	prefix := "/registry/agentlane.io/externaltasks/" + ns + "/"
+	body, err := json.Marshal(map[string]any{"create_request": map[string]any{
+		"key": []byte(prefix), "range_end": []byte(prefix[:len(prefix)-1] + "0")}})
 	Expect(err).NotTo(HaveOccurred())
-	dw := &dispatchWatch{phase: map[string]agentlanev1alpha1.ExternalTaskPhase{}}
 	ctx, cancel := context.WithCancel(suiteCtx)
-	DeferCleanup(cancel)
-	go func() {
-		for ctx.Err() == nil {
-			if err := dw.follow(ctx, wc, ns); err != nil {
-				time.Sleep(200 * time.Millisecond)
-			}
-		}
-	}()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, testEnv.ControlPlane.Etcd.URL.JoinPath("/v3/watch").String(), bytes.NewReader(body))
+	Expect(err).NotTo(HaveOccurred())
+	resp, err := http.DefaultClient.Do(req)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	dw := &dispatchWatch{seen: map[string]attemptSeen{}}
+	events := make(chan error, 1)
+	go func() { events <- dw.follow(json.NewDecoder(resp.Body)) }()
+	DeferCleanup(func() {
+		cancel()
+		resp.Body.Close()
+		<-events
+	})
 	return dw
 }
 
-// follow lists the tasks and watches them from there until the watch
-// cannot resume (the API server restarted and no longer has the
-// resourceVersion) or ctx ends.
-func (dw *dispatchWatch) follow(ctx context.Context, wc client.WithWatch, ns string) error {
-	list := &agentlanev1alpha1.ExternalTaskList{}
-	if err := wc.List(ctx, list, client.InNamespace(ns)); err != nil {
-		return err
-	}
-	for i := range list.Items {
-		dw.observe(&list.Items[i])
-	}
-	rw, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion,
-		watchFunc(func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return wc.Watch(ctx, &agentlanev1alpha1.ExternalTaskList{}, &client.ListOptions{Namespace: ns, Raw: &opts})
-		}))
-	if err != nil {
-		return err
-	}
-	defer rw.Stop()
-	for ev := range rw.ResultChan() {
-		switch t, ok := ev.Object.(*agentlanev1alpha1.ExternalTask); {
-		case ev.Type == watch.Error:
-			return errors.New("the watch ended")
-		case ok && (ev.Type == watch.Added || ev.Type == watch.Modified):
+// etcdWatchResponse is one message of etcd's watch stream as its JSON
+// gateway writes it (bytes are base64, int64s strings).
+type etcdWatchResponse struct {
+	Result struct {
+		Events []struct {
+			Type string `json:"type"`
+			KV   struct {
+				ModRevision string `json:"mod_revision"`
+				Value       []byte `json:"value"`
+			} `json:"kv"`
+		} `json:"events"`
+	} `json:"result"`
+}
+
+// follow reads the watch stream until it ends.
+func (dw *dispatchWatch) follow(dec *json.Decoder) error {
+	for {
+		var msg etcdWatchResponse
+		if err := dec.Decode(&msg); err != nil {
+			return err
+		}
+		for _, ev := range msg.Result.Events {
+			if ev.Type == "DELETE" {
+				continue
+			}
+			t := &agentlanev1alpha1.ExternalTask{}
+			if err := json.Unmarshal(ev.KV.Value, t); err != nil {
+				continue
+			}
+			t.ResourceVersion = ev.KV.ModRevision
 			dw.observe(t)
 		}
 	}
-	return nil
 }
 
 func (dw *dispatchWatch) observe(t *agentlanev1alpha1.ExternalTask) {
 	dw.mu.Lock()
 	defer dw.mu.Unlock()
-	if dw.phase[t.Name] != t.Status.Phase && t.Status.Phase == agentlanev1alpha1.ExternalTaskDispatched {
+	st := &t.Status
+	now := attemptSeen{attempt: st.Attempt,
+		handedOut: st.Phase == agentlanev1alpha1.ExternalTaskDispatched || st.Phase == agentlanev1alpha1.ExternalTaskRunning}
+	if was := dw.seen[t.Name]; now.handedOut && (!was.handedOut || was.attempt != now.attempt) {
 		rv, _ := strconv.ParseUint(t.ResourceVersion, 10, 64)
 		dw.dispatches = append(dw.dispatches, dispatch{at: time.Now(), rv: rv})
 	}
-	dw.phase[t.Name] = t.Status.Phase
+	dw.seen[t.Name] = now
 }
 
 // firstDispatchAfter returns how long after since the first dispatch
@@ -121,14 +138,24 @@ func (dw *dispatchWatch) observe(t *agentlanev1alpha1.ExternalTask) {
 // killed manager sent before it died do not count as dispatches after it
 // (the API server's resourceVersions are etcd revisions, which grow).
 func (dw *dispatchWatch) firstDispatchAfter(since time.Time, marker uint64) time.Duration {
+	at, ok := dw.firstDispatch(marker, time.Time{})
+	if !ok {
+		return -1
+	}
+	return at.Sub(since)
+}
+
+// firstDispatch returns when the watch saw the first dispatch written after
+// the marker, counting only those it saw after seenAfter.
+func (dw *dispatchWatch) firstDispatch(marker uint64, seenAfter time.Time) (time.Time, bool) {
 	dw.mu.Lock()
 	defer dw.mu.Unlock()
 	for _, d := range dw.dispatches {
-		if d.rv > marker {
-			return d.at.Sub(since)
+		if d.rv > marker && d.at.After(seenAfter) {
+			return d.at, true
 		}
 	}
-	return -1
+	return time.Time{}, false
 }
 
 // writeMarker writes a ConfigMap in ns and returns its resourceVersion.
