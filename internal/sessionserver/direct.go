@@ -27,12 +27,14 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/controller"
 	"github.com/agentlane/agentlane/internal/direct"
 	"github.com/agentlane/agentlane/internal/lanequeue"
 	"github.com/agentlane/agentlane/internal/taskstate"
@@ -601,6 +603,27 @@ func taskResultOf(r lanequeue.Result) *agentlanev1alpha1.TaskResult {
 		res.ExitCode = &code
 	}
 	return res
+}
+
+// interruptedRecord answers 410 Interrupted for the record of a Direct
+// command that an earlier manager run left unfinished: this run does not
+// carry it, and it is unfinished (the ExternalTask controller fails it) or
+// the controller failed it, interrupted. A submitter whose call ended with
+// that run's connection asks for the command here and is told what a
+// submitter whose call the stopping leader ended is told: submit it again.
+// Any other task is nil.
+func (s *Server) interruptedRecord(task *agentlanev1alpha1.ExternalTask) error {
+	if task.Labels[agentlanev1alpha1.TargetLabel] != string(agentlanev1alpha1.ExternalTargetDirect) ||
+		s.Schedulers.DirectTasks().Holds(types.NamespacedName{Namespace: task.Namespace, Name: task.Name}) {
+		return nil
+	}
+	if st := &task.Status; st.Phase.IsTerminal() {
+		c := meta.FindStatusCondition(st.Conditions, agentlanev1alpha1.ExternalTaskFinishedCondition)
+		if st.Phase != agentlanev1alpha1.ExternalTaskFailed || c == nil || c.Message != controller.DirectInterruptedMessage {
+			return nil
+		}
+	}
+	return interruptedDirect(task.Name, true)
 }
 
 // interruptedDirect answers the submitter of a Direct command that had not

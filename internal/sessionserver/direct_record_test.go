@@ -19,6 +19,7 @@ package sessionserver
 import (
 	"context"
 	"errors"
+	"net/http"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -27,14 +28,17 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/lanequeue"
 	"github.com/agentlane/agentlane/internal/taskstate"
+	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
 // A recorded Direct command's end must reach its record: its submitter was
@@ -125,6 +129,57 @@ var _ = Describe("Direct records' end", func() {
 		d.recordEnd(succeeded)
 		Expect(writes.Load()).To(Equal(before+1), "one write")
 		Expect(record(d).Status.Phase).To(BeEmpty(), "never written")
+	})
+})
+
+var _ = Describe("Direct records of an earlier manager run", func() {
+	// A submitter whose call ended with the leader's connection asks the
+	// next leader for its command: a record the earlier run left
+	// unfinished is answered as the stopping leader answers its waiting
+	// submitters, Interrupted, before and after the ExternalTask
+	// controller fails it; a record that ended otherwise is the command.
+	It("answers Interrupted for a record left unfinished, and a finished record as it ended", func() {
+		t := newTenant()
+		t.newQueue(directLanes())
+		s := t.newSession("s", nil)
+		record := func(name string) *agentlanev1alpha1.ExternalTask {
+			task := &agentlanev1alpha1.ExternalTask{
+				ObjectMeta: metav1.ObjectMeta{Namespace: t.ns, Name: name, Labels: map[string]string{
+					agentlanev1alpha1.TargetLabel: "Direct", agentlanev1alpha1.QueueLabel: "q", agentlanev1alpha1.SessionLabel: "s"}},
+				Spec: agentlanev1alpha1.ExternalTaskSpec{SessionRef: &agentlanev1alpha1.AgentSessionReference{Name: s.Name},
+					Lane: "direct", CommandType: "bash"},
+			}
+			Expect(k8sClient.Create(ctx, task)).To(Succeed())
+			return task
+		}
+		left := record("left")
+		code, body := t.rawCall(t.token, http.MethodGet, "s", "/commands/left", nil)
+		Expect(code).To(Equal(http.StatusGone), "%v", body)
+		Expect(body["code"]).To(Equal(sessionapi.CodeInterrupted))
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(left), left)).To(Succeed())
+			g.Expect(left.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskFailed))
+		}).Should(Succeed())
+		code, body = t.rawCall(t.token, http.MethodGet, "s", "/commands/left", nil)
+		Expect(code).To(Equal(http.StatusGone), "%v", body)
+		Expect(body["code"]).To(Equal(sessionapi.CodeInterrupted))
+
+		ended := record("ended")
+		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(ended), ended); err != nil {
+				return err
+			}
+			now := metav1.Now()
+			ended.Status = agentlanev1alpha1.ExternalTaskStatus{Phase: agentlanev1alpha1.ExternalTaskFailed, Attempt: 2,
+				Holder: agentlanev1alpha1.HolderDirect, FinishedAt: &now}
+			meta.SetStatusCondition(&ended.Status.Conditions, metav1.Condition{Type: agentlanev1alpha1.ExternalTaskFinishedCondition,
+				Status: metav1.ConditionTrue, Reason: "Failed", Message: "attempt 2 Failed"})
+			return k8sClient.Status().Update(ctx, ended)
+		})).To(Succeed())
+		code, body = t.rawCall(t.token, http.MethodGet, "s", "/commands/ended", nil)
+		Expect(code).To(Equal(http.StatusOK), "%v", body)
+		Expect(body["state"]).To(Equal(sessionapi.StateFailed))
+		Expect(body["error"]).To(Equal("attempt 2 Failed"))
 	})
 })
 

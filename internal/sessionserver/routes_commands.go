@@ -278,6 +278,9 @@ func (s *Server) getCommand(w http.ResponseWriter, r *http.Request, sc *sessionC
 	if sessionapi.IsCode(err, sessionapi.CodeCommandNotFound) {
 		err = cmp.Or(s.interrupted(sc, id), err)
 	}
+	if err == nil {
+		err = s.interruptedRecord(task)
+	}
 	if err != nil {
 		return err
 	}
