@@ -110,7 +110,7 @@ func TestBenchE2E(t *testing.T) {
 	}
 	// The Session API serves TLS, as installed: the Direct stream needs it.
 	e := setup(t, true, benchManagerArgs()...)
-	var rep report
+	rep := report{loadStart: loadAverage()}
 	if *flagOnlyQueued {
 		rep.idle = e.queuedAndIdle(*flagQueuedSessions, *flagQueued)
 		rep.print(os.Stdout)

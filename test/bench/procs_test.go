@@ -52,8 +52,8 @@ func (p *process) stop() { p.Stop(20 * time.Second) }
 
 // usage is what /proc says about a process at one moment.
 type usage struct {
-	at       time.Time
-	cpu      time.Duration // user + system time so far
+	at  time.Time
+	cpu time.Duration // user + system time so far
 	// children is the user + system time of the process's children that
 	// ended and were waited for (a worker's task processes).
 	children time.Duration

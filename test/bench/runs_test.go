@@ -19,7 +19,10 @@ package bench
 import (
 	"fmt"
 	"io"
+	"os"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -243,10 +246,26 @@ type report struct {
 	latency    latencyRun
 	direct     directReport
 	idle       idleRun
+	// loadStart is the machine's load average when the benchmark started.
+	loadStart string
+}
+
+// loadAverage is the machine's 1, 5 and 15 minute load averages.
+func loadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(raw))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func (r report) print(w io.Writer) {
 	fmt.Fprintf(w, "\n== agentlane bench-e2e (%s) ==\n", time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "load average (1, 5, 15 min): %s at the start, %s now; %d CPUs\n", r.loadStart, loadAverage(), runtime.NumCPU())
 	if r.small > 0 {
 		fmt.Fprintf(w, "raw creates, %d clients: %.0f/s of a custom resource with a tiny schema (the yardstick of every ratio), %.0f/s of LaneQueues\n",
 			*flagClients, r.small, r.raw)
@@ -325,7 +344,7 @@ func (r report) printIdle(w io.Writer) {
 // runs can be laid side by side.
 func (r report) printSummary(w io.Writer) {
 	fmt.Fprintf(w, "\nsummary:\n")
-	row := func(k, v string) { fmt.Fprintf(w, "  %-40s %s\n", k, v) }
+	row := func(k, v string) { fmt.Fprintf(w, "  %-52s %s\n", k, v) }
 	if r.small > 0 {
 		row("raw creates/s, small CR (LaneQueue)", fmt.Sprintf("%.0f (%.0f)", r.small, r.raw))
 	}
