@@ -57,7 +57,10 @@ type clientReport struct {
 	// shard measured them from the request's arrival; rtt as the client
 	// saw the whole call.
 	GrantP50, GrantP99, StartP50, StartP99, RTTP50, RTTP99 int64
-	Error                                                  string `json:"error,omitempty"`
+	// Reconnects counts the workers' streams the hubs ended and the
+	// workers opened again.
+	Reconnects int64  `json:"reconnects"`
+	Error      string `json:"error,omitempty"`
 }
 
 // clientArgs are the client process's arguments.
@@ -89,7 +92,7 @@ func runClient(a clientArgs, out io.Writer) error {
 	calls := &http.Client{Transport: hc.Transport, Timeout: callTimeout}
 	n := len(a.urls)
 	sessions := sessionsOf(a.queues, a.sessions, n)
-	stopWorkers, err := startWorkers(hc, a.urls, a.workers, a.capacity)
+	stopWorkers, reconnects, err := startWorkers(hc, a.urls, a.workers, a.capacity)
 	if err != nil {
 		return err
 	}
@@ -213,6 +216,7 @@ func runClient(a clientArgs, out io.Writer) error {
 	for _, l := range [][]time.Duration{grants, starts, rtts} {
 		slices.Sort(l)
 	}
+	rep.Reconnects = reconnects.Load()
 	us := func(d time.Duration) int64 { return d.Microseconds() }
 	rep.GrantP50, rep.GrantP99 = us(percentile(grants, 50)), us(percentile(grants, 99))
 	rep.StartP50, rep.StartP99 = us(percentile(starts, 50)), us(percentile(starts, 99))
@@ -284,90 +288,147 @@ func pemOf(der []byte) []byte {
 // startWorkers connects workers simulated workers to every shard's Direct
 // hub at urls, one stream each with capacity slots, as Direct workers
 // stream to every shard leader. Each answers every task at once with
-// workerOutput, and pings when it has sent nothing for a ping interval.
-// It returns once every stream got its Welcome; stop ends them.
-func startWorkers(hc *http.Client, urls []string, workers, capacity int) (stop func(), err error) {
+// workerOutput, pings when it has sent nothing for a ping interval, and
+// connects again when its stream ends (as a worker does; on a machine
+// loaded enough, the hub takes a stream as dead), counting it in
+// reconnects. It returns once every stream got its first Welcome; stop
+// ends them.
+func startWorkers(hc *http.Client, urls []string, workers, capacity int) (stop func(), reconnects *atomic.Int64, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
+	reconnects = new(atomic.Int64)
 	var wg sync.WaitGroup
-	var closers []io.Closer
+	var mu sync.Mutex
+	var streams []*workerStream
 	stop = func() {
 		cancel()
-		for _, c := range closers {
-			_ = c.Close()
+		mu.Lock()
+		for _, st := range streams {
+			st.close()
 		}
+		mu.Unlock()
 		wg.Wait()
 	}
 	for w := range workers {
 		for _, base := range urls {
 			hello := workerproto.DirectHello{Worker: fmt.Sprintf("worker-%d", w), Node: "node-0", Namespace: "default",
 				Incarnation: fmt.Sprintf("worker-%d-1", w), Capacity: capacity, CommandTypes: []string{"read"}}
-			pr, pw := io.Pipe()
-			closers = append(closers, pw)
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+workerproto.DirectPath, pr)
+			st, err := dialWorker(ctx, hc, base, hello, &wg)
 			if err != nil {
 				stop()
-				return nil, err
+				return nil, nil, err
 			}
-			req.Header.Set("Content-Type", workerproto.DirectContentType)
-			var mu sync.Mutex
-			enc := json.NewEncoder(pw)
-			send := func(f workerproto.WorkerFrame) error {
-				mu.Lock()
-				defer mu.Unlock()
-				return enc.Encode(f)
-			}
-			go func() { _ = send(workerproto.WorkerFrame{Hello: &hello}) }()
-			resp, err := hc.Do(req)
-			if err != nil {
-				stop()
-				return nil, fmt.Errorf("worker %s: %w", hello.Worker, err)
-			}
-			closers = append(closers, resp.Body)
-			dec := json.NewDecoder(bufio.NewReader(resp.Body))
-			var welcome workerproto.ManagerFrame
-			if resp.StatusCode != http.StatusOK || dec.Decode(&welcome) != nil || welcome.Welcome == nil {
-				resp.Body.Close()
-				stop()
-				return nil, fmt.Errorf("worker %s: refused (%s)", hello.Worker, resp.Status)
-			}
-			// The reader never waits for the writer, so that the hub's
-			// writes are read however slowly the results go out.
-			results := make(chan *workerproto.DirectResult, capacity+1)
+			mu.Lock()
+			streams = append(streams, st)
+			mu.Unlock()
 			wg.Go(func() {
-				defer resp.Body.Close()
-				defer close(results)
-				for {
-					var f workerproto.ManagerFrame
-					if dec.Decode(&f) != nil {
-						return
-					}
-					if f.Task != nil {
-						results <- &workerproto.DirectResult{ID: f.Task.ID, Attempt: f.Task.Attempt,
-							Success: true, Output: workerOutput(time.Now())}
-					}
-				}
-			})
-			wg.Go(func() {
-				defer pw.Close()
-				for r := range results {
-					if send(workerproto.WorkerFrame{Result: r}) != nil {
-						return
-					}
-				}
-			})
-			wg.Go(func() {
-				t := time.NewTicker(workerproto.DirectPingInterval)
-				defer t.Stop()
 				for {
 					select {
+					case <-st.done:
 					case <-ctx.Done():
 						return
-					case <-t.C:
-						_ = send(workerproto.WorkerFrame{Ping: true})
+					}
+					for {
+						if ctx.Err() != nil {
+							return
+						}
+						next, err := dialWorker(ctx, hc, base, hello, &wg)
+						if err == nil {
+							reconnects.Add(1)
+							mu.Lock()
+							streams = append(streams, next)
+							mu.Unlock()
+							st = next
+							break
+						}
+						time.Sleep(100 * time.Millisecond)
 					}
 				}
 			})
 		}
 	}
-	return stop, nil
+	return stop, reconnects, nil
+}
+
+// workerStream is one simulated worker's stream; done is closed when it
+// ended.
+type workerStream struct {
+	done  chan struct{}
+	close func()
+}
+
+// dialWorker opens a stream to the hub at base with hello and serves it
+// in goroutines of wg.
+func dialWorker(ctx context.Context, hc *http.Client, base string, hello workerproto.DirectHello, wg *sync.WaitGroup) (*workerStream, error) {
+	pr, pw := io.Pipe()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+workerproto.DirectPath, pr)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", workerproto.DirectContentType)
+	var mu sync.Mutex
+	enc := json.NewEncoder(pw)
+	send := func(f workerproto.WorkerFrame) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return enc.Encode(f)
+	}
+	go func() { _ = send(workerproto.WorkerFrame{Hello: &hello}) }()
+	resp, err := hc.Do(req)
+	if err != nil {
+		pw.Close()
+		return nil, fmt.Errorf("worker %s: %w", hello.Worker, err)
+	}
+	dec := json.NewDecoder(bufio.NewReader(resp.Body))
+	var welcome workerproto.ManagerFrame
+	if resp.StatusCode != http.StatusOK || dec.Decode(&welcome) != nil || welcome.Welcome == nil {
+		resp.Body.Close()
+		pw.Close()
+		return nil, fmt.Errorf("worker %s: refused (%s)", hello.Worker, resp.Status)
+	}
+	st := &workerStream{done: make(chan struct{})}
+	var once sync.Once
+	st.close = func() {
+		once.Do(func() {
+			_ = pw.Close()
+			_ = resp.Body.Close()
+		})
+	}
+	// The reader never waits for the writer, so that the hub's writes are
+	// read however slowly the results go out.
+	results := make(chan *workerproto.DirectResult, hello.Capacity+1)
+	wg.Go(func() {
+		defer close(st.done)
+		defer st.close()
+		defer close(results)
+		for {
+			var f workerproto.ManagerFrame
+			if dec.Decode(&f) != nil {
+				return
+			}
+			if f.Task != nil {
+				results <- &workerproto.DirectResult{ID: f.Task.ID, Attempt: f.Task.Attempt,
+					Success: true, Output: workerOutput(time.Now())}
+			}
+		}
+	})
+	wg.Go(func() {
+		for r := range results {
+			if send(workerproto.WorkerFrame{Result: r}) != nil {
+				return
+			}
+		}
+	})
+	wg.Go(func() {
+		t := time.NewTicker(workerproto.DirectPingInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-st.done:
+				return
+			case <-t.C:
+				_ = send(workerproto.WorkerFrame{Ping: true})
+			}
+		}
+	})
+	return st, nil
 }

@@ -212,6 +212,7 @@ type result struct {
 	tasksPerSec, cpuPerTask                float64 // cpuPerTask in seconds
 	grantP50, grantP99, startP50, startP99 time.Duration
 	rttP50, rttP99                         time.Duration // api modes: the client's round trip
+	reconnects                             int64         // api modes: worker streams opened again
 	perShard                               []int         // queues per shard
 }
 
@@ -341,6 +342,7 @@ func runOnce(o options, n int, mode string) (result, error) {
 		r.tasksPerSec, r.cpuPerTask = rep.TasksPerSec, cpu.Seconds()/float64(rep.Finished)
 		r.grantP50, r.grantP99, r.startP50, r.startP99 = us(rep.GrantP50), us(rep.GrantP99), us(rep.StartP50), us(rep.StartP99)
 		r.rttP50, r.rttP99 = us(rep.RTTP50), us(rep.RTTP99)
+		r.reconnects = rep.Reconnects
 		return r, nil
 	}
 	r.tasksPerSec, r.cpuPerTask, err = throughput(c, o.clients, o.warmup, o.duration)
@@ -412,8 +414,12 @@ func main() {
 				}
 				rs = append(rs, r)
 			}
-			if failed > 0 {
-				fmt.Printf("(%s, %d shards: %d failed runs run again)\n", mode, n, failed)
+			var reconnects int64
+			for _, r := range rs {
+				reconnects += r.reconnects
+			}
+			if failed > 0 || reconnects > 0 {
+				fmt.Printf("(%s, %d shards: %d failed runs run again, %d worker streams opened again)\n", mode, n, failed, reconnects)
 			}
 			tps := medianOf(rs, func(r result) float64 { return r.tasksPerSec })
 			cpu := medianOf(rs, func(r result) float64 { return r.cpuPerTask })

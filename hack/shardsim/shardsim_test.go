@@ -216,7 +216,7 @@ func TestAPIRoutesToTheOwner(t *testing.T) {
 			c.close()
 			t.Fatal(err)
 		}
-		stop, err := startWorkers(c.servers[0].Client(), []string{c.servers[0].URL, c.servers[1].URL}, 1, 2)
+		stop, _, err := startWorkers(c.servers[0].Client(), []string{c.servers[0].URL, c.servers[1].URL}, 1, 2)
 		if err != nil {
 			c.close()
 			t.Fatal(err)
