@@ -260,10 +260,10 @@ func spawnClient(o options, c *cluster, proxy bool) (clientReport, time.Duration
 	var cpu0, cpu time.Duration
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
-		switch line := sc.Text(); {
-		case line == "start":
+		switch line := sc.Text(); line {
+		case "start":
 			cpu0 = cpuTime()
-		case line == "stop":
+		case "stop":
 			cpu = cpuTime() - cpu0
 		default:
 			if err := json.Unmarshal([]byte(line), &rep); err != nil {
@@ -373,7 +373,7 @@ func dialWorker(ctx context.Context, hc *http.Client, base string, hello workerp
 		return enc.Encode(f)
 	}
 	go func() { _ = send(workerproto.WorkerFrame{Hello: &hello}) }()
-	resp, err := hc.Do(req)
+	resp, err := hc.Do(req) //nolint:bodyclose // closed on refusal below, else by st.close, which every caller runs
 	if err != nil {
 		pw.Close()
 		return nil, fmt.Errorf("worker %s: %w", hello.Worker, err)

@@ -248,7 +248,7 @@ func throughput(c *cluster, clients int, warmup, duration time.Duration) (float6
 				}
 				<-tk.Done()
 				if o, _ := tk.Outcome(); o.State != lanequeue.StateSucceeded {
-					errs <- fmt.Errorf("command %s ended %s: %v", tk.ID(), o.State, o.Err)
+					errs <- fmt.Errorf("command %s ended %s: %w", tk.ID(), o.State, o.Err)
 					return
 				}
 				if measuring.Load() {
@@ -304,7 +304,7 @@ func latency(c *cluster, rate float64, duration time.Duration) (grants, starts [
 	for _, tk := range tickets {
 		<-tk.Done()
 		if o, _ := tk.Outcome(); o.State != lanequeue.StateSucceeded {
-			return nil, nil, fmt.Errorf("command %s ended %s: %v", tk.ID(), o.State, o.Err)
+			return nil, nil, fmt.Errorf("command %s ended %s: %w", tk.ID(), o.State, o.Err)
 		}
 	}
 	mu.Lock()
