@@ -24,12 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/taskstate"
 )
-
-// DirectInterruptedMessage is why a recorded Direct task that no manager
-// carries any more failed.
-const DirectInterruptedMessage = "interrupted: the manager run that dispatched this Direct task stopped before the task ended, " +
-	"and its result cannot be taken any more; submit the command again to run it"
 
 // isDirectRecord tells whether task is the record of a Direct lane's
 // command, which the Session API's Direct dispatcher carries.
@@ -63,5 +59,5 @@ func (r *ExternalTaskReconciler) reconcileDirect(ctx context.Context, task *agen
 		}
 		return r.reconcileFinished(ctx, s, b.lq)
 	}
-	return ctrl.Result{}, r.finishUnscheduled(s, agentlanev1alpha1.ExternalTaskFailed, DirectInterruptedMessage)
+	return ctrl.Result{}, r.finishUnscheduled(s, agentlanev1alpha1.ExternalTaskFailed, taskstate.DirectInterruptedMessage)
 }

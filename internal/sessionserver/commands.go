@@ -176,9 +176,18 @@ func (c *call) wait(ctx context.Context, done func(*sessionapi.Command) bool) (s
 		if done(&v) {
 			return v, true
 		}
+		ended, settled := c.ticket.Done(), (<-chan struct{})(nil)
+		if c.direct != nil {
+			// A Direct command's answer also waits for its record's end.
+			settled = c.direct.settled
+			if v.Final() {
+				ended = nil
+			}
+		}
 		select {
 		case <-changed:
-		case <-c.ticket.Done():
+		case <-ended:
+		case <-settled:
 		case <-ctx.Done():
 			return c.view(), false
 		case <-c.stop:
@@ -203,7 +212,13 @@ func (c *call) interrupted() error {
 // answered tells when a call's command is ready for the reply: an External
 // command once it ended, an Internal or Hybrid one once it holds a slot.
 func (c *call) answered() func(*sessionapi.Command) bool {
-	if c.task != "" || c.direct != nil {
+	switch {
+	case c.direct != nil:
+		// Once its end is recorded, if it must be: a leader stopped after
+		// the answer would leave a record its successor fails, interrupted,
+		// against what the submitter was told.
+		return func(v *sessionapi.Command) bool { return v.Final() && c.direct.endSettled() }
+	case c.task != "":
 		return final
 	}
 	return granted

@@ -34,7 +34,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
-	"github.com/agentlane/agentlane/internal/controller"
 	"github.com/agentlane/agentlane/internal/direct"
 	"github.com/agentlane/agentlane/internal/lanequeue"
 	"github.com/agentlane/agentlane/internal/taskstate"
@@ -292,9 +291,12 @@ type directCall struct {
 	cmd      lanequeue.Command
 	owner    metav1.OwnerReference
 	identity *agentlanev1alpha1.Identity
-	// ticket is set once Submit returned; ready is closed then.
-	ticket *lanequeue.Ticket
-	ready  chan struct{}
+	// ticket is set once Submit returned; ready is closed then. settled
+	// is closed once the end of a watched command was recorded, if it
+	// must be (watch).
+	ticket  *lanequeue.Ticket
+	ready   chan struct{}
+	settled chan struct{}
 
 	mu sync.Mutex
 	// attempt is what the record should show of the current attempt,
@@ -330,6 +332,7 @@ func (s *Server) newDirectCall(sc *sessionCall, cmd lanequeue.Command, lane stri
 		after:   target.Direct.MaterializeAfterOrDefault(),
 		always:  target.Direct.RecordsAlways(),
 		ready:   make(chan struct{}),
+		settled: make(chan struct{}),
 	}
 	if ws := target.WorkerSelector; ws != nil {
 		sel, err := metav1.LabelSelectorAsSelector(ws.LabelSelector())
@@ -444,10 +447,21 @@ func (d *directCall) watch() {
 	d.watching = true
 	d.mu.Unlock()
 	go func() {
+		defer close(d.settled)
 		<-d.ready
 		<-d.ticket.Done()
 		d.ended()
 	}()
+}
+
+// endSettled tells whether the command's end needs no record, or its
+// record's end was written (or given up: the manager stops leading, or the
+// write cannot succeed).
+func (d *directCall) endSettled() bool {
+	d.mu.Lock()
+	watching := d.watching
+	d.mu.Unlock()
+	return !watching || isClosed(d.settled)
 }
 
 // ended records the command's end if it must be: it was recorded, or it
@@ -619,7 +633,7 @@ func (s *Server) interruptedRecord(task *agentlanev1alpha1.ExternalTask) error {
 	}
 	if st := &task.Status; st.Phase.IsTerminal() {
 		c := meta.FindStatusCondition(st.Conditions, agentlanev1alpha1.ExternalTaskFinishedCondition)
-		if st.Phase != agentlanev1alpha1.ExternalTaskFailed || c == nil || c.Message != controller.DirectInterruptedMessage {
+		if st.Phase != agentlanev1alpha1.ExternalTaskFailed || c == nil || c.Message != taskstate.DirectInterruptedMessage {
 			return nil
 		}
 	}

@@ -38,8 +38,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
-	"github.com/agentlane/agentlane/internal/controller"
 	"github.com/agentlane/agentlane/internal/executor"
+	"github.com/agentlane/agentlane/internal/taskstate"
 	"github.com/agentlane/agentlane/internal/testenv"
 	"github.com/agentlane/agentlane/internal/worker"
 	"github.com/agentlane/agentlane/internal/workerproto"
@@ -322,7 +322,7 @@ var _ = Describe("Direct lanes", func() {
 		}).Should(Succeed())
 		c := meta.FindStatusCondition(task.Status.Conditions, agentlanev1alpha1.ExternalTaskFinishedCondition)
 		Expect(c).NotTo(BeNil())
-		Expect(c.Message).To(Equal(controller.DirectInterruptedMessage))
+		Expect(c.Message).To(Equal(taskstate.DirectInterruptedMessage))
 	})
 
 	It("retries, on another worker, an attempt whose worker stopped while it ran", func() {

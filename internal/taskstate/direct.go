@@ -24,6 +24,12 @@ import (
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 )
 
+// DirectInterruptedMessage is why a recorded Direct task that no manager
+// carries any more failed (the ExternalTask controller closes it so), and
+// how the Session API recognizes such a task.
+const DirectInterruptedMessage = "interrupted: the manager run that dispatched this Direct task stopped before the task ended, " +
+	"and its result cannot be taken any more; submit the command again to run it"
+
 // DirectAttempt is the attempt of a Direct lane's task as the manager's
 // Direct dispatcher knows it when it records the task.
 type DirectAttempt struct {
