@@ -113,6 +113,9 @@ type directLatency struct {
 	wait   [2]time.Duration
 	failed int
 	writes map[string]float64
+	// recorded is how many of the run's tasks were recorded as
+	// ExternalTasks.
+	recorded int
 }
 
 // directReport is the Direct part's result.
@@ -280,6 +283,7 @@ func (e *env) directHalfLoad(tn *tenant, kind, prefix string, rate float64, n in
 	after := e.snapshot()
 	l := directLatency{kind: kind, rate: float64(n) / sentIn.Seconds(), tasks: n, failed: int(failed.Load()),
 		wait: histogramQuantiles(before.manager, after.manager, directWaitMetric), writes: writeCounts(before.api, after.api)}
+	l.recorded = e.recorded(tn.ns, prefix+"-")
 	l.answer[0], l.answer[1] = percentiles(answers)
 	l.start[0], l.start[1] = percentiles(starts)
 	if l.failed > 0 {
@@ -362,10 +366,12 @@ func (r report) crReference() float64 {
 }
 
 // directWrites splits a run's API writes per task: ExternalTask writes
-// (creates and status of recorded tasks), the other writes that are stored
-// (sessions' and queues' status, leases, events) and the TokenReviews and
-// SubjectAccessReviews of the Session API, which are requests the API
-// server answers without storing anything.
+// (creates and status of recorded tasks; the TTL deletes of finished
+// records, which are cleanup and may be an earlier run's, are left out),
+// the other writes that are stored (sessions' and queues' status, leases,
+// events, those deletes) and the TokenReviews and SubjectAccessReviews of
+// the Session API, which are requests the API server answers without
+// storing anything.
 func directWrites(writes map[string]float64, tasks int) (tasksWrites, other, reviews float64) {
 	all := 0.0
 	for k, v := range writes {
@@ -374,7 +380,7 @@ func directWrites(writes map[string]float64, tasks int) (tasksWrites, other, rev
 			reviews += v
 		}
 	}
-	xt := writesOf(writes, "externaltasks")
+	xt := protocolWrites(writes)
 	n := float64(tasks)
 	return xt / n, (all - xt - reviews) / n, reviews / n
 }
@@ -412,7 +418,11 @@ func (r report) printDirect(w io.Writer) {
 		}
 		fmt.Fprintf(w, "\n  the manager's wait for a free worker (%s): p50 %s  p99 %s\n", directWaitMetric, ms(l.wait[0]), ms(l.wait[1]))
 		xt, other, reviews := directWrites(l.writes, l.tasks)
-		fmt.Fprintf(w, "  API writes per task: %.3f ExternalTask, %.3f other stored, %.3f reviews\n", xt, other, reviews)
+		fmt.Fprintf(w, "  API writes per task: %.3f ExternalTask (%d tasks recorded), %.3f other stored, %.3f reviews; by verb:", xt, l.recorded, other, reviews)
+		for _, k := range sortedKeys(l.writes) {
+			fmt.Fprintf(w, " %s %.3f;", k, l.writes[k]/float64(l.tasks))
+		}
+		fmt.Fprintln(w)
 	}
 }
 
