@@ -78,9 +78,11 @@ type leaseHold struct {
 	// led writes as before: a standby's setup writes are not gated).
 	held, led bool
 	renewed   time.Time
-	// blind: a read of the Lease got no answer since the last one that
-	// did.
-	blind bool
+	// silentSince is when reads of the Lease began to get no answer, zero
+	// while they get one. Reads that got none for the renew deadline (an
+	// outage: the leader stopped writing too) make the next answer count
+	// as a change; a lone timeout of a slow API server does not.
+	silentSince time.Time
 }
 
 // newLeaseHold wraps lock. hold <= 0 reports every failed renewal to the
@@ -91,8 +93,9 @@ func newLeaseHold(lock resourcelock.Interface, renewDeadline, hold time.Duration
 
 // Get reads the Lease and notes whether it still names this replica.
 //
-// A standby that could not read the Lease (the API server did not answer)
-// reports the first Lease it reads again as changed, whatever it holds:
+// A standby that could not read the Lease for the renew deadline (the API
+// server did not answer) reports the first Lease it reads again as
+// changed, whatever it holds:
 // the election then watches it for a whole lease duration again before it
 // may take it. Without that, a standby that last saw the Lease before an
 // outage takes it at its first read after the outage, racing the leader's
@@ -107,17 +110,19 @@ func (h *leaseHold) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord
 	rec, raw, err := h.Interface.Get(ctx)
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	now := h.clock.Now()
 	if err != nil {
-		if noAnswer(err) {
-			h.blind = true
+		if noAnswer(err) && h.silentSince.IsZero() {
+			h.silentSince = now
 		}
 		return rec, raw, err
 	}
 	if rec.HolderIdentity != h.Identity() {
 		h.held = false
 	}
-	if h.blind && !h.held {
-		h.blind = false
+	blind := !h.silentSince.IsZero() && now.Sub(h.silentSince) >= h.renewDeadline
+	h.silentSince = time.Time{}
+	if blind && !h.held {
 		// Not the bytes of any Lease the election saw: it restarts the
 		// lease duration from now.
 		raw = append(append([]byte(nil), raw...), ' ')

@@ -195,11 +195,11 @@ func TestLeaseHoldBounded(t *testing.T) {
 
 // TestLeaseHoldStandby: a standby's failed attempts are never reported
 // done (it would lead without holding the Lease), and after reads that got
-// no answer it reports the Lease changed, so that the election waits a
-// whole lease duration before taking it.
+// no answer for the renew deadline it reports the Lease changed, so that
+// the election waits a whole lease duration before taking it.
 func TestLeaseHoldStandby(t *testing.T) {
 	ctx := context.Background()
-	h, lock, _ := newTestHold("b")
+	h, lock, clk := newTestHold("b")
 	lock.rec = lock.holder("a")
 	_, before, err := h.Get(ctx)
 	if err != nil {
@@ -209,7 +209,22 @@ func TestLeaseHoldStandby(t *testing.T) {
 	if string(again) != string(before) {
 		t.Fatal("an unchanged Lease read as changed while the API server answers")
 	}
+	// A lone timeout of a slow API server changes nothing.
+	lock.err = context.DeadlineExceeded
+	if _, _, err := h.Get(ctx); err == nil {
+		t.Fatal("a read without answer reported a Lease")
+	}
+	clk.Step(time.Second)
+	lock.err = nil
+	if _, raw, _ := h.Get(ctx); string(raw) != string(before) {
+		t.Fatal("a lone timed-out read made the standby wait a new lease duration")
+	}
+	// An outage does.
 	lock.err = errRefused
+	if _, _, err := h.Get(ctx); err == nil {
+		t.Fatal("a read without answer reported a Lease")
+	}
+	clk.Step(renewDeadline)
 	if _, _, err := h.Get(ctx); err == nil {
 		t.Fatal("a read without answer reported a Lease")
 	}

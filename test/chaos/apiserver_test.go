@@ -49,6 +49,9 @@ func apiServerOutage(downtime time.Duration) (killed, back time.Time) {
 	// Stop succeeds once envtest has seen the process exit.
 	Eventually(apiServer.Stop).Should(Succeed())
 	time.Sleep(downtime)
+	// A loaded two-core machine can take longer than envtest's default to
+	// start it.
+	apiServer.StartTimeout = 2 * time.Minute
 	Expect(apiServer.Start()).To(Succeed())
 	return killed, time.Now()
 }
