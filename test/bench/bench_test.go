@@ -368,7 +368,10 @@ func (e *env) startWorkers(ns string, n int, directToken string) []*process {
 			args = append(args, "--direct-server="+e.sessionAPI, "--direct-ca-file="+e.caFile,
 				"--direct-token-file="+directToken, fmt.Sprintf("--direct-capacity=%d", *flagDirectCapacity), "--noop-executor")
 		}
-		ws = append(ws, startProcess(e.t, e.dir, name, e.workerBin, e.workerKC, args...))
+		w := startProcess(e.t, e.dir, name, e.workerBin, e.workerKC, args...)
+		// Stopped when the test ends, however it ends (stop is idempotent).
+		e.t.Cleanup(w.stop)
+		ws = append(ws, w)
 	}
 	return ws
 }
