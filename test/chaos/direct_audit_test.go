@@ -66,9 +66,8 @@ type directRow struct {
 	recorded int
 	// endUnrecorded: records failed, interrupted, by the next leader
 	// although their submitter was answered Succeeded before the leader's
-	// kill: the leader answers a recorded command before it writes the
-	// record's end, and died in between. The command ran and was counted
-	// once; its record shows Failed.
+	// kill. A leader answers a recorded command only once the record's end
+	// is written, so there must be none (a problem of the audit).
 	endUnrecorded int
 	// inFlight: submissions in flight at a manager's kill.
 	inFlight int
@@ -216,6 +215,7 @@ func (r *directRow) auditRecords(ns string, byID map[string]directSubmission, ki
 		if !succeeded && sub.outcome == outSucceeded && !killed.IsZero() && sub.end.Before(killed) &&
 			t.Status.Phase == agentlanev1alpha1.ExternalTaskFailed && c != nil && strings.HasPrefix(c.Message, "interrupted:") {
 			r.endUnrecorded++
+			r.problems = append(r.problems, fmt.Sprintf("record %s ended Failed, interrupted, but its submitter was answered Succeeded before the kill", t.Name))
 			continue
 		}
 		if succeeded != (sub.outcome == outSucceeded) {
