@@ -19,6 +19,7 @@ package sessionserver
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -27,6 +28,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/lru"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -85,6 +87,14 @@ type KubeAuthorizer struct {
 	RefuseAPIServerTokens bool
 	// TTL is how long an answer is reused; 10s when zero.
 	TTL time.Duration
+	// StaleGrace is how long past its TTL an answer is still reused while
+	// the API server cannot be asked again (it does not answer, or answers
+	// that it is unavailable or overloaded), so that calls keep working
+	// through a short outage of the API server; DefaultReviewStaleGrace when
+	// zero, never when negative. A revoked token or right may then be
+	// honoured up to TTL+StaleGrace after it was revoked, during an outage
+	// only.
+	StaleGrace time.Duration
 	// Clock times the cache; the real clock when nil.
 	Clock clock.PassiveClock
 	// MaxReviewsInFlight bounds the TokenReviews and SubjectAccessReviews
@@ -120,6 +130,9 @@ type KubeAuthorizer struct {
 const (
 	// DefaultReviewTTL is how long a review's answer is reused.
 	DefaultReviewTTL = 10 * time.Second
+	// DefaultReviewStaleGrace is how long past its TTL an answer is reused
+	// while the API server cannot be asked (KubeAuthorizer.StaleGrace).
+	DefaultReviewStaleGrace = 30 * time.Second
 	// DefaultMaxReviewsInFlight bounds the reviews in flight at once.
 	DefaultMaxReviewsInFlight = 64
 	// DefaultMaxReviewsInFlightPerAddress bounds those of one client
@@ -200,8 +213,12 @@ func (a *KubeAuthorizer) Authenticate(ctx context.Context, r *http.Request) (Cal
 		// without a charge to its address's failed authentications.
 		known := hit && c.ok
 		var err error
+		prev := c
 		if c, err = a.tokenFlights.do(ctx, key, func() (cachedCaller, error) { return a.reviewToken(ctx, r, token, key, known) }); err != nil {
-			return Caller{}, err
+			if !hit || !a.staleUsable(prev.expires, err) {
+				return Caller{}, err
+			}
+			c = prev
 		}
 	}
 	if !c.ok {
@@ -243,7 +260,7 @@ func (a *KubeAuthorizer) reviewToken(ctx context.Context, r *http.Request, token
 	asked := a.reviewAudiences(token)
 	review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: asked}}
 	if err := a.Client.Create(ctx, review); err != nil {
-		return cachedCaller{}, apiError(http.StatusInternalServerError, sessionapi.CodeInternal, "token review failed: "+err.Error())
+		return cachedCaller{}, reviewError("token review", err)
 	}
 	st := review.Status
 	c := cachedCaller{ok: st.Authenticated, reason: st.Error, expires: now.Add(a.ttl())}
@@ -319,9 +336,53 @@ func (a *KubeAuthorizer) grant(ctx context.Context, c Caller, key grantKey) (cac
 		go a.refreshGrant(context.WithoutCancel(ctx), c, key)
 	}
 	if !hit || now.After(g.expires) {
-		return a.grantFlights.do(ctx, key, func() (cachedGrant, error) { return a.review(ctx, c, key) })
+		fresh, err := a.grantFlights.do(ctx, key, func() (cachedGrant, error) { return a.review(ctx, c, key) })
+		if err != nil && hit && a.staleUsable(g.expires, err) {
+			return g, nil
+		}
+		return fresh, err
 	}
 	return g, nil
+}
+
+// staleUsable tells whether an answer that expired at expires may be used
+// because asking again failed with err for want of the API server
+// (StaleGrace).
+func (a *KubeAuthorizer) staleUsable(expires time.Time, err error) bool {
+	grace := a.StaleGrace
+	if grace == 0 {
+		grace = DefaultReviewStaleGrace
+	}
+	var u unavailableReview
+	return grace > 0 && errors.As(err, &u) && !a.now().After(expires.Add(grace))
+}
+
+// unavailableReview is a review the API server did not answer, or answered
+// that it is unavailable, overloaded or timed out.
+type unavailableReview struct{ err *sessionapi.Error }
+
+func (u unavailableReview) Error() string { return u.err.Error() }
+func (u unavailableReview) Unwrap() error { return u.err }
+
+// reviewError is the error of a review whose creation failed with err.
+func reviewError(what string, err error) error {
+	e := apiError(http.StatusInternalServerError, sessionapi.CodeInternal, what+" failed: "+err.Error())
+	if apiServerUnavailable(err) {
+		return unavailableReview{e}
+	}
+	return e
+}
+
+// apiServerUnavailable tells whether a request that failed with err may
+// succeed later: the API server did not answer, or answered that it is
+// unavailable, overloaded or timed out.
+func apiServerUnavailable(err error) bool {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		return true
+	}
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err)
 }
 
 // refreshGrant asks again for an answer that is about to expire.
@@ -365,7 +426,7 @@ func (a *KubeAuthorizer) review(ctx context.Context, c Caller, key grantKey) (ca
 		User: c.Username, UID: c.UID, Groups: c.Groups, Extra: c.Extra, ResourceAttributes: attrs,
 	}}
 	if err := a.Client.Create(ctx, sar); err != nil {
-		return cachedGrant{}, apiError(http.StatusInternalServerError, sessionapi.CodeInternal, "access review failed: "+err.Error())
+		return cachedGrant{}, reviewError("access review", err)
 	}
 	g := cachedGrant{allowed: sar.Status.Allowed && !sar.Status.Denied, reason: sar.Status.Reason, expires: now.Add(a.ttl())}
 	a.grants.Add(key, g)

@@ -521,16 +521,10 @@ func (d *directCall) recordEnd(end *directEnd) {
 }
 
 // retriableWrite tells whether a write that failed with err may succeed
-// later: the API server did not answer, answered that it is unavailable,
-// overloaded or timed out, or the object changed under the write.
+// later: the API server was unavailable (apiServerUnavailable), or the
+// object changed under the write.
 func retriableWrite(err error) bool {
-	var st apierrors.APIStatus
-	if !errors.As(err, &st) {
-		return true
-	}
-	return apierrors.IsConflict(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
-		apierrors.IsTooManyRequests(err) || apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) ||
-		apierrors.IsUnexpectedServerError(err)
+	return apierrors.IsConflict(err) || apiServerUnavailable(err)
 }
 
 // directEnd is how a recorded command ended.
