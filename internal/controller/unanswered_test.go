@@ -106,10 +106,12 @@ func TestRetryUnanswered(t *testing.T) {
 		}
 		delays = append(delays, res.RequeueAfter)
 	}
-	want := []time.Duration{50, 100, 200, 400, 800, 1000, 1000, 1000, 1000, 1000, 1000, 1000}
+	ms := time.Millisecond
+	want := []time.Duration{50 * ms, 100 * ms, 200 * ms, 400 * ms, 800 * ms, time.Second, time.Second, time.Second,
+		time.Second, time.Second, time.Second, time.Second}
 	for i := range want {
-		if delays[i] != want[i]*time.Millisecond {
-			t.Fatalf("delays %v, want %v ms", delays, want)
+		if delays[i] != want[i] {
+			t.Fatalf("delays %v, want %v", delays, want)
 		}
 	}
 	if res, err := r.Reconcile(ctx, req); err != nil || res.RequeueAfter != time.Minute {

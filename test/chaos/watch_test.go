@@ -70,7 +70,7 @@ func watchDispatches(ns string) *dispatchWatch {
 	ctx, cancel := context.WithCancel(suiteCtx)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, testEnv.ControlPlane.Etcd.URL.JoinPath("/v3/watch").String(), bytes.NewReader(body))
 	Expect(err).NotTo(HaveOccurred())
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(req) //nolint:bodyclose // closed by the DeferCleanup below, once the watch is followed to its end
 	Expect(err).NotTo(HaveOccurred())
 	Expect(resp.StatusCode).To(Equal(http.StatusOK))
 	dw := &dispatchWatch{seen: map[string]attemptSeen{}}
@@ -78,8 +78,8 @@ func watchDispatches(ns string) *dispatchWatch {
 	go func() { events <- dw.follow(json.NewDecoder(resp.Body)) }()
 	DeferCleanup(func() {
 		cancel()
-		resp.Body.Close()
-		<-events
+		_ = resp.Body.Close()
+		_ = <-events // the watch ends with the cancelled request's error
 	})
 	return dw
 }
