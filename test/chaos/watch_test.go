@@ -79,7 +79,7 @@ func watchDispatches(ns string) *dispatchWatch {
 	DeferCleanup(func() {
 		cancel()
 		_ = resp.Body.Close()
-		_ = <-events // the watch ends with the cancelled request's error
+		GinkgoWriter.Printf("dispatch watch ended: %v\n", <-events)
 	})
 	return dw
 }
