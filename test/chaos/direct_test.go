@@ -608,7 +608,7 @@ func (o outageReport) String() string {
 	if !o.lastSuccess.IsZero() {
 		last = "+" + o.lastSuccess.Sub(o.killed).Round(time.Millisecond).String()
 	}
-	return fmt.Sprintf("API server killed %s, started again +%s, answering again +%s; submitted and answered Succeeded while it was down (before it was started again): %d; Succeeded answers while it was down %d (%.1f/s; %.1f/s in the %s before); last Succeeded answer in the window %s; refusals in the window %v, first %s (the Session API reuses a token's and a grant's review for at most 10s)",
+	return fmt.Sprintf("API server killed %s, started again +%s, answering again +%s; submitted and answered Succeeded while it was down (before it was started again): %d; Succeeded answers while it was down %d (%.1f/s; %.1f/s in the %s before); last Succeeded answer in the window %s; refusals in the window %v, first %s (the Session API reuses a token's and a grant's review up to 30s past its 10s TTL while the API server cannot be asked)",
 		o.killed.Format(timeOfDay), window.Round(time.Millisecond), o.back.Sub(o.killed).Round(time.Millisecond), o.completed, o.answered, rate(o.answered, window),
 		rate(o.before, o.beforeWindow), o.beforeWindow.Round(100*time.Millisecond), last, o.refused, first)
 }
