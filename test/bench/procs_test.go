@@ -108,7 +108,7 @@ func findProc(args ...string) int {
 		if err != nil {
 			continue
 		}
-		raw, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		raw, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
 		if err != nil {
 			continue
 		}
