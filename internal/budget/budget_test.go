@@ -353,10 +353,16 @@ func TestBudgetGuard(t *testing.T) {
 	downURL := down.URL
 	down.Close()
 
-	withGuard := func(url string, policy agentlanev1alpha1.GuardFailurePolicy) *agentlanev1alpha1.AgentSession {
+	// A guard that answers has 5s to do so, however loaded the machine;
+	// one too slow is given 200ms.
+	withGuard := func(url string, policy agentlanev1alpha1.GuardFailurePolicy, slow bool) *agentlanev1alpha1.AgentSession {
 		b := tokenBudget(0, 1000)
+		timeout := 5 * time.Second
+		if slow {
+			timeout = 200 * time.Millisecond
+		}
 		b.Guard = &agentlanev1alpha1.BudgetGuard{URL: url, FailurePolicy: policy,
-			Timeout: &metav1.Duration{Duration: 200 * time.Millisecond}}
+			Timeout: &metav1.Duration{Duration: timeout}}
 		return budgetSession(b)
 	}
 	for name, tc := range map[string]struct {
@@ -394,7 +400,7 @@ func TestBudgetGuard(t *testing.T) {
 				url = srv.URL
 			}
 			l, pub, _ := newLedger()
-			s := withGuard(url, tc.policy)
+			s := withGuard(url, tc.policy, tc.delay > 0)
 			record(t, l, s, 10, "0.5")
 			var d Decision
 			for range 2 { // one event per crossing, however many checks
@@ -414,7 +420,7 @@ func TestBudgetGuard(t *testing.T) {
 		g.asked, g.answer, g.delay = nil, `{"decision":"allow"}`, 0
 		g.mu.Unlock()
 		l, _, _ := newLedger()
-		s := withGuard(srv.URL, agentlanev1alpha1.GuardFailureIgnore)
+		s := withGuard(srv.URL, agentlanev1alpha1.GuardFailureIgnore, false)
 		record(t, l, s, 42, "0.125")
 		l.Check(context.Background(), s, "generate", "llm")
 		l.Check(context.Background(), s, "execute", "bash") // not covered: the guard is not asked
@@ -433,7 +439,7 @@ func TestBudgetGuard(t *testing.T) {
 		g.asked, g.answer, g.delay = nil, `{"decision":"allow"}`, 0
 		g.mu.Unlock()
 		l, _, _ := newLedger()
-		s := withGuard(srv.URL, agentlanev1alpha1.GuardFailureIgnore)
+		s := withGuard(srv.URL, agentlanev1alpha1.GuardFailureIgnore, false)
 		record(t, l, s, 1000, "")
 		if d := l.Check(context.Background(), s, "generate", "llm"); d.Reason != agentlanev1alpha1.AgentSessionHardLimitReason {
 			t.Errorf("decision %+v", d)
@@ -447,7 +453,7 @@ func TestBudgetGuard(t *testing.T) {
 
 	t.Run("a guard that allows again re-arms its deny", func(t *testing.T) {
 		l, pub, _ := newLedger()
-		s := withGuard(srv.URL, agentlanev1alpha1.GuardFailureIgnore)
+		s := withGuard(srv.URL, agentlanev1alpha1.GuardFailureIgnore, false)
 		for _, answer := range []string{"deny", "deny", "allow", "deny"} {
 			g.set(`{"decision":"`+answer+`"}`, 0)
 			if d := l.Check(context.Background(), s, "generate", "llm"); d.Decision != answer {
