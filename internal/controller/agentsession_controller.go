@@ -139,7 +139,7 @@ func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(source.Channel(r.Budgets.Changes(), &handler.EnqueueRequestForObject{})).
 		WatchesRawSource(source.Channel(r.refresh.events, &handler.EnqueueRequestForObject{})).
 		Named("agentsession").
-		Complete(r)
+		Complete(retryUnanswered(r))
 }
 
 // queueSessions maps a LaneQueue to the sessions that use it.

@@ -69,7 +69,7 @@ func (r *LaneQueueReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(specOrLifeChanged())).
 		WatchesRawSource(source.Channel(r.Schedulers.Changes(), &handler.EnqueueRequestForObject{})).
 		Named("lanequeue").
-		Complete(r)
+		Complete(retryUnanswered(r))
 }
 
 // sessionQueue maps an AgentSession to the LaneQueue it uses, whose session

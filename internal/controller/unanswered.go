@@ -53,8 +53,10 @@ const (
 // 5ms doubling to 1000s, which grows through an outage of the API server
 // (a task whose dispatch write failed for ten seconds is next tried up to
 // ten seconds after the API server answers again, its lane slot held all
-// that time). So does the 403 of a restarted API server whose authorizer
-// is not ready yet. Every other error keeps the controller's backoff.
+// that time; a LaneQueue's counters stale until its next change). So does
+// the 403 of a restarted API server whose authorizer is not ready yet.
+// Every other error keeps the controller's backoff. The ExternalTask,
+// LaneQueue and AgentSession controllers are wrapped.
 func retryUnanswered(r reconcile.Reconciler) reconcile.Reconciler {
 	return &unansweredRetry{inner: r, clock: clock.RealClock{},
 		backoff: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](firstUnansweredDelay, maxUnansweredDelay)}

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/agentlane/agentlane/pkg/sessionapi"
@@ -38,7 +39,7 @@ func (s *Server) leading() bool {
 // commands that leader issued are answered Interrupted.
 func (s *Server) lead(ctx context.Context) {
 	if s.Leading == nil || isClosed(s.Leading) {
-		s.direct.Lead(s.ids.NewID())
+		s.direct.Lead(s.runID())
 		close(s.serving)
 		return
 	}
@@ -53,7 +54,7 @@ func (s *Server) lead(ctx context.Context) {
 			s.hub.setBase(eventIDBase(s.StartedAt))
 		}
 		s.log.Info("Leading: serving session calls", "startedAt", s.StartedAt)
-		s.direct.Lead(s.ids.NewID())
+		s.direct.Lead(s.runID())
 		close(s.serving)
 	}()
 }
@@ -88,4 +89,11 @@ func (s *Server) ReadyCheck(_ *http.Request) error {
 		return errors.New("a standby: the Session API serves on the leader only")
 	}
 	return nil
+}
+
+// runID names this replica's run as leader to the Direct workers: the time
+// it began (StartedAt), so that the commands' own id generator is not
+// drawn from.
+func (s *Server) runID() string {
+	return strconv.FormatInt(s.StartedAt.UnixNano(), 36)
 }
