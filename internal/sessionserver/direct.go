@@ -69,10 +69,13 @@ const directRecordTimeout = 10 * time.Second
 // path gives workers (patch externaltasks/status).
 const workerGrantVerb = "direct-worker"
 
+// routeDirectStream is the route label of the Direct workers' streams.
+const routeDirectStream = "direct-stream"
+
 // directStream answers POST workerproto.DirectPath: a worker's stream,
 // on the leader only.
 func (s *Server) directStream(w http.ResponseWriter, r *http.Request) {
-	const route = "direct-stream"
+	const route = routeDirectStream
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		s.writeError(w, r, route, apiErrorf(http.StatusMethodNotAllowed, sessionapi.CodeMethodNotAllowed,

@@ -525,7 +525,7 @@ func (s *Server) Handler() http.Handler {
 	for path, rts := range byPath {
 		mux.Handle(prefix+path, s.instrument(path, s.sessionHandler(rts...)))
 	}
-	mux.Handle(workerproto.DirectPath, s.instrument("direct-stream", http.HandlerFunc(s.directStream)))
+	mux.Handle(workerproto.DirectPath, s.instrument(routeDirectStream, http.HandlerFunc(s.directStream)))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok"))
