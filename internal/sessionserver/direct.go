@@ -211,8 +211,7 @@ func (s *Server) reauthorizeWorker(ctx context.Context, cancel func(), r *http.R
 		if err == nil {
 			err = s.Auth.(workerAuthorizer).AuthorizeWorker(check, c, ns)
 		}
-		var e *sessionapi.Error
-		if errors.As(err, &e) && (e.Code == sessionapi.CodeUnauthenticated || e.Code == sessionapi.CodeForbidden) {
+		if e := refusalOf(err); e != nil {
 			s.log.Info("Direct worker's access revoked; ending its stream", "user", caller.Username, "namespace", ns, "reason", e.Message)
 			cancel()
 			return
@@ -228,23 +227,9 @@ func (s *Server) admitWorker(ctx context.Context, r *http.Request, hello workerp
 	if !ok {
 		return apiError(http.StatusInternalServerError, sessionapi.CodeInternal, "this Session API's authorizer cannot authorize Direct workers")
 	}
-	addr := clientAddr(r)
-	failedAuth := s.failedAuth.Load()
-	adm := &reviewAdmission{addr: addr, failedAuth: failedAuth}
-	ctx = withAdmission(ctx, adm)
-	caller, err := s.Auth.Authenticate(ctx, r)
+	ctx, caller, err := s.authenticate(ctx, r)
 	if err != nil {
-		if sessionapi.IsCode(err, sessionapi.CodeUnauthenticated) && !adm.wasCharged() {
-			if over, after := failedAuth.exhausted(addr); over {
-				return failedAuthError(addr, after)
-			}
-			failedAuth.allow(addr)
-		}
 		return err
-	}
-	if ok, after := s.callers.Load().allow(caller.Username); !ok {
-		return &sessionapi.Error{Status: http.StatusTooManyRequests, Code: sessionapi.CodeRateLimited, RetryAfter: after,
-			Message: fmt.Sprintf("user %q is over its rate of %g requests per second; retry after %ds", caller.Username, s.Rate, retryAfterSeconds(after))}
 	}
 	if err := checkWorkerName(caller, hello); err != nil {
 		return err

@@ -624,28 +624,9 @@ func orDefault[T int | int64 | time.Duration](v, def T) T {
 // A bad token whose refusal is cached costs no review and is charged after.
 func (s *Server) open(r *http.Request, verbs ...string) (*sessionCall, error) {
 	key := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("session")}
-	addr := clientAddr(r)
-	failedAuth := s.failedAuth.Load()
-	adm := &reviewAdmission{addr: addr, failedAuth: failedAuth}
-	ctx := withAdmission(r.Context(), adm)
-	// The address's failed authentications are looked at only for a token
-	// that did not prove valid: a runtime whose token was reviewed keeps
-	// working while another client of its address (a node, a NAT) floods
-	// bad tokens.
-	caller, err := s.Auth.Authenticate(ctx, r)
+	ctx, caller, err := s.authenticate(r.Context(), r)
 	if err != nil {
-		if sessionapi.IsCode(err, sessionapi.CodeUnauthenticated) && !adm.wasCharged() {
-			if over, after := failedAuth.exhausted(addr); over {
-				return nil, failedAuthError(addr, after)
-			}
-			failedAuth.allow(addr)
-		}
 		return nil, err
-	}
-	if ok, after := s.callers.Load().allow(caller.Username); !ok {
-		return nil, &sessionapi.Error{Status: http.StatusTooManyRequests, Code: sessionapi.CodeRateLimited, RetryAfter: after,
-			Message: fmt.Sprintf("user %q is over its rate of %g requests per second (bursts of %d); retry after %ds",
-				caller.Username, s.Rate, s.Burst, retryAfterSeconds(after))}
 	}
 	for _, verb := range verbs {
 		if err := s.Auth.Authorize(ctx, caller, key.Namespace, key.Name, verb); err != nil {
@@ -670,6 +651,35 @@ func (s *Server) open(r *http.Request, verbs ...string) (*sessionCall, error) {
 			"LaneQueue %q of the session has no running scheduler (does it exist and is it valid?)", sc.queueKey.Name)
 	}
 	return sc, nil
+}
+
+// authenticate tells who sends r and charges them: the review of a token
+// that did not prove valid is paid by the address's failed-authentication
+// bucket (so a runtime whose token was reviewed keeps working while
+// another client of its address, a node or a NAT, floods bad tokens), and
+// the caller's request by its rate. The context returned carries the
+// review admission for the access reviews that follow.
+func (s *Server) authenticate(ctx context.Context, r *http.Request) (context.Context, Caller, error) {
+	addr := clientAddr(r)
+	failedAuth := s.failedAuth.Load()
+	adm := &reviewAdmission{addr: addr, failedAuth: failedAuth}
+	ctx = withAdmission(ctx, adm)
+	caller, err := s.Auth.Authenticate(ctx, r)
+	if err != nil {
+		if sessionapi.IsCode(err, sessionapi.CodeUnauthenticated) && !adm.wasCharged() {
+			if over, after := failedAuth.exhausted(addr); over {
+				return ctx, Caller{}, failedAuthError(addr, after)
+			}
+			failedAuth.allow(addr)
+		}
+		return ctx, Caller{}, err
+	}
+	if ok, after := s.callers.Load().allow(caller.Username); !ok {
+		return ctx, Caller{}, &sessionapi.Error{Status: http.StatusTooManyRequests, Code: sessionapi.CodeRateLimited, RetryAfter: after,
+			Message: fmt.Sprintf("user %q is over its rate of %g requests per second (bursts of %d); retry after %ds",
+				caller.Username, s.Rate, s.Burst, retryAfterSeconds(after))}
+	}
+	return ctx, caller, nil
 }
 
 // clientAddr is the host of the request's peer. Forwarding headers are not

@@ -226,26 +226,30 @@ func (s *Server) reauthorize(r *http.Request, sc *sessionCall, verbs []string) (
 	}
 }
 
+// refusalOf is err when it refuses the caller (Unauthenticated or
+// Forbidden), nil for any other error (the API server unreachable), which
+// leaves a long-lived call open until the next check.
+func refusalOf(err error) *sessionapi.Error {
+	var e *sessionapi.Error
+	if errors.As(err, &e) && (e.Code == sessionapi.CodeUnauthenticated || e.Code == sessionapi.CodeForbidden) {
+		return e
+	}
+	return nil
+}
+
 // stillAllowed returns the refusal of sc's caller, if its token or its
 // access to one of verbs no longer holds.
 func (s *Server) stillAllowed(ctx context.Context, r *http.Request, sc *sessionCall, verbs []string) *sessionapi.Error {
-	refusal := func(err error) *sessionapi.Error {
-		var e *sessionapi.Error
-		if errors.As(err, &e) && (e.Code == sessionapi.CodeUnauthenticated || e.Code == sessionapi.CodeForbidden) {
-			return e
-		}
-		return nil
-	}
 	caller, err := s.Auth.Authenticate(ctx, r)
 	if err != nil {
-		return refusal(err)
+		return refusalOf(err)
 	}
 	if caller.Username != sc.caller.Username {
 		return apiErrorf(http.StatusForbidden, sessionapi.CodeForbidden, "the token now names user %q, not %q", caller.Username, sc.caller.Username)
 	}
 	for _, verb := range verbs {
 		if err := s.Auth.Authorize(ctx, caller, sc.key.Namespace, sc.key.Name, verb); err != nil {
-			if e := refusal(err); e != nil {
+			if e := refusalOf(err); e != nil {
 				return e
 			}
 		}
