@@ -144,7 +144,12 @@ func (r *row) auditTask(p plannedTask, t *agentlanev1alpha1.ExternalTask, runs m
 		}
 		switch a.Outcome {
 		case agentlanev1alpha1.AttemptFailed:
-			ran[a.Worker]++
+			// A run the worker stopped at its own shutdown may have been
+			// killed before the shell reached the command's first line
+			// (the run log): it explains a run, but need not show one.
+			if !interrupted(a) {
+				ran[a.Worker]++
+			}
 			needed++
 		case agentlanev1alpha1.AttemptTimedOut:
 			ran[a.Worker]++
@@ -186,6 +191,12 @@ func (r *row) auditTask(p plannedTask, t *agentlanev1alpha1.ExternalTask, runs m
 			r.twiceKnown++
 		}
 	}
+}
+
+// interrupted reports whether a is a run its worker stopped at shutdown
+// (see the worker's settle): the worker started the command and killed it.
+func interrupted(a agentlanev1alpha1.TaskAttempt) bool {
+	return a.StartedAt != nil && strings.HasPrefix(a.Error, "interrupted: ")
 }
 
 // auditCounters compares the lane's counters with the tasks: a completion
