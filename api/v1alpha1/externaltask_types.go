@@ -400,6 +400,38 @@ type ExternalTaskStatus struct {
 	// +optional
 	Result *TaskResult `json:"result,omitempty"`
 
+	// heartbeatTimeout is the heartbeatTimeout of the lane when the current
+	// attempt was dispatched: how long the attempt may go without a
+	// heartbeat. The worker that runs it paces its heartbeats by it.
+	// +optional
+	HeartbeatTimeout *metav1.Duration `json:"heartbeatTimeout,omitempty"`
+
+	// lastHeartbeatAt is when whatever runs the current attempt (a pool
+	// worker, a handler) last reported that it is alive. Heartbeats are
+	// coalesced: it moves at most once per quarter of heartbeatTimeout
+	// (and at most twice a second). Cleared by a new attempt.
+	// +optional
+	LastHeartbeatAt *metav1.Time `json:"lastHeartbeatAt,omitempty"`
+
+	// progress is the last progress note of the current attempt's
+	// heartbeats, such as "42/100 files", at most 256 characters.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Progress string `json:"progress,omitempty"`
+
+	// deadline is when the current attempt times out, set once the
+	// session's owner has extended it (POST .../commands/{id}/extend).
+	// Cleared by a new attempt.
+	// +optional
+	Deadline *metav1.Time `json:"deadline,omitempty"`
+
+	// extensions counts the deadline extensions of the current attempt;
+	// at most 8 are allowed.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=8
+	// +optional
+	Extensions int32 `json:"extensions,omitempty"`
+
 	// conditions are the latest observations of the task: Claimed and
 	// Finished.
 	// +listType=map

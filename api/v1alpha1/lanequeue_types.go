@@ -103,6 +103,7 @@ const (
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.maxConcurrency) || !has(self.maxConcurrencyPerSession) || self.maxConcurrency <= 0 || self.maxConcurrencyPerSession <= self.maxConcurrency",message="maxConcurrencyPerSession must not exceed maxConcurrency (0 means unlimited)",fieldPath=".maxConcurrencyPerSession"
 // +kubebuilder:validation:XValidation:rule="!has(self.externalTarget) || !has(self.externalTarget.type) || self.externalTarget.type != 'Delegate' || (has(self.maxConcurrency) && self.maxConcurrency >= 1)",message="a Delegate lane needs maxConcurrency of 1 or more: it is how many worker sessions may run at once",fieldPath=".maxConcurrency"
+// +kubebuilder:validation:XValidation:rule="!has(self.heartbeatTimeout) || !has(self.timeout) || duration(self.heartbeatTimeout) < duration(self.timeout)",message="heartbeatTimeout must be shorter than the lane's timeout",fieldPath=".heartbeatTimeout"
 type Lane struct {
 	// name identifies the lane in routing rules, ExternalTasks, session lane
 	// overrides and status. It is a DNS label, such as query or execute, and
@@ -183,6 +184,21 @@ type Lane struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('100ms') && duration(self) <= duration('24h')",message="startTimeout must be a duration between 100ms and 24h, such as 10m"
 	// +optional
 	StartTimeout *metav1.Duration `json:"startTimeout,omitempty"`
+
+	// heartbeatTimeout is how long a running attempt of an External lane may
+	// go without a heartbeat from whatever runs it, such as 10s: a pool
+	// worker turns the command's touches of its heartbeat file
+	// (AGENTLANE_HEARTBEAT_FILE) into heartbeats, and a handler posts them
+	// to the Session API (POST .../external/{id}/heartbeat). An attempt
+	// without a heartbeat for that long ends TimedOut, with an error that
+	// names this budget, and goes through the retry policy, long before its
+	// timeout would end it. The attempt's start counts as its first
+	// heartbeat. When it is not set, only the timeout bounds a stuck
+	// attempt. Between 2s and 1h, and below the lane's timeout when both
+	// are set.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('2s') && duration(self) <= duration('1h')",message="heartbeatTimeout must be a duration between 2s and 1h, such as 10s"
+	// +optional
+	HeartbeatTimeout *metav1.Duration `json:"heartbeatTimeout,omitempty"`
 
 	// retryPolicy replaces the queue's retryPolicy for this lane. It replaces
 	// it as a whole: fields left out take their defaults, not the queue's

@@ -614,6 +614,19 @@ func (in *ExternalTaskStatus) DeepCopyInto(out *ExternalTaskStatus) {
 		*out = new(TaskResult)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.HeartbeatTimeout != nil {
+		in, out := &in.HeartbeatTimeout, &out.HeartbeatTimeout
+		*out = new(v1.Duration)
+		**out = **in
+	}
+	if in.LastHeartbeatAt != nil {
+		in, out := &in.LastHeartbeatAt, &out.LastHeartbeatAt
+		*out = (*in).DeepCopy()
+	}
+	if in.Deadline != nil {
+		in, out := &in.Deadline, &out.Deadline
+		*out = (*in).DeepCopy()
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]v1.Condition, len(*in))
@@ -658,6 +671,11 @@ func (in *Lane) DeepCopyInto(out *Lane) {
 	}
 	if in.StartTimeout != nil {
 		in, out := &in.StartTimeout, &out.StartTimeout
+		*out = new(v1.Duration)
+		**out = **in
+	}
+	if in.HeartbeatTimeout != nil {
+		in, out := &in.HeartbeatTimeout, &out.HeartbeatTimeout
 		*out = new(v1.Duration)
 		**out = **in
 	}
