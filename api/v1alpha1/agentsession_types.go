@@ -154,8 +154,8 @@ const (
 type QueueModeOptions struct {
 	// mode is followup, collect, steer, steer-backlog or interrupt; queue is
 	// accepted as the legacy name of steer, steer+backlog of steer-backlog.
-	// See the QueueMode values for what each does. Defaults to collect.
-	// +kubebuilder:default=collect
+	// See the QueueMode values for what each does. When it is not set, the
+	// LaneQueue's spec.sessionDefaults.queueMode applies, else collect.
 	// +optional
 	Mode QueueMode `json:"mode,omitempty"`
 
@@ -186,7 +186,8 @@ type QueueModeOptions struct {
 	// mode, by channel name (the channel a message is posted with), such as
 	// {"discord": "collect", "telegram": "steer"}. A /queue message that
 	// names a mode sets that mode for every channel until "/queue reset".
-	// At most 64 channels; names are 1 to 63 characters.
+	// When it is empty, the LaneQueue's spec.sessionDefaults.byChannel
+	// applies. At most 64 channels; names are 1 to 63 characters.
 	// +kubebuilder:validation:MaxProperties=64
 	// +kubebuilder:validation:XValidation:rule="self.all(ch, size(ch) >= 1 && size(ch) <= 63)",message="byChannel channel names must be 1 to 63 characters"
 	// +optional
@@ -430,7 +431,8 @@ type AgentSessionSpec struct {
 	Identity *Identity `json:"identity,omitempty"`
 
 	// queueMode says how inbound messages queue while the session is busy
-	// (by default collect, with 1s debounce, cap 20 and summarize). A message
+	// (by default the LaneQueue's sessionDefaults.queueMode, else collect,
+	// with 1s debounce, cap 20 and summarize). A message
 	// "/queue <mode> [debounce:2s] [cap:25] [drop:summarize]" sent to the
 	// session overrides it until "/queue default" or "/queue reset".
 	// +kubebuilder:default={}

@@ -702,6 +702,13 @@ type LaneQueueSpec struct {
 	// +optional
 	SessionBounds *SessionBounds `json:"sessionBounds,omitempty"`
 
+	// sessionDefaults are the inbound-message settings of this queue's
+	// sessions that an AgentSession's spec.queueMode leaves out: a session
+	// that sets mode (or byChannel) keeps its own. A /queue message still
+	// overrides both until "/queue reset".
+	// +optional
+	SessionDefaults *SessionDefaults `json:"sessionDefaults,omitempty"`
+
 	// drain drains the queue before a restart or an upgrade: while it is set
 	// the queue refuses new commands (the Session API answers 503 Draining
 	// with Retry-After) and lets the commands it has, queued, waiting for a
@@ -709,6 +716,26 @@ type LaneQueueSpec struct {
 	// left (reason Drained). Removing it takes commands again.
 	// +optional
 	Drain *QueueDrain `json:"drain,omitempty"`
+}
+
+// SessionDefaults are queue-wide defaults of the sessions' inbound-message
+// settings.
+type SessionDefaults struct {
+	// queueMode is the mode of the queue's sessions whose spec.queueMode
+	// sets none: followup, collect, steer, steer-backlog or interrupt
+	// (queue and steer+backlog are accepted as their legacy names). When
+	// it is not set either, sessions use collect.
+	// +optional
+	QueueMode QueueMode `json:"queueMode,omitempty"`
+
+	// byChannel gives the channels whose messages take another mode, by
+	// channel name, for the sessions whose spec.queueMode.byChannel is
+	// empty: a session's own byChannel replaces this one as a whole. At
+	// most 64 channels; names are 1 to 63 characters.
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(ch, size(ch) >= 1 && size(ch) <= 63)",message="byChannel channel names must be 1 to 63 characters"
+	// +optional
+	ByChannel map[string]QueueMode `json:"byChannel,omitempty"`
 }
 
 // QueueDrain is how a LaneQueue drains.
