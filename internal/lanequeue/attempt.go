@@ -308,18 +308,27 @@ type attemptCtx struct {
 	// when it started; granted is when it got its slots; timeout is its run
 	// timeout. An External attempt that awaits its start has started and
 	// deadline 0 (the zero time.Time) until MarkStarted sets them under
-	// q.mu; no handler reads them.
+	// q.mu; ExtendDeadline moves deadline under q.mu, so a handler reads it
+	// through Deadline and attempt, which take the lock.
 	deadline int64
 	started  int64
 	granted  int64
 	timeout  int64
 	// budget says whose setting timeout is, for the timeout's error.
 	budget timeoutBudget
+	// lastBeat is when the attempt last showed it was alive (its start,
+	// then each Heartbeat); guarded by q.mu. Its heartbeat budget is
+	// heartbeatBudget().
+	lastBeat int64
 	// waitingSince is when an External attempt began to wait for
 	// MarkStarted; 0 while it runs. Guarded by q.mu.
 	waitingSince int64
 	number       int32
-	mode         HandlerMode
+	// extensions counts how often ExtendDeadline moved the deadline;
+	// guarded by q.mu.
+	extensions int32
+	// mode is how the attempt runs.
+	mode HandlerMode
 	// seqStart numbers starts queue-wide, ordering attempts granted at the
 	// same instant.
 	seqStart uint64
@@ -333,8 +342,12 @@ type attemptCtx struct {
 
 var _ context.Context = &attemptCtx{}
 
-func (a *attemptCtx) Deadline() (time.Time, bool) { return timeOrZero(a.deadline), true }
-func (a *attemptCtx) Value(any) any               { return nil }
+func (a *attemptCtx) Deadline() (time.Time, bool) {
+	a.q.mu.Lock()
+	defer a.q.mu.Unlock()
+	return timeOrZero(a.deadline), true
+}
+func (a *attemptCtx) Value(any) any { return nil }
 
 func (a *attemptCtx) Err() error {
 	if p := a.err.Load(); p != nil {
@@ -368,6 +381,9 @@ func (a *attemptCtx) abandonLocked(err error) {
 
 func (a *attemptCtx) attempt() Attempt {
 	t := a.t
+	a.q.mu.Lock()
+	started, deadline := a.started, a.deadline
+	a.q.mu.Unlock()
 	return Attempt{
 		ID:          t.id,
 		SessionKey:  t.ls.sess.key,
@@ -378,8 +394,8 @@ func (a *attemptCtx) attempt() Attempt {
 		Labels:      t.labels,
 		Number:      int(a.number),
 		Mode:        a.mode,
-		StartedAt:   timeOrZero(a.started),
-		Deadline:    timeOrZero(a.deadline),
+		StartedAt:   timeOrZero(started),
+		Deadline:    timeOrZero(deadline),
 	}
 }
 

@@ -107,6 +107,13 @@ limitations under the License.
 // at the moment it starts, so a mode change affects commands that have not
 // started yet and never those in flight.
 //
+// A running External attempt of a lane with a HeartbeatTimeout must show
+// it is alive (Heartbeat; its start counts) at least that often, or it
+// times out with ErrHeartbeatTimeout and is retried like any timeout. While
+// an attempt runs, ExtendDeadline moves its deadline later, at most
+// MaxExtensions times and never past MaxExtendedFactor times its timeout.
+// Both are fenced by attempt number, like CompleteAttempt.
+//
 // # Time, IDs and replay
 //
 // Every timestamp, timeout, retry delay, boost step and rate-limit refill

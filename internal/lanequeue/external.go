@@ -47,6 +47,11 @@ type ExternalTask struct {
 	Deadline  time.Time
 	// Timeout is how long the attempt may run once started.
 	Timeout time.Duration
+	// HeartbeatTimeout is how long the running attempt may go without a
+	// Heartbeat; 0 when the lane sets none.
+	HeartbeatTimeout time.Duration
+	// Extensions counts the ExtendDeadline calls that moved Deadline.
+	Extensions int
 }
 
 // Remaining returns how long the task has left at now (never negative). A
@@ -73,6 +78,9 @@ func externalTaskOf(t *Ticket) ExternalTask {
 		StartedAt:   timeOrZero(a.started),
 		Deadline:    timeOrZero(a.deadline),
 		Timeout:     time.Duration(a.timeout),
+
+		HeartbeatTimeout: time.Duration(a.heartbeatBudget()),
+		Extensions:       int(a.extensions),
 	}
 }
 
@@ -197,9 +205,9 @@ func (q *Queue) startTimerLocked(a *attemptCtx, startedAt int64) {
 	t.started = startedAt
 	a.waitingSince = 0
 	a.started = startedAt
-	t.due = after(startedAt, a.timeout)
-	a.deadline = t.due
-	q.due.PushOrUpdate(t)
+	a.lastBeat = startedAt
+	a.deadline = after(startedAt, a.timeout)
+	q.rekeyRunningLocked(a)
 }
 
 // stopTimerLocked holds the timeout of attempt a until it starts, and

@@ -96,6 +96,12 @@ type LaneConfig struct {
 	// bound. When it passes, the command ends Failed with ErrStartTimeout,
 	// without retries, and the attempt that never started is not counted.
 	StartTimeout time.Duration
+	// HeartbeatTimeout bounds how long a running External attempt may go
+	// without a Heartbeat (its start counts as the first); 0 is no bound.
+	// When it passes, the attempt ends as a timeout whose error wraps
+	// ErrHeartbeatTimeout and ErrTimeout, and goes through retry.
+	// Attempts in other modes are not affected.
+	HeartbeatTimeout time.Duration
 	// Retry, when set, replaces Config.Retry for this lane.
 	Retry *RetryPolicy
 	// RateLimit, when set, limits starts in this lane (in addition to any
@@ -146,6 +152,9 @@ func (l LaneConfig) validate(path string) []error {
 	}
 	if l.StartTimeout < 0 {
 		errs = append(errs, fmt.Errorf("%s.startTimeout: must be >= 0", path))
+	}
+	if l.HeartbeatTimeout < 0 {
+		errs = append(errs, fmt.Errorf("%s.heartbeatTimeout: must be >= 0", path))
 	}
 	if l.Retry != nil {
 		errs = append(errs, l.Retry.validate(path+".retry")...)

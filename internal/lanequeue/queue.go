@@ -246,6 +246,7 @@ func (q *Queue) Adopt(cmd Command, attempt int, startedAt time.Time) (*Ticket, e
 	t.ready = unixNanos(startedAt)
 	q.beginAttemptLocked(t, now, unixNanos(startedAt), External, false)
 	q.startTimerLocked(t.run, unixNanos(startedAt))
+	q.adoptedBeatLocked(t.run, now)
 	q.dispatchLocked(now)
 	q.unlock(now)
 	return t, nil

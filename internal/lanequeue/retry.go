@@ -128,6 +128,15 @@ var (
 	// and which budget ran out: "... after 25ms (lane execute timeout 25ms)",
 	// "(command timeout ...)" or "(queue default timeout ...)".
 	ErrTimeout = errors.New("lanequeue: attempt timed out")
+	// ErrHeartbeatTimeout: a running External attempt went without a
+	// Heartbeat for its lane's HeartbeatTimeout. The error also wraps
+	// ErrTimeout, so it retries as a timeout does, and says how long the
+	// attempt was silent: "... no heartbeat for 3s (lane execute
+	// heartbeatTimeout 3s)".
+	ErrHeartbeatTimeout = errors.New("lanequeue: no heartbeat")
+	// ErrExtendRefused: ExtendDeadline would pass a bound (MaxExtensions,
+	// MaxExtendedFactor) or was asked of an attempt that is not running.
+	ErrExtendRefused = errors.New("lanequeue: deadline extension refused")
 	// ErrStartTimeout: a granted attempt of an AwaitStart command waited
 	// longer than its lane's StartTimeout for MarkStarted. Permanent: it
 	// never ran, and another attempt would wait the same.

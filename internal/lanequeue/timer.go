@@ -127,7 +127,7 @@ func (q *Queue) advanceLocked(now int64) {
 				q.startTimedOutLocked(t.run, now)
 				continue
 			}
-			q.endAttemptLocked(t, endTimeout, Result{}, t.run.timeoutErr(now), now)
+			q.endAttemptLocked(t, endTimeout, Result{}, t.run.expiredErr(now), now)
 		case stRetrying:
 			if q.drain != nil && q.drain.expired {
 				// Past the drain deadline nothing starts again.
