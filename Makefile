@@ -134,12 +134,13 @@ bench-e2e: manifests ## Measure the ExternalTask path and Direct lanes end to en
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager, worker, agent and lanetop binaries into bin/ (lanetop also as the kubectl plugin bin/kubectl-lanetop).
+build: ## Build the manager, worker, agent and lanetop binaries into bin/ (lanetop also as the kubectl plugin bin/kubectl-lanetop), and the kubectl plugin bin/kubectl-agentlane.
 	$(GO) build -o $(LOCALBIN)/manager ./cmd/manager
 	$(GO) build -o $(LOCALBIN)/worker ./cmd/worker
 	$(GO) build -o $(LOCALBIN)/agent ./cmd/agent
 	$(GO) build -o $(LOCALBIN)/lanetop ./cmd/lanetop
 	cp -f $(LOCALBIN)/lanetop $(LOCALBIN)/kubectl-lanetop
+	$(GO) build -o $(LOCALBIN)/kubectl-agentlane ./cmd/kubectl-agentlane
 
 .PHONY: docker-build
 docker-build: ## Build the image that runs the manager and the workers (IMG=agentlane:dev).
