@@ -70,6 +70,10 @@ const (
 // free worker) to 5 minutes.
 var WaitBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}
 
+// StartBuckets are the start histogram's buckets, in seconds: from 50µs to
+// 30 seconds.
+var StartBuckets = []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+
 var (
 	Workers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "agentlane_direct_workers",
@@ -104,6 +108,11 @@ var (
 		Help:    "How long an attempt waited in the hub for a free Direct worker, observed when it is sent.",
 		Buckets: WaitBuckets,
 	})
+	StartSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "agentlane_direct_start_duration_seconds",
+		Help:    "How long after its grant an attempt started on its Direct worker, as the worker reports the start, clamped between the sending of the attempt and the receipt of its Result; observed when the Result is accepted. A measurement only: the worker's clock, which nothing else trusts.",
+		Buckets: StartBuckets,
+	})
 )
 
 var (
@@ -119,7 +128,7 @@ var (
 // by the binary; the metrics are shared by every Hub of the process.
 func RegisterMetrics(reg prometheus.Registerer) error {
 	var errs []error
-	for _, c := range []prometheus.Collector{Workers, Slots, AttemptsSent, ResultsTotal, ResultsDropped, StreamsRefused, StreamsEnded, WaitSeconds} {
+	for _, c := range []prometheus.Collector{Workers, Slots, AttemptsSent, ResultsTotal, ResultsDropped, StreamsRefused, StreamsEnded, WaitSeconds, StartSeconds} {
 		errs = append(errs, reg.Register(c))
 	}
 	return errors.Join(errs...)

@@ -46,6 +46,12 @@ type Task struct {
 	// it is when no worker got the attempt. Run writes it before it
 	// returns, under the hub's lock, and never after.
 	Sent *Record
+	// Started, when set, is filled by Run, as Sent is, with when the
+	// worker says the attempt started, clamped between its sending and
+	// the receipt of its Result (clampStart); it is left as it is when the
+	// worker's Result did not say. It is for measurement only: the worker
+	// may lie within those bounds.
+	Started *time.Time
 }
 
 // RecordPhase is the phase an attempt outlived MaterializeAfter in.
@@ -315,14 +321,24 @@ func (h *Hub) deliver(s *stream, r *workerproto.DirectResult) {
 		s.ns.g.free.Inc()
 	}
 	late := c.state == callAbandoned
+	var started time.Time
+	if r.StartedAt > 0 {
+		started = clampStart(r.StartedAt, c.sentAt, h.clock.Now())
+	}
 	if late {
 		c.state = callDone
 	} else {
 		c.res = lanequeue.Result{Success: r.Success, Output: r.Output, Error: r.Error, ExitCode: r.ExitCode}
+		if c.t.Started != nil && !started.IsZero() {
+			*c.t.Started = started
+		}
 		c.finishLocked(nil)
 	}
 	h.dispatchLocked(s)
 	h.mu.Unlock()
+	if !started.IsZero() {
+		StartSeconds.Observe(started.Sub(c.since).Seconds())
+	}
 	switch {
 	case late:
 		dropLate.Inc()
@@ -388,4 +404,19 @@ func (h *Hub) record(c *call, phase RecordPhase) {
 	}
 	h.mu.Unlock()
 	c.t.OnRecord(r)
+}
+
+// clampStart is the start a worker reported, in Unix nanoseconds of its
+// clock, within what the hub saw: not before the attempt was sent, not
+// after its Result arrived. A worker's clock is only trusted this far, and
+// only for measurement.
+func clampStart(unixNano int64, sent, received time.Time) time.Time {
+	t := time.Unix(0, unixNano)
+	switch {
+	case t.Before(sent):
+		return sent
+	case t.After(received):
+		return received
+	}
+	return t
 }

@@ -935,6 +935,7 @@ func (s *directStream) run(ctx context.Context, key directKey, r *directRun, t *
 	directTasksStarted.Inc()
 	tasksRunning.Inc()
 	timeout := time.Duration(t.TimeoutMillis) * time.Millisecond
+	started := time.Now()
 	out, runErr := runCommand(ctx, s.c.opts.Registry, t.CommandType, t.Payload, timeout)
 	tasksRunning.Dec()
 
@@ -957,6 +958,7 @@ func (s *directStream) run(ctx context.Context, key directKey, r *directRun, t *
 	}
 	res := directResult(t, out, runErr)
 	res.Cancelled = directOutcome == outcomeCancelled
+	res.StartedAt = started.UnixNano()
 	if outcome == "" {
 		outcome = outcomeFailed
 		if res.Success {

@@ -411,8 +411,13 @@ func TestDirectHelloAndRoundTrip(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
+			sent := time.Now()
 			g.Expect(s.send(workerproto.ManagerFrame{Task: tc.task})).To(Succeed())
 			got := s.result(t)
+			// The worker tells when it started the run: after the Task was
+			// sent, before its Result arrived (the same clock here).
+			g.Expect(got.StartedAt).To(BeNumerically(">=", sent.UnixNano()))
+			g.Expect(got.StartedAt).To(BeNumerically("<=", time.Now().UnixNano()))
 			g.Expect(got.ID).To(Equal(tc.task.ID))
 			g.Expect(got.Attempt).To(Equal(1))
 			g.Expect(got.Success).To(Equal(tc.wantSuccess), "error %q", got.Error)
@@ -569,6 +574,7 @@ func TestDirectRefusesTasksItMustNotRun(t *testing.T) {
 		g.Expect(got.ID).To(Equal(r.task.ID))
 		g.Expect(got.Success).To(BeFalse())
 		g.Expect(got.Error).To(ContainSubstring(r.wantError))
+		g.Expect(got.StartedAt).To(BeZero(), "a refused task did not start")
 	}
 	g.Expect(filepath.Join(dir, "foreign")).NotTo(BeAnExistingFile(), "another namespace's task did not run")
 	g.Expect(filepath.Join(dir, "other-lane")).NotTo(BeAnExistingFile())

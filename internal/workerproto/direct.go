@@ -106,6 +106,12 @@ type DirectResult struct {
 	// Cancelled is set when the attempt stopped because of a Cancel frame
 	// or because the worker was stopping.
 	Cancelled bool `json:"cancelled,omitempty"`
+	// StartedAt is when the worker started the attempt's run, in Unix
+	// nanoseconds of the worker's clock; 0 when it ran nothing (a task it
+	// refused). It is for measurement only: the manager clamps it between
+	// its sending of the Task and its receipt of the Result, and nothing
+	// it orders, times out or records depends on it.
+	StartedAt int64 `json:"startedAt,omitempty"`
 }
 
 // WorkerFrame is one frame a worker sends; exactly one field is set.
