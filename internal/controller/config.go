@@ -56,6 +56,7 @@ func QueueConfig(spec *agentlanev1alpha1.LaneQueueSpec) (lanequeue.Config, error
 			Paused:                   l.Paused,
 			Timeout:                  duration(l.Timeout, 0),
 			StartTimeout:             duration(l.StartTimeout, 0),
+			HeartbeatTimeout:         duration(l.HeartbeatTimeout, 0),
 			RateLimit:                rateLimit(l.RateLimit),
 		}
 		for _, t := range l.CommandTypes {

@@ -135,11 +135,28 @@ func (q *Queue) ExtendDeadline(id string, attempt int, d time.Duration) (time.Ti
 	if d <= 0 {
 		return time.Time{}, fmt.Errorf("%w: the extension must be positive, got %s", ErrExtendRefused, d)
 	}
+	return q.extend(id, attempt, func(a *attemptCtx) int64 { return int64(d) })
+}
+
+// ExtendDeadlineTo moves the deadline of attempt of the running command id
+// to the later time to, as one ExtendDeadline: it restores an extension
+// recorded elsewhere (an ExternalTask's status) onto an adopted attempt. A
+// deadline already at or past to is left as it is.
+func (q *Queue) ExtendDeadlineTo(id string, attempt int, to time.Time) (time.Time, error) {
+	return q.extend(id, attempt, func(a *attemptCtx) int64 { return unixNanos(to) - a.deadline })
+}
+
+func (q *Queue) extend(id string, attempt int, by func(a *attemptCtx) int64) (time.Time, error) {
 	q.mu.Lock()
 	now := q.now()
 	a, err := q.runningAttemptLocked(id, attempt)
+	if err == nil && a.waitingSince == 0 && a.started != 0 && by(a) <= 0 {
+		deadline := unixTime(a.deadline)
+		q.mu.Unlock()
+		return deadline, nil
+	}
 	if err == nil {
-		err = a.extendLocked(int64(d))
+		err = a.extendLocked(by(a))
 	}
 	if err != nil {
 		q.mu.Unlock()

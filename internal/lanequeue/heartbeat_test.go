@@ -284,3 +284,31 @@ func TestExtendDeadlineNotStarted(t *testing.T) {
 		t.Errorf("extending an unstarted attempt: %v, want ErrExtendRefused", err)
 	}
 }
+
+// TestExtendDeadlineTo: an adopted attempt gets back the deadline recorded
+// for it; an earlier one changes nothing.
+func TestExtendDeadlineTo(t *testing.T) {
+	h := newHarness(t, externalConfig()) // timeout 10s
+	start := h.clk.Now()
+	tk, err := h.q.Adopt(Command{ID: "a", SessionKey: "s", External: true}, 1, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := h.q.ExtendDeadlineTo("a", 1, start.Add(5*time.Second)); err != nil || !got.Equal(start.Add(10*time.Second)) {
+		t.Errorf("ExtendDeadlineTo an earlier time: %v, %v; want the deadline unchanged", got, err)
+	}
+	if _, err := h.q.ExtendDeadlineTo("a", 1, start.Add(40*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	h.step(39 * time.Second)
+	if o := outcomeOf(tk); o.State != StateRunning {
+		t.Fatalf("39s after the start: %+v, want running", o)
+	}
+	h.step(time.Second)
+	if o := outcomeOf(tk); o.State != StateRetrying {
+		t.Errorf("40s after the start: %+v, want retrying", o)
+	}
+	if _, err := h.q.ExtendDeadlineTo("b", 1, start); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown command: %v", err)
+	}
+}

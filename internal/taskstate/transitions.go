@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -130,6 +131,7 @@ func ClearAttempt(st *Status) {
 	st.Holder = ""
 	st.Worker, st.WorkerIncarnation, st.NodeName, st.JobName = "", "", "", ""
 	st.StartedAt, st.FinishedAt, st.DispatchedAt, st.Result = nil, nil, nil, nil
+	clearAttemptTiming(st)
 }
 
 // Wait (ExternalTask controller) shows why a task cannot be scheduled yet:
@@ -200,6 +202,9 @@ type Dispatched struct {
 	Worker, Incarnation, Node string
 	// Job names the attempt's batch Job (Holder Job).
 	Job string
+	// HeartbeatTimeout is the lane's heartbeatTimeout (0: none), which
+	// the attempt's runner paces its heartbeats by.
+	HeartbeatTimeout time.Duration
 }
 
 // Dispatch (ExternalTask controller) hands the current attempt to its
@@ -237,6 +242,13 @@ func Dispatch(st *Status, generation int64, now metav1.Time, d Dispatched) error
 	st.Holder = d.Holder
 	st.Worker, st.WorkerIncarnation, st.NodeName, st.JobName = d.Worker, d.Incarnation, d.Node, d.Job
 	st.DispatchedAt = &now
+	// A dispatch starts the attempt's time again: no heartbeat yet, and
+	// the scheduler's deadline is the lane's timeout from now.
+	clearHeartbeat(st)
+	st.HeartbeatTimeout, st.Deadline = nil, nil
+	if d.HeartbeatTimeout > 0 {
+		st.HeartbeatTimeout = &metav1.Duration{Duration: d.HeartbeatTimeout}
+	}
 	SetCondition(st, generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse, reason, msg)
 	return nil
 }

@@ -165,6 +165,48 @@ func TestWorkerPatchesMakeTheirTransitions(t *testing.T) {
 			},
 			transition: func(st *Status) error { return HandBack(st, wf, running) },
 		},
+		"heartbeat": {
+			from: runningIn,
+			patch: func(task *agentlanev1alpha1.ExternalTask) ([]byte, error) {
+				return workerproto.HeartbeatPatch(wf, t1, "3/10")
+			},
+			transition: func(st *Status) error { return WorkerHeartbeat(st, wf, t1, "3/10") },
+		},
+		"heartbeat without a progress note keeps the last one": {
+			from: status(running, 1, heldByWorker("w1"), func(st *Status) { st.Progress, st.LastHeartbeatAt = "2/10", &t0 }),
+			patch: func(task *agentlanev1alpha1.ExternalTask) ([]byte, error) {
+				return workerproto.HeartbeatPatch(wf, t1, "")
+			},
+			transition: func(st *Status) error { return WorkerHeartbeat(st, wf, t1, "") },
+		},
+		"heartbeat of an unclaimed attempt": {
+			from: dispatchedTo(),
+			patch: func(task *agentlanev1alpha1.ExternalTask) ([]byte, error) {
+				return workerproto.HeartbeatPatch(wf, t1, "")
+			},
+			transition: func(st *Status) error { return WorkerHeartbeat(st, wf, t1, "") },
+		},
+		"heartbeat of a later attempt": {
+			from: status(running, 2, heldByWorker("w1")),
+			patch: func(task *agentlanev1alpha1.ExternalTask) ([]byte, error) {
+				return workerproto.HeartbeatPatch(wf, t1, "")
+			},
+			transition: func(st *Status) error { return WorkerHeartbeat(st, wf, t1, "") },
+		},
+		"heartbeat of another worker's attempt": {
+			from: status(running, 1, heldByWorker("w2")),
+			patch: func(task *agentlanev1alpha1.ExternalTask) ([]byte, error) {
+				return workerproto.HeartbeatPatch(wf, t1, "")
+			},
+			transition: func(st *Status) error { return WorkerHeartbeat(st, wf, t1, "") },
+		},
+		"heartbeat of a finished task": {
+			from: status(timedOut, 1, heldByWorker("w1")),
+			patch: func(task *agentlanev1alpha1.ExternalTask) ([]byte, error) {
+				return workerproto.HeartbeatPatch(wf, t1, "")
+			},
+			transition: func(st *Status) error { return WorkerHeartbeat(st, wf, t1, "") },
+		},
 		"hand-back from the wrong phase": {
 			from: runningIn,
 			patch: func(task *agentlanev1alpha1.ExternalTask) ([]byte, error) {
