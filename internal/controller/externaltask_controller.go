@@ -114,6 +114,9 @@ type ExternalTaskReconciler struct {
 	// writes replaced, until the cache shows a newer one: a read that
 	// predates the controller's last write is not acted on.
 	written taskstate.Versions
+	// heartbeats is the last heartbeat of each held attempt passed to the
+	// scheduler.
+	heartbeats heartbeatsSeen
 }
 
 var _ reconcile.Reconciler = &ExternalTaskReconciler{}
@@ -472,6 +475,9 @@ func (r *ExternalTaskReconciler) admit(b binding, task *agentlanev1alpha1.Extern
 		// not.
 		cmd.PriorNotStarted = notStartedRecords(st, int(st.Attempt)-1)
 		tk, err = b.queue.Adopt(cmd, int(st.Attempt), started)
+		if err == nil {
+			restoreDeadline(b, task)
+		}
 	} else {
 		cmd.PriorAttempts = priorAttempts(st)
 		cmd.PriorNotStarted = notStartedRecords(st, cmd.PriorAttempts)

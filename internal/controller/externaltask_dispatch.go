@@ -166,7 +166,7 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, s *tas
 			}
 			return ctrl.Result{}, fmt.Errorf("create the Job: %w", err)
 		}
-		if err := taskstate.Dispatch(st, task.Generation, now, taskstate.Dispatched{Attempt: n, Holder: agentlanev1alpha1.HolderJob, Job: job.Name}); err != nil {
+		if err := taskstate.Dispatch(st, task.Generation, now, taskstate.Dispatched{Attempt: n, HeartbeatTimeout: laneHeartbeatTimeout(b.lq, lane), Holder: agentlanev1alpha1.HolderJob, Job: job.Name}); err != nil {
 			return ctrl.Result{}, err
 		}
 		s.AfterWrite(func() { markStarted(ctx, b, task.Name, n, now.Time) })
@@ -179,7 +179,7 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, s *tas
 		// the attempt and the task's resourceVersion) or its timeout ends
 		// it.
 		r.awaiting.remove(key)
-		if err := taskstate.Dispatch(st, task.Generation, now, taskstate.Dispatched{Attempt: n, Holder: agentlanev1alpha1.HolderHandler}); err != nil {
+		if err := taskstate.Dispatch(st, task.Generation, now, taskstate.Dispatched{Attempt: n, HeartbeatTimeout: laneHeartbeatTimeout(b.lq, lane), Holder: agentlanev1alpha1.HolderHandler}); err != nil {
 			return ctrl.Result{}, err
 		}
 		s.AfterWrite(func() { markStarted(ctx, b, task.Name, n, now.Time) })
@@ -207,7 +207,7 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, s *tas
 		return ctrl.Result{}, nil
 	}
 	r.awaiting.remove(key)
-	if err := taskstate.Dispatch(st, task.Generation, now, taskstate.Dispatched{Attempt: n, Holder: agentlanev1alpha1.HolderWorkers,
+	if err := taskstate.Dispatch(st, task.Generation, now, taskstate.Dispatched{Attempt: n, HeartbeatTimeout: laneHeartbeatTimeout(b.lq, lane), Holder: agentlanev1alpha1.HolderWorkers,
 		Worker: w.name, Incarnation: w.incarnation, Node: w.node}); err != nil {
 		r.workers.release(key)
 		return ctrl.Result{}, err

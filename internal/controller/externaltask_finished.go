@@ -138,6 +138,7 @@ func (r *ExternalTaskReconciler) release(key types.NamespacedName) {
 	}
 	r.awaiting.remove(key)
 	r.unbound.remove(key)
+	r.heartbeats.forget(key)
 }
 
 // stillExists tells whether a task the cache does not have is one the

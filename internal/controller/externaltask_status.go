@@ -88,6 +88,7 @@ func (r *ExternalTaskReconciler) converge(ctx context.Context, b binding, s *tas
 
 		case o.State == lanequeue.StateRunning && st.Attempt == n && held(st):
 			// Attempt n is out with a worker or a Job.
+			r.noteHeartbeat(ctx, b, task, n)
 			end, requeue, err := r.checkHeld(ctx, task)
 			if err != nil || end == nil {
 				return ctrl.Result{RequeueAfter: requeue}, err

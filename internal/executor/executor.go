@@ -304,6 +304,11 @@ func (p *ProcessExecutor) Execute(ctx context.Context, raw json.RawMessage) (Out
 	if err != nil {
 		return Output{}, err
 	}
+	if hb := heartbeatPath(ctx); hb != "" {
+		// After the payload's variables: a payload cannot point it elsewhere.
+		cmd.Env = append(cmd.Env, HeartbeatEnv+"="+hb)
+		defer watchHeartbeat(ctx, hb)()
+	}
 
 	if a, ok := AttemptFrom(ctx); ok && a.init != "" {
 		if cmd.Err != nil {
