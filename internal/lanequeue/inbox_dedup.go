@@ -80,3 +80,26 @@ func (s *inboxSession) duplicateLocked(id string) bool {
 	}
 	return false
 }
+
+// ordered returns the remembered IDs, oldest first.
+func (r *recentIDs) ordered() []string {
+	if len(r.ring) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(r.ring))
+	out = append(out, r.ring[r.next:]...)
+	return append(out, r.ring[:r.next]...)
+}
+
+// restore remembers ids (oldest first) as older than those remembered
+// now, keeping the newest n of both.
+func (r *recentIDs) restore(ids []string, n int) {
+	since := r.ordered()
+	*r = recentIDs{}
+	for _, id := range ids {
+		r.add(id, n)
+	}
+	for _, id := range since {
+		r.add(id, n)
+	}
+}

@@ -35,11 +35,16 @@ type InboxState struct {
 	// Override is the /queue override in force, nil when the session's
 	// defaults apply.
 	Override *MessageOptions
+	// Recent are the IDs of the last messages the session took (queued or
+	// steered), oldest first, at most the inbox's MaxRememberedIDs: a
+	// message re-delivered under one of them after a restart is still a
+	// duplicate.
+	Recent []string
 }
 
 // Empty tells whether the state holds nothing.
 func (st InboxState) Empty() bool {
-	return len(st.Queued) == 0 && len(st.Dropped) == 0 && st.DroppedMore == 0 && st.Override == nil
+	return len(st.Queued) == 0 && len(st.Dropped) == 0 && st.DroppedMore == 0 && st.Override == nil && len(st.Recent) == 0
 }
 
 // State returns a copy of what the session's inbox holds.
@@ -55,12 +60,14 @@ func (in *Inbox) State(key string) InboxState {
 		o := *s.override
 		st.Override = &o
 	}
+	st.Recent = s.recent.ordered()
 	return st
 }
 
 // Restore puts back what a session's inbox held in an earlier process: the
-// override, unless one was set since, and the messages, before any queued
-// since. The messages then wait for their turn as if just posted: the
+// override, unless one was set since, the remembered message IDs, older
+// than any taken since, and the messages, before any queued since. The
+// messages then wait for their turn as if just posted: the
 // debounce runs from now, and the session's cap applies at the next post.
 // An override the inbox cannot use is ignored.
 func (in *Inbox) Restore(key string, st InboxState) {
@@ -70,6 +77,9 @@ func (in *Inbox) Restore(key string, st InboxState) {
 	if o := st.Override; o != nil && s.override == nil && o.Validate() == nil {
 		restored := *o
 		s.override = &restored
+	}
+	if len(st.Recent) > 0 {
+		s.recent.restore(st.Recent, in.maxIDs)
 	}
 	if len(st.Queued) == 0 && len(st.Dropped) == 0 && st.DroppedMore == 0 {
 		return

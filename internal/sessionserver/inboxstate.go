@@ -43,6 +43,13 @@ import (
 // for (after a turn took messages).
 const inboxSaveTimeout = 10 * time.Second
 
+// recentWriteDelay is how long a change of a session's record that only
+// adds remembered message IDs waits to be written, with whatever changed
+// meanwhile: a message a turn took at once costs no write of its own
+// (one per recentWriteDelay at most), and a restart within it forgets the
+// IDs of that time only.
+const recentWriteDelay = 2 * time.Second
+
 // inboxRecord is what a session's inbox holds, as the session store keeps
 // it for a restarted manager.
 type inboxRecord struct {
@@ -54,6 +61,12 @@ type inboxRecord struct {
 	// Lost counts the oldest messages left out to keep the record within
 	// sessionstore.MaxInboxBytes.
 	Lost int `json:"lost,omitempty"`
+	// Recent are the IDs the inbox remembers to refuse re-delivered
+	// messages (lanequeue.InboxState.Recent), oldest first, without those
+	// of the queued messages, which carry theirs: at most
+	// lanequeue.DefaultMaxRememberedIDs of at most
+	// lanequeue.MaxRememberedIDLength bytes, some 17 KiB.
+	Recent []string `json:"recent,omitempty"`
 }
 
 // inboxKeeper keeps each session's queued messages and /queue override in
@@ -90,12 +103,16 @@ type inboxKeeper struct {
 type keptInbox struct {
 	mu       sync.Mutex
 	restored bool
-	// saved is the hash of the record last written, to skip rewriting it.
-	saved [sha256.Size]byte
+	// saved is the hash of the record last written, to skip rewriting it;
+	// savedCore the hash of that record without its remembered IDs.
+	saved, savedCore [sha256.Size]byte
 	// written is when the record was last written; flushing is set while a
 	// deferred write waits for its time.
 	written  time.Time
 	flushing bool
+	// recentOnly is set while the deferred write waits only to write
+	// remembered IDs: a change of messages is not held back by it.
+	recentOnly bool
 }
 
 func newInboxKeeper(store sessionstore.Store, sch *scheduling.Schedulers, log logr.Logger,
@@ -110,7 +127,7 @@ func (k *inboxKeeper) session(key types.NamespacedName) *keptInbox {
 	defer k.mu.Unlock()
 	s := k.sessions[key]
 	if s == nil {
-		s = &keptInbox{saved: sha256.Sum256(nil)}
+		s = &keptInbox{saved: sha256.Sum256(nil), savedCore: sha256.Sum256(nil)}
 		k.sessions[key] = s
 	}
 	return s
@@ -156,6 +173,7 @@ func (k *inboxKeeper) restore(ctx context.Context, key types.NamespacedName, inb
 		k.log.Error(err, "The session's kept inbox does not decode; it is dropped", "session", key)
 		return
 	}
+	s.savedCore = coreSum(&rec)
 	st := rec.state()
 	if len(st.Queued) > 0 || len(st.Dropped) > 0 || rec.Lost > 0 || rec.DroppedMore > 0 {
 		ev := sessionapi.Event{Type: sessionapi.EventInboxRestored, Lost: uint64(rec.Lost),
@@ -191,12 +209,24 @@ func (k *inboxKeeper) save(ctx context.Context, key types.NamespacedName, inbox 
 	s := k.session(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.flushing {
+	rec := recordFor(inbox.State(key.Name))
+	if coreSum(rec) == s.savedCore {
+		// Only remembered IDs changed, if anything: they go with the next
+		// write, at the latest after recentWriteDelay.
+		if !s.flushing && sha256.Sum256(encodeRecord(rec)) != s.saved {
+			k.deferLocked(key, s, inbox, recentWriteDelay, true)
+		}
+		return
+	}
+	if s.flushing && !s.recentOnly {
 		return // the deferred write takes this change too
 	}
 	now := k.now()
 	if due := s.written.Add(k.interval); k.interval > 0 && now.Before(due) {
-		k.deferLocked(key, s, inbox, due.Sub(now))
+		if !s.flushing {
+			k.deferLocked(key, s, inbox, due.Sub(now), false)
+		}
+		s.recentOnly = false
 		return
 	}
 	k.writeLocked(ctx, key, s, inbox)
@@ -205,7 +235,8 @@ func (k *inboxKeeper) save(ctx context.Context, key types.NamespacedName, inbox 
 // writeLocked writes the record now, deferring it when the write budget
 // refuses it.
 func (k *inboxKeeper) writeLocked(ctx context.Context, key types.NamespacedName, s *keptInbox, inbox *lanequeue.Inbox) {
-	data := recordOf(inbox.State(key.Name))
+	rec := recordFor(inbox.State(key.Name))
+	data := encodeRecord(rec)
 	sum := sha256.Sum256(data)
 	if sum == s.saved {
 		return
@@ -213,21 +244,21 @@ func (k *inboxKeeper) writeLocked(ctx context.Context, key types.NamespacedName,
 	err := k.store.SaveInbox(ctx, key, data)
 	var limited *sessionstore.RateLimitedError
 	if errors.As(err, &limited) && limited.RetryAfter < time.Hour {
-		k.deferLocked(key, s, inbox, limited.RetryAfter)
+		k.deferLocked(key, s, inbox, limited.RetryAfter, false)
 		return
 	}
 	if err != nil {
 		k.log.Error(err, "Cannot keep the session's inbox; a manager restart would lose it", "session", key)
 		return
 	}
-	s.saved = sum
+	s.saved, s.savedCore = sum, coreSum(rec)
 	s.written = k.now()
 }
 
 // deferLocked writes the session's record after d, with whatever it holds
-// then.
-func (k *inboxKeeper) deferLocked(key types.NamespacedName, s *keptInbox, inbox *lanequeue.Inbox, d time.Duration) {
-	s.flushing = true
+// then; recentOnly tells that it waits only to write remembered IDs.
+func (k *inboxKeeper) deferLocked(key types.NamespacedName, s *keptInbox, inbox *lanequeue.Inbox, d time.Duration, recentOnly bool) {
+	s.flushing, s.recentOnly = true, recentOnly
 	t := k.clockOrReal().NewTimer(d)
 	go func() {
 		<-t.C()
@@ -235,7 +266,7 @@ func (k *inboxKeeper) deferLocked(key types.NamespacedName, s *keptInbox, inbox 
 		defer cancel()
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.flushing = false
+		s.flushing, s.recentOnly = false, false
 		k.mu.Lock()
 		current := k.sessions[key] == s
 		k.mu.Unlock()
@@ -277,10 +308,48 @@ func (k *inboxKeeper) turnTaken(queue types.NamespacedName, session string) {
 // nothing. Each message is encoded once to know its size, and the record
 // once.
 func recordOf(st lanequeue.InboxState) []byte {
+	return encodeRecord(recordFor(st))
+}
+
+// encodeRecord is the JSON of rec, empty when it holds nothing.
+func encodeRecord(rec *inboxRecord) []byte {
+	if rec == nil {
+		return nil
+	}
+	data, _ := json.Marshal(rec) // every field encodes
+	return data
+}
+
+// coreSum is the hash of rec's encoding without its remembered IDs.
+func coreSum(rec *inboxRecord) [sha256.Size]byte {
+	if rec == nil {
+		return sha256.Sum256(nil)
+	}
+	core := *rec
+	core.Recent = nil
+	if data := encodeRecord(&core); string(data) != "{}" {
+		return sha256.Sum256(data)
+	}
+	return sha256.Sum256(nil)
+}
+
+// recordFor is the record of st (see recordOf), nil when st holds nothing.
+func recordFor(st lanequeue.InboxState) *inboxRecord {
 	if st.Empty() {
 		return nil
 	}
-	rec := inboxRecord{DroppedMore: st.DroppedMore}
+	rec := &inboxRecord{DroppedMore: st.DroppedMore}
+	queued := make(map[string]struct{}, len(st.Queued))
+	for _, m := range st.Queued {
+		if m.ID != "" {
+			queued[m.ID] = struct{}{}
+		}
+	}
+	for _, id := range st.Recent {
+		if _, ok := queued[id]; !ok {
+			rec.Recent = append(rec.Recent, id)
+		}
+	}
 	for _, m := range st.Queued {
 		rec.Queued = append(rec.Queued, messageOf(m))
 	}
@@ -297,7 +366,7 @@ func recordOf(st lanequeue.InboxState) []byte {
 	}
 	data, _ := json.Marshal(rec) // every field encodes
 	if len(data) <= sessionstore.MaxInboxBytes {
-		return data
+		return rec
 	}
 	size := len(data)
 	sizeOf := func(m sessionapi.Message) int {
@@ -315,13 +384,15 @@ func recordOf(st lanequeue.InboxState) []byte {
 		}
 		rec.Lost++
 	}
-	data, _ = json.Marshal(rec)
-	return data
+	return rec
 }
 
 // state is the inbox state rec keeps.
 func (rec inboxRecord) state() lanequeue.InboxState {
-	st := lanequeue.InboxState{DroppedMore: max(rec.DroppedMore, 0)}
+	st := lanequeue.InboxState{DroppedMore: max(rec.DroppedMore, 0), Recent: rec.Recent}
+	if n := len(st.Recent) - lanequeue.DefaultMaxRememberedIDs; n > 0 {
+		st.Recent = st.Recent[n:]
+	}
 	for _, m := range rec.Queued {
 		st.Queued = append(st.Queued, inboxMessage(m))
 	}

@@ -69,6 +69,9 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 	if err != nil {
 		return schedulerError(err)
 	}
+	if err := s.checkParent(r.Context(), sc, req.ParentID, lane); err != nil {
+		return err
+	}
 	target, err := s.laneTarget(r.Context(), sc, lane)
 	if err != nil {
 		return err

@@ -75,7 +75,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, sc *session
 // manager kept of it is put back.
 func (s *Server) configureInbox(ctx context.Context, sc *sessionCall) {
 	s.inboxes.restore(ctx, sc.key, sc.inbox)
-	opts := messageOptions(sc.session.Spec.QueueMode)
+	opts := messageOptions(sc.session.Spec.QueueMode, s.sessionDefaults(ctx, sc))
 	if err := sc.inbox.ConfigureSession(sc.key.Name, opts, s.hub.log(sc.key).hasRuntime()); err != nil {
 		// The CRD validates the options; should it ever let a bad value
 		// through, the defaults serve.
@@ -113,9 +113,22 @@ func queueOptionsOf(o lanequeue.MessageOptions) sessionapi.QueueOptions {
 }
 
 // messageOptions are the inbox options of a session's spec.queueMode, with
-// the defaults for what it leaves out.
-func messageOptions(q *agentlanev1alpha1.QueueModeOptions) lanequeue.MessageOptions {
+// the queue's sessionDefaults (d, may be nil) for the mode and byChannel it
+// leaves out, and the defaults for the rest. A session's byChannel replaces
+// the queue's as a whole.
+func messageOptions(q *agentlanev1alpha1.QueueModeOptions, d *agentlanev1alpha1.SessionDefaults) lanequeue.MessageOptions {
 	o := lanequeue.DefaultMessageOptions()
+	if d != nil {
+		if d.QueueMode != "" {
+			o.Mode = lanequeue.MessageMode(d.QueueMode)
+		}
+		if len(d.ByChannel) > 0 && (q == nil || len(q.ByChannel) == 0) {
+			o.ByChannel = make(map[string]lanequeue.MessageMode, len(d.ByChannel))
+			for ch, m := range d.ByChannel {
+				o.ByChannel[ch] = lanequeue.MessageMode(m)
+			}
+		}
+	}
 	if q == nil {
 		return o
 	}
@@ -138,6 +151,17 @@ func messageOptions(q *agentlanev1alpha1.QueueModeOptions) lanequeue.MessageOpti
 		o.ByChannel[ch] = lanequeue.MessageMode(m)
 	}
 	return o
+}
+
+// sessionDefaults are the session's LaneQueue's spec.sessionDefaults, nil
+// when it sets none or cannot be read (the built-in defaults serve then).
+func (s *Server) sessionDefaults(ctx context.Context, sc *sessionCall) *agentlanev1alpha1.SessionDefaults {
+	lq, err := s.laneQueue(ctx, sc)
+	if err != nil {
+		s.log.V(1).Info("LaneQueue unreadable, the built-in session defaults serve", "queue", sc.queueKey, "error", err.Error())
+		return nil
+	}
+	return lq.Spec.SessionDefaults
 }
 
 // announcePeer checks that the caller may act for the sending session and

@@ -322,6 +322,9 @@ func (s *SessionClient) do(ctx context.Context, method, path string, query url.V
 // Submit does not cancel anything itself: a command it returned keeps
 // running whatever ctx does later; Cancel ends it.
 func (s *SessionClient) Submit(ctx context.Context, req SubmitRequest) (*Command, error) {
+	if req.ParentID == "" {
+		req.ParentID = ParentFrom(ctx)
+	}
 	var cmd Command
 	if err := s.do(ctx, http.MethodPost, "/commands", nil, req, &cmd); err != nil {
 		return nil, err
@@ -435,7 +438,7 @@ func (s *SessionClient) RunWithUsage(ctx context.Context, req SubmitRequest, fn 
 		if cmd.Grant != nil && cmd.Grant.Attempt > handled {
 			grant := *cmd.Grant
 			handled = grant.Attempt
-			attemptCtx, cancel := context.WithDeadline(ctx, grant.Deadline)
+			attemptCtx, cancel := context.WithDeadline(WithParent(ctx, cmd.ID), grant.Deadline)
 			res, usage := fn(attemptCtx, cmd)
 			cancel()
 			next, err := s.Report(ctx, cmd.ID, ReportRequest{Attempt: grant.Attempt, Result: res, Usage: usage})

@@ -92,6 +92,11 @@ type SubmitRequest struct {
 	// (5m by default); 0 means that cap. When it runs out the reply is 202
 	// with the command as it stands.
 	Wait *metav1.Duration `json:"wait,omitempty"`
+	// ParentID is the id of the session's running command whose work
+	// submits this one. When the parent runs on an isolated lane, the
+	// command may go only to that lane (403 IsolatedLane otherwise).
+	// Submit fills it from a context of Run's handler (ParentFrom).
+	ParentID string `json:"parentId,omitempty"`
 }
 
 // Grant is the slot an Internal or Hybrid command holds: the runtime runs
@@ -454,6 +459,7 @@ const (
 	CodeSessionNotReady    = "SessionNotReady"    // 503: the session's queue has no running scheduler
 	CodeNotLeader          = "NotLeader"          // 503: this manager replica is a standby; the leader serves the API (see Retry-After)
 	CodeInternal           = "Internal"           // 500
+	CodeIsolatedLane       = "IsolatedLane"       // 403: the command's parent runs on an isolated lane, and the command goes to another lane
 )
 
 // Error is the body of every error reply.
