@@ -153,9 +153,9 @@ func (r *root) queueTable(queues []agentlanev1alpha1.LaneQueue, withNamespace, w
 		}
 		for _, l := range q.Spec.Lanes {
 			s := status[l.Name]
-			t.add(q.Namespace, q.Name+"/"+string(l.Name), "", string(l.HandlerMode),
+			t.add(q.Namespace, q.Name+"/"+string(l.Name), "-", string(l.HandlerMode),
 				itoa(int64(s.Pending)), itoa(int64(s.Active)), itoa(s.Completed), itoa(s.Failed), itoa(s.DeadLettered),
-				strconv.FormatBool(l.Paused), "", "")
+				strconv.FormatBool(l.Paused), "-", "-")
 		}
 	}
 	return t

@@ -66,6 +66,19 @@ func (o *output) print(obj runtime.Object, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if o.flags.OutputFormat != nil && *o.flags.OutputFormat == "name" && meta.IsListType(obj) {
+		// The name printer takes the items one by one.
+		items, err := meta.ExtractList(obj)
+		if err != nil {
+			return err
+		}
+		for _, item := range items {
+			if err := p.PrintObj(item, w); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	return p.PrintObj(obj, w)
 }
 
