@@ -98,3 +98,43 @@ know fails the render rather than being dropped.
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/*
+workerDirect is the Direct stream of a worker pool (list root pool), as YAML:
+enabled, server, capacity, tokenExpirationSeconds, and where the Session
+API's CA comes from (caConfigMap, else the Secret caSecret). workers.direct
+gives every pool's settings; a pool's direct.enabled and direct.capacity,
+when set, override them for that pool.
+*/}}
+{{- define "agentlane.workerDirect" -}}
+{{- $root := index . 0 }}{{ $pool := index . 1 }}
+{{- $d := $root.Values.workers.direct | default dict }}
+{{- $enabled := $d.enabled | default false }}
+{{- $capacity := $d.capacity }}
+{{- with $pool.direct }}
+{{- if not (kindIs "invalid" .enabled) }}{{ $enabled = .enabled }}{{ end }}
+{{- if not (kindIs "invalid" .capacity) }}{{ $capacity = .capacity }}{{ end }}
+{{- end }}
+{{- $capacity = int64 ($capacity | default 0) }}
+{{- if and $enabled (or (lt $capacity 1) (gt $capacity 1024)) }}
+{{- fail (printf "worker pool %q: the Direct capacity (workers.direct.capacity, the pool's direct.capacity) must be 1 to 1024, got %v" ($pool.name | default "") $capacity) }}
+{{- end }}
+{{- $expiration := int64 ($d.tokenExpirationSeconds | default 3600) }}
+{{- if and $enabled (lt $expiration 600) }}
+{{- fail (printf "workers.direct.tokenExpirationSeconds must be at least 600 (the API server's least), got %v" $expiration) }}
+{{- end }}
+{{- $secret := include "agentlane.sessionAPISecret" $root | default "agentlane-session-api-tls" }}
+enabled: {{ $enabled }}
+server: {{ $d.server | default $root.Values.sessionAPI.url | default (printf "https://agentlane-session-api.%s.svc:8443" $root.Release.Namespace) | quote }}
+capacity: {{ $capacity }}
+tokenExpirationSeconds: {{ $expiration }}
+caConfigMap: {{ $d.caConfigMap | default "" | quote }}
+caSecret: {{ $secret | quote }}
+{{- end }}
+
+{{/* anyWorkerDirect is "true" when a worker pool has Direct lanes on. */}}
+{{- define "agentlane.anyWorkerDirect" -}}
+{{- range $pool := .Values.workers.pools }}
+{{- if (include "agentlane.workerDirect" (list $ $pool) | fromYaml).enabled }}true{{ end }}
+{{- end }}
+{{- end }}
