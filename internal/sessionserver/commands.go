@@ -146,8 +146,11 @@ func (c *call) view() sessionapi.Command {
 		Attempt: o.Attempts,
 		Task:    c.task,
 	}
-	if c.direct != nil && c.direct.isRecorded() {
-		cmd.Task = cmd.ID
+	if c.direct != nil {
+		if c.direct.isRecorded() {
+			cmd.Task = cmd.ID
+		}
+		cmd.StartedAt = c.direct.startedAt()
 	}
 	c.mu.Lock()
 	if g := c.grant; g != nil && !final {

@@ -295,6 +295,10 @@ type directCall struct {
 	version  int
 	recorded bool
 	watching bool
+	// started is when the current attempt started on its worker, as the
+	// worker reported it (direct.Task.Started): shown to the submitter,
+	// never recorded.
+	started time.Time
 
 	// writeMu serializes the record's writes; obj is the record as last
 	// written and written the version it shows.
@@ -354,6 +358,7 @@ func (d *directCall) Run(ctx context.Context, a lanequeue.Attempt) (lanequeue.Re
 	granted := metav1.NewTime(a.StartedAt)
 	d.mu.Lock()
 	d.attempt = taskstate.DirectAttempt{Lane: d.lane, Attempt: int32(a.Number), GrantedAt: granted}
+	d.started = time.Time{}
 	d.version++
 	always := d.always
 	d.mu.Unlock()
@@ -365,10 +370,17 @@ func (d *directCall) Run(ctx context.Context, a lanequeue.Attempt) (lanequeue.Re
 		CommandType: d.typ, RunID: d.runID, Payload: d.payload, Selector: d.selector,
 		MaterializeAfter: d.after, OnRecord: d.onRecord,
 	}}
-	at.task.Sent = &at.sent
+	at.task.Sent, at.task.Started = &at.sent, &at.started
 	r, err := d.s.direct.Run(ctx, &at.task, a)
 	if at.sent.Worker != "" {
 		d.ran(at.sent)
+	}
+	if !at.started.IsZero() {
+		d.mu.Lock()
+		if d.attempt.Attempt == int32(a.Number) {
+			d.started = at.started
+		}
+		d.mu.Unlock()
 	}
 	if errors.Is(err, direct.ErrInterrupted) {
 		// The manager stops leading: no other attempt can run here.
@@ -381,11 +393,20 @@ func (d *directCall) Run(ctx context.Context, a lanequeue.Attempt) (lanequeue.Re
 	return r, err
 }
 
-// directAttempt is one attempt as handed to the dispatcher, and the worker
-// it was sent to.
+// directAttempt is one attempt as handed to the dispatcher, the worker it
+// was sent to and when that worker says it started it.
 type directAttempt struct {
-	task direct.Task
-	sent direct.Record
+	task    direct.Task
+	sent    direct.Record
+	started time.Time
+}
+
+// startedAt is when the current attempt started on its worker, as the
+// worker reported it; zero until its worker answered.
+func (d *directCall) startedAt() time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.started
 }
 
 // ran notes the worker that ran the current attempt, for its record.

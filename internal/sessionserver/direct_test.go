@@ -180,9 +180,17 @@ var _ = Describe("Direct lanes", func() {
 			Expect(out["stdout"]).To(Equal("hello-" + strings.Repeat("x", i) + "\n"))
 			Expect(cmd).NotTo(HaveKey("task"), "a short command has no ExternalTask")
 		}
+		submitted := time.Now()
 		code, cmd := t.rawCall(t.token, http.MethodPost, "s", "/commands", map[string]any{"type": executor.NoopCommandType})
+		answered := time.Now()
 		Expect(code).To(Equal(http.StatusOK), "%v", cmd)
 		Expect(cmd["state"]).To(Equal(sessionapi.StateSucceeded), "%v", cmd)
+		By("the answer tells when the worker started the command, between its submission and its answer")
+		Expect(cmd).To(HaveKeyWithValue("startedAt", BeAssignableToTypeOf("")), "%v", cmd)
+		startedAt, err := time.Parse(time.RFC3339Nano, cmd["startedAt"].(string))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(startedAt).To(BeTemporally(">=", submitted.Truncate(0)))
+		Expect(startedAt).To(BeTemporally("<=", answered.Truncate(0)))
 		Consistently(func() []agentlanev1alpha1.ExternalTask { return externalTasks(t.ns) }, "500ms").Should(BeEmpty())
 		Expect(server.Schedulers.DirectTasks().Len()).To(BeZero())
 

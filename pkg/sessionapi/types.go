@@ -137,6 +137,11 @@ type Command struct {
 	Error string `json:"error,omitempty"`
 	// Task is the ExternalTask object of an External command.
 	Task string `json:"task,omitempty"`
+	// StartedAt is when the last attempt of a Direct command started on
+	// its worker, once the worker answered it: as the worker reports it,
+	// bounded by when the manager sent the attempt and received its
+	// result. A measurement on the worker's clock, nothing more.
+	StartedAt time.Time `json:"startedAt,omitzero"`
 }
 
 // Final reports whether the command has ended.

@@ -73,6 +73,11 @@ const workerAudience = "agentlane"
 // waited for a free worker before it was sent.
 const directWaitMetric = "agentlane_direct_wait_duration_seconds"
 
+// directStartMetric is the manager's histogram of how long after its grant a
+// Direct attempt started on its worker (the worker's start time, clamped
+// between the attempt's sending and its Result).
+const directStartMetric = "agentlane_direct_start_duration_seconds"
+
 // directRun is what one Direct throughput run measured.
 type directRun struct {
 	kind    string // directNoop or directDate
@@ -94,9 +99,15 @@ type directRun struct {
 	failed   int
 	// answer is the submit-to-answer time of the run's calls (p50, p99).
 	answer [2]time.Duration
+	// start is from the submit call to the command's start on its worker
+	// (p50, p99): the answer's startedAt, which the worker reported.
+	start [2]time.Duration
 	// wait is the manager's wait for a free worker (p50, p99), from its
 	// histogram.
 	wait [2]time.Duration
+	// grantStart is from the attempt's grant to its start on the worker
+	// (p50, p99), from the manager's histogram.
+	grantStart [2]time.Duration
 }
 
 // directLatency is a Direct half-load run.
@@ -104,15 +115,21 @@ type directLatency struct {
 	kind  string
 	rate  float64 // achieved submissions per second
 	tasks int
-	// answer is from the submit call to its answer (p50, p99): an upper
-	// bound on submit-to-start, as the answer comes after the result.
+	// answer is from the submit call to its answer (p50, p99).
 	answer [2]time.Duration
 	// start is from the submit call to the command's start on the worker
-	// (date prints it); zero for noop.
-	start  [2]time.Duration
-	wait   [2]time.Duration
-	failed int
-	writes map[string]float64
+	// (p50, p99): the answer's startedAt, when the worker started the run.
+	start [2]time.Duration
+	// exec is, for date, from the submit call to the process's start, which
+	// the command prints (fork and exec of the sandbox included); zero for
+	// noop.
+	exec [2]time.Duration
+	// wait is the manager's wait for a free worker and grantStart the time
+	// from the attempt's grant to its start on the worker (p50, p99), from
+	// the manager's histograms.
+	wait, grantStart [2]time.Duration
+	failed           int
+	writes           map[string]float64
 	// recorded is how many of the run's tasks were recorded as
 	// ExternalTasks.
 	recorded int
@@ -151,11 +168,18 @@ func (e *env) directRuns(tn *tenant) directReport {
 		e.directThroughput(tn, directNoop, warmupPrefix, *flagDirectWarmup)
 	}
 	noop := e.directThroughput(tn, directNoop, "dn", *flagDirectTasks)
-	date := e.directThroughput(tn, directDate, "dd", *flagDirectExecTasks)
-	rep.runs = append(rep.runs, noop, date)
-	rep.latency = append(rep.latency,
-		e.directHalfLoad(tn, directNoop, "ln", noop.rate/2, *flagDirectLatencyTasks),
-		e.directHalfLoad(tn, directDate, "ld", date.rate/2, *flagDirectExecLatencyTasks))
+	rep.runs = append(rep.runs, noop)
+	var date directRun
+	if *flagDirectExecTasks > 0 {
+		date = e.directThroughput(tn, directDate, "dd", *flagDirectExecTasks)
+		rep.runs = append(rep.runs, date)
+	}
+	if *flagDirectLatencyTasks > 0 {
+		rep.latency = append(rep.latency, e.directHalfLoad(tn, directNoop, "ln", noop.rate/2, *flagDirectLatencyTasks))
+	}
+	if *flagDirectExecTasks > 0 && *flagDirectExecLatencyTasks > 0 {
+		rep.latency = append(rep.latency, e.directHalfLoad(tn, directDate, "ld", date.rate/2, *flagDirectExecLatencyTasks))
+	}
 	return rep
 }
 
@@ -178,7 +202,17 @@ func (e *env) directSubmit(c *sessionapi.Client, ns, session, id, kind string) (
 	return cmd, err
 }
 
-// startedAt is when a date command started on its worker, from its output.
+// workerStart is when a command's last attempt started on its worker, as
+// the answer tells it.
+func workerStart(cmd *sessionapi.Command) (time.Time, bool) {
+	if cmd == nil || cmd.StartedAt.IsZero() {
+		return time.Time{}, false
+	}
+	return cmd.StartedAt, true
+}
+
+// startedAt is when a date command's process started on its worker, from
+// its output.
 func startedAt(cmd *sessionapi.Command) (time.Time, bool) {
 	if cmd == nil || cmd.Result == nil {
 		return time.Time{}, false
@@ -201,6 +235,7 @@ func (e *env) directThroughput(tn *tenant, kind, prefix string, n int) directRun
 	e.t.Helper()
 	time.Sleep(3 * time.Second)
 	answers := make([][]time.Duration, len(tn.clients))
+	starts := make([][]time.Duration, len(tn.clients))
 	var failed atomic.Int64
 	before := e.snapshot()
 	waitProfiles := func() {}
@@ -210,8 +245,11 @@ func (e *env) directThroughput(tn *tenant, kind, prefix string, n int) directRun
 	defer waitProfiles()
 	parallelBy(len(tn.clients), n, func(w, i int) {
 		t0 := time.Now()
-		_, err := e.directSubmit(tn.clients[w], tn.ns, sessionName(i%tn.sessions), fmt.Sprintf("%s-%06d", prefix, i), kind)
+		cmd, err := e.directSubmit(tn.clients[w], tn.ns, sessionName(i%tn.sessions), fmt.Sprintf("%s-%06d", prefix, i), kind)
 		answers[w] = append(answers[w], time.Since(t0))
+		if s, ok := workerStart(cmd); ok && err == nil {
+			starts[w] = append(starts[w], s.Sub(t0))
+		}
 		if err != nil {
 			if failed.Add(1) <= 10 {
 				e.t.Logf("Direct %s %d: %v", kind, i, err)
@@ -225,18 +263,21 @@ func (e *env) directThroughput(tn *tenant, kind, prefix string, n int) directRun
 		kind: kind, tasks: n, failed: int(failed.Load()),
 		elapsed: end.usage.at.Sub(before.usage.at),
 		cores:   cores(before.usage, end.usage), cpu: end.usage.cpu - before.usage.cpu,
-		writes:   writeCounts(before.api, settled.api),
-		recorded: e.recorded(tn.ns, prefix+"-"),
-		wait:     histogramQuantiles(before.manager, end.manager, directWaitMetric),
+		writes:     writeCounts(before.api, settled.api),
+		recorded:   e.recorded(tn.ns, prefix+"-"),
+		wait:       histogramQuantiles(before.manager, end.manager, directWaitMetric),
+		grantStart: histogramQuantiles(before.manager, end.manager, directStartMetric),
 	}
 	run.rate = float64(n) / run.elapsed.Seconds()
 	run.apiCores, run.benchCores = otherCores(before, end)
 	run.workerCores = workerCores(before, end)
-	var all []time.Duration
-	for _, a := range answers {
+	var all, allStarts []time.Duration
+	for w, a := range answers {
 		all = append(all, a...)
+		allStarts = append(allStarts, starts[w]...)
 	}
 	run.answer[0], run.answer[1] = percentiles(all)
+	run.start[0], run.start[1] = percentiles(allStarts)
 	if run.failed > 0 {
 		e.t.Errorf("Direct %s run: %d of %d commands did not succeed", kind, run.failed, n)
 	}
@@ -250,13 +291,20 @@ func (e *env) directHalfLoad(tn *tenant, kind, prefix string, rate float64, n in
 	e.t.Helper()
 	time.Sleep(3 * time.Second)
 	var mu sync.Mutex
-	var answers, starts []time.Duration
+	var answers, starts, execs []time.Duration
 	var failed atomic.Int64
 	var wg sync.WaitGroup
 	before := e.snapshot()
-	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
+	// Command i is due at i/rate from the start: a command whose time
+	// passed while the loop slept goes at once, so that the rate is kept
+	// (a ticker drops the ticks its reader misses, and fell short of the
+	// rate by half on this machine).
+	interval := time.Duration(float64(time.Second) / rate)
+	start := time.Now()
 	for i := range n {
-		<-tick.C
+		if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
+			time.Sleep(d)
+		}
 		c := tn.clients[i%len(tn.clients)]
 		wg.Go(func() {
 			t0 := time.Now()
@@ -268,24 +316,28 @@ func (e *env) directHalfLoad(tn *tenant, kind, prefix string, rate float64, n in
 				}
 				return
 			}
-			s, ok := startedAt(cmd)
 			mu.Lock()
 			defer mu.Unlock()
 			answers = append(answers, d)
-			if ok {
+			if s, ok := workerStart(cmd); ok {
 				starts = append(starts, s.Sub(t0))
+			}
+			if s, ok := startedAt(cmd); ok {
+				execs = append(execs, s.Sub(t0))
 			}
 		})
 	}
-	tick.Stop()
 	sentIn := time.Since(before.usage.at)
 	wg.Wait()
 	after := e.snapshot()
 	l := directLatency{kind: kind, rate: float64(n) / sentIn.Seconds(), tasks: n, failed: int(failed.Load()),
-		wait: histogramQuantiles(before.manager, after.manager, directWaitMetric), writes: writeCounts(before.api, after.api)}
+		wait:       histogramQuantiles(before.manager, after.manager, directWaitMetric),
+		grantStart: histogramQuantiles(before.manager, after.manager, directStartMetric),
+		writes:     writeCounts(before.api, after.api)}
 	l.recorded = e.recorded(tn.ns, prefix+"-")
 	l.answer[0], l.answer[1] = percentiles(answers)
 	l.start[0], l.start[1] = percentiles(starts)
+	l.exec[0], l.exec[1] = percentiles(execs)
 	if l.failed > 0 {
 		e.t.Errorf("Direct %s half-load run: %d of %d commands did not succeed", kind, l.failed, n)
 	}
@@ -392,18 +444,20 @@ func (r report) printDirect(w io.Writer) {
 	cr := r.crReference()
 	fmt.Fprintf(w, "\nDirect lane, %d workers x %d Direct slots, %d clients waiting for each answer, 100 sessions:\n",
 		d.workers, d.capacity, *flagClients)
-	fmt.Fprintf(w, "%-6s %8s %9s %8s %7s %9s %9s %9s %9s %7s %9s %9s %9s %9s %19s %19s\n",
-		"type", "tasks", "tasks/s", "x CR", "ratio", "xtW/task", "othW/task", "rvw/task", "recorded", "cores", "cpu µs/t", "apiCores", "wkCores", "bchCores", "answer p50/p99", "wait p50/p99")
+	fmt.Fprintf(w, "%-6s %8s %9s %8s %7s %9s %9s %9s %9s %7s %9s %9s %9s %9s %21s %21s %19s %21s\n",
+		"type", "tasks", "tasks/s", "x CR", "ratio", "xtW/task", "othW/task", "rvw/task", "recorded", "cores", "cpu µs/t", "apiCores", "wkCores", "bchCores",
+		"answer p50/p99", "start p50/p99", "wait p50/p99", "grant-start p50/p99")
 	for _, run := range d.runs {
 		xt, other, reviews := directWrites(run.writes, run.tasks)
 		x := 0.0
 		if cr > 0 {
 			x = run.rate / cr
 		}
-		fmt.Fprintf(w, "%-6s %8d %9.1f %8.1f %7.2f %9.3f %9.3f %9.3f %9d %7.2f %9.0f %9.2f %9.2f %9.2f %19s %19s\n",
+		fmt.Fprintf(w, "%-6s %8d %9.1f %8.1f %7.2f %9.3f %9.3f %9.3f %9d %7.2f %9.0f %9.2f %9.2f %9.2f %21s %21s %19s %21s\n",
 			run.kind, run.tasks, run.rate, x, run.rate/r.small, xt, other, reviews, run.recorded, run.cores,
 			float64(cpuPerTask(run.cpu, run.tasks).Microseconds()), run.apiCores, run.workerCores, run.benchCores,
-			ms(run.answer[0])+" / "+ms(run.answer[1]), ms(run.wait[0])+" / "+ms(run.wait[1]))
+			ms(run.answer[0])+" / "+ms(run.answer[1]), ms(run.start[0])+" / "+ms(run.start[1]),
+			ms(run.wait[0])+" / "+ms(run.wait[1]), ms(run.grantStart[0])+" / "+ms(run.grantStart[1]))
 	}
 	for _, run := range d.runs {
 		fmt.Fprintf(w, "\nAPI writes per task, Direct %s (all resources, by verb, until 2 s after the run):\n", run.kind)
@@ -412,11 +466,13 @@ func (r report) printDirect(w io.Writer) {
 		}
 	}
 	for _, l := range d.latency {
-		fmt.Fprintf(w, "\nDirect %s at half load (%.0f/s, %d tasks): submit to answer p50 %s  p99 %s", l.kind, l.rate, l.tasks, ms(l.answer[0]), ms(l.answer[1]))
-		if l.start[1] > 0 {
-			fmt.Fprintf(w, "; submit to start on the worker p50 %s  p99 %s", ms(l.start[0]), ms(l.start[1]))
+		fmt.Fprintf(w, "\nDirect %s at half load (%.0f/s, %d tasks): submit to start on the worker p50 %s  p99 %s; submit to answer p50 %s  p99 %s",
+			l.kind, l.rate, l.tasks, ms(l.start[0]), ms(l.start[1]), ms(l.answer[0]), ms(l.answer[1]))
+		if l.exec[1] > 0 {
+			fmt.Fprintf(w, "; submit to the process's start p50 %s  p99 %s", ms(l.exec[0]), ms(l.exec[1]))
 		}
 		fmt.Fprintf(w, "\n  the manager's wait for a free worker (%s): p50 %s  p99 %s\n", directWaitMetric, ms(l.wait[0]), ms(l.wait[1]))
+		fmt.Fprintf(w, "  from the grant to the start on the worker (%s): p50 %s  p99 %s\n", directStartMetric, ms(l.grantStart[0]), ms(l.grantStart[1]))
 		xt, other, reviews := directWrites(l.writes, l.tasks)
 		fmt.Fprintf(w, "  API writes per task: %.3f ExternalTask (%d tasks recorded), %.3f other stored, %.3f reviews; by verb:", xt, l.recorded, other, reviews)
 		for _, k := range sortedKeys(l.writes) {
@@ -440,10 +496,12 @@ func (r report) printDirectSummary(row func(k, v string)) {
 		row("Direct "+run.kind+": API server / workers / bench cores", fmt.Sprintf("%.2f / %.2f / %.2f", run.apiCores, run.workerCores, run.benchCores))
 	}
 	for _, l := range r.direct.latency {
-		row(fmt.Sprintf("Direct %s half load: answer p50 / p99", l.kind), fmt.Sprintf("%s / %s (%.0f/s)", ms(l.answer[0]), ms(l.answer[1]), l.rate))
-		if l.start[1] > 0 {
-			row(fmt.Sprintf("Direct %s half load: start p50 / p99", l.kind), fmt.Sprintf("%s / %s", ms(l.start[0]), ms(l.start[1])))
+		row(fmt.Sprintf("Direct %s half load: submit-to-start p50 / p99", l.kind), fmt.Sprintf("%s / %s (%.0f/s)", ms(l.start[0]), ms(l.start[1]), l.rate))
+		row(fmt.Sprintf("Direct %s half load: answer p50 / p99", l.kind), fmt.Sprintf("%s / %s", ms(l.answer[0]), ms(l.answer[1])))
+		if l.exec[1] > 0 {
+			row(fmt.Sprintf("Direct %s half load: process start p50 / p99", l.kind), fmt.Sprintf("%s / %s", ms(l.exec[0]), ms(l.exec[1])))
 		}
+		row(fmt.Sprintf("Direct %s half load: grant-to-start p50 / p99", l.kind), fmt.Sprintf("%s / %s", ms(l.grantStart[0]), ms(l.grantStart[1])))
 		row(fmt.Sprintf("Direct %s half load: wait p50 / p99", l.kind), fmt.Sprintf("%s / %s", ms(l.wait[0]), ms(l.wait[1])))
 	}
 }

@@ -88,6 +88,7 @@ class Command:
     result: Optional[Result] = None
     error: Optional[str] = None
     task: Optional[str] = None
+    started_at: Optional[datetime.datetime] = None
 
     @property
     def final(self) -> bool:
