@@ -18,12 +18,14 @@ package kubectlplugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -108,6 +110,9 @@ func (r *root) queuesCommand() *cobra.Command {
 					}
 				}
 			}); err != nil {
+				return err
+			}
+			if err := missing("lanequeues", args, all.Items); err != nil {
 				return err
 			}
 			if !out.table() {
@@ -208,6 +213,9 @@ func (r *root) sessionsCommand() *cobra.Command {
 					}
 				}
 			}); err != nil {
+				return err
+			}
+			if err := missing("agentsessions", args, all.Items); err != nil {
 				return err
 			}
 			if !out.table() {
@@ -443,6 +451,27 @@ func errorOf(t *agentlanev1alpha1.ExternalTask) string {
 		return c.Message
 	}
 	return ""
+}
+
+// missing is a NotFound error naming each of names that no item has, as
+// kubectl get reports a named object that does not exist; nil when every
+// name was found.
+func missing[T any, PT interface {
+	*T
+	client.Object
+}](resource string, names []string, items []T) error {
+	found := map[string]bool{}
+	for i := range items {
+		found[PT(&items[i]).GetName()] = true
+	}
+	var errs []error
+	for _, n := range names {
+		if !found[n] {
+			errs = append(errs, apierrors.NewNotFound(agentlanev1alpha1.GroupVersion.WithResource(resource).GroupResource(), n))
+			found[n] = true
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // named tells whether name is among names, or names is empty.

@@ -75,7 +75,6 @@ func NewCommand(name string, streams genericiooptions.IOStreams) *cobra.Command 
 		streams: streams,
 		clock:   clock.RealClock{},
 	}
-	r.config.WrapConfigFn = nil
 	r.newClient = r.client
 	cmd := &cobra.Command{
 		Use: "agentlane",

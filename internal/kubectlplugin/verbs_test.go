@@ -121,6 +121,11 @@ func TestVerbs(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(out).To(Equal("lanequeue.agentlane.io/agents\nlanequeue.agentlane.io/other\n"))
 
+		out, _, err = run(t, cl.viewer, "queues", "-n", teamA, "agents", "missing", "-o", "name")
+		g.Expect(err).To(MatchError(`lanequeues.agentlane.io "missing" not found`))
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+		g.Expect(out).To(BeEmpty())
+
 		out, errOut, err = run(t, cl.viewer, "queues", "-n", "empty")
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(out).To(BeEmpty())
@@ -148,6 +153,8 @@ func TestVerbs(t *testing.T) {
 		g.Expect(out).To(MatchRegexp(`^NAME +QUEUE +PHASE +DESIRED +NODE +TENANT +PENDING +ACTIVE +SUCCEEDED +FAILED +DEAD +AGE\n`))
 		g.Expect(out).To(MatchRegexp(`(?m)^reviewer-42 +agents +Active +Active +node-a +acme-corp +1 +3 +6 +1 +2 +\d+s$`))
 		g.Expect(out).To(MatchRegexp(`(?m)^reviewer-43 +agents +<none> +Passivated +<none> +<none> +0 +0 +0 +0 +0 +\d+s$`))
+		_, _, err = run(t, cl.viewer, "sessions", "-n", teamA, "solo")
+		g.Expect(err).To(MatchError(`agentsessions.agentlane.io "solo" not found`))
 		out, _, err = run(t, cl.viewer, "sessions", "-A", "--queue", "other", "-o", "name")
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(out).To(Equal("agentsession.agentlane.io/solo\n"))
