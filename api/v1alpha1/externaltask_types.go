@@ -409,9 +409,10 @@ type ExternalTaskStatus struct {
 	// lastHeartbeatAt is when whatever runs the current attempt (a pool
 	// worker, a handler) last reported that it is alive. Heartbeats are
 	// coalesced: it moves at most once per quarter of heartbeatTimeout
-	// (and at most twice a second). Cleared by a new attempt.
+	// (and at most twice a second). Microsecond precision, so that
+	// heartbeats within one second tell apart. Cleared by a new attempt.
 	// +optional
-	LastHeartbeatAt *metav1.Time `json:"lastHeartbeatAt,omitempty"`
+	LastHeartbeatAt *metav1.MicroTime `json:"lastHeartbeatAt,omitempty"`
 
 	// progress is the last progress note of the current attempt's
 	// heartbeats, such as "42/100 files", at most 256 characters.

@@ -45,12 +45,12 @@ type heartbeatsSeen struct {
 
 type seenBeat struct {
 	attempt int32
-	at      metav1.Time
+	at      metav1.MicroTime
 }
 
 // fresh records the heartbeat of attempt n at at, and tells whether it is
 // one the controller has not seen.
-func (h *heartbeatsSeen) fresh(key types.NamespacedName, n int32, at metav1.Time) bool {
+func (h *heartbeatsSeen) fresh(key types.NamespacedName, n int32, at metav1.MicroTime) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if b, ok := h.last[key]; ok && b.attempt == n && b.at.Equal(&at) {

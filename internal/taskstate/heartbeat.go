@@ -51,7 +51,7 @@ func clearAttemptTiming(st *Status) {
 // attempt's first, or one at least HeartbeatInterval after the last.
 func heartbeatDue(st *Status, now metav1.Time) bool {
 	return st.LastHeartbeatAt == nil || now.Sub(st.LastHeartbeatAt.Time) >= workerproto.HeartbeatInterval(st.HeartbeatTimeout) ||
-		now.Before(st.LastHeartbeatAt)
+		now.Time.Before(st.LastHeartbeatAt.Time)
 }
 
 // ProgressNote bounds a progress note to workerproto.MaxProgress bytes.
@@ -66,7 +66,8 @@ func WorkerHeartbeat(st *Status, f workerproto.Fence, at metav1.Time, progress s
 	if err := checkFence("WorkerHeartbeat", st, f, agentlanev1alpha1.ExternalTaskRunning); err != nil {
 		return err
 	}
-	st.LastHeartbeatAt = &at
+	beat := metav1.NewMicroTime(at.Time)
+	st.LastHeartbeatAt = &beat
 	if progress != "" {
 		st.Progress = progress
 	}
@@ -95,7 +96,8 @@ func HandlerHeartbeat(st *Status, now metav1.Time, n int32, progress string) (bo
 	if !heartbeatDue(st, now) {
 		return false, nil
 	}
-	st.LastHeartbeatAt = &now
+	beat := metav1.NewMicroTime(now.Time)
+	st.LastHeartbeatAt = &beat
 	if progress != "" {
 		st.Progress = ProgressNote(progress)
 	}

@@ -47,7 +47,7 @@ func TestHandlerHeartbeatCoalesced(t *testing.T) {
 	if writes != 10 { // t0, t0+1s, ..., t0+9s
 		t.Errorf("%d heartbeats recorded in 10s with heartbeatTimeout 4s, want 10", writes)
 	}
-	if st.Progress != "step" || st.LastHeartbeatAt == nil || !st.LastHeartbeatAt.Equal(&metav1.Time{Time: t0.Add(9 * time.Second)}) {
+	if st.Progress != "step" || st.LastHeartbeatAt == nil || !st.LastHeartbeatAt.Time.Equal(t0.Add(9*time.Second)) {
 		t.Errorf("status: progress %q, last heartbeat %v", st.Progress, st.LastHeartbeatAt)
 	}
 }
@@ -95,7 +95,8 @@ func TestProgressNoteBounded(t *testing.T) {
 // heartbeatTimeout.
 func TestNewAttemptClearsTiming(t *testing.T) {
 	st := status(running, 1, heldByWorker("w1"), func(st *Status) {
-		st.LastHeartbeatAt, st.Progress, st.Extensions = &t0, "x", 2
+		beat := metav1.NewMicroTime(t0.Time)
+		st.LastHeartbeatAt, st.Progress, st.Extensions = &beat, "x", 2
 		st.Deadline = &t1
 	})
 	if err := Grant(st, 1, t1, "execute", 2); err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/workerproto"
@@ -173,7 +174,10 @@ func TestWorkerPatchesMakeTheirTransitions(t *testing.T) {
 			transition: func(st *Status) error { return WorkerHeartbeat(st, wf, t1, "3/10") },
 		},
 		"heartbeat without a progress note keeps the last one": {
-			from: status(running, 1, heldByWorker("w1"), func(st *Status) { st.Progress, st.LastHeartbeatAt = "2/10", &t0 }),
+			from: status(running, 1, heldByWorker("w1"), func(st *Status) {
+				beat := metav1.NewMicroTime(t0.Time)
+				st.Progress, st.LastHeartbeatAt = "2/10", &beat
+			}),
 			patch: func(task *agentlanev1alpha1.ExternalTask) ([]byte, error) {
 				return workerproto.HeartbeatPatch(wf, t1, "")
 			},

@@ -323,7 +323,7 @@ func (a *attempts) handBack(ctx context.Context, task *agentlanev1alpha1.Externa
 
 // finish runs a claimed attempt and reports it; see run and settle.
 func (a *attempts) finish(ctx context.Context, task *agentlanev1alpha1.ExternalTask, f workerproto.Fence, handBackOnShutdown bool) (string, error) {
-	out, runErr := a.run(ctx, task)
+	out, runErr := a.run(a.withHeartbeat(ctx, task, f, nil, nil), task)
 	return a.settle(ctx, task, f, runReport{claim: claimed}, out, runErr, handBackOnShutdown)
 }
 

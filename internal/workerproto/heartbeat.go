@@ -63,7 +63,7 @@ func HeartbeatInterval(timeout *metav1.Duration) time.Duration {
 // is the completion's: the attempt must still be Running under f's holder.
 // add, not replace: both fields are absent until the first heartbeat.
 func HeartbeatPatch(f Fence, at metav1.Time, progress string) ([]byte, error) {
-	ops := append(f.Tests(agentlanev1alpha1.ExternalTaskRunning), AddOp(PathLastHeartbeatAt, at))
+	ops := append(f.Tests(agentlanev1alpha1.ExternalTaskRunning), AddOp(PathLastHeartbeatAt, metav1.NewMicroTime(at.Time)))
 	if progress != "" {
 		ops = append(ops, AddOp(PathProgress, progress))
 	}
