@@ -57,8 +57,9 @@ type cluster struct {
 	admin client.Client
 	// viewer holds queue-viewer in every namespace (a ClusterRoleBinding);
 	// editor holds queue-viewer and editor in teamA only (RoleBindings),
-	// as the built-in edit role grants them there.
-	viewer, editor string
+	// as the built-in edit role grants them there; writer holds editor
+	// alone in teamA, which is enough for the verbs that only patch.
+	viewer, editor, writer string
 	dir            string
 }
 
@@ -352,6 +353,20 @@ func TestVerbs(t *testing.T) {
 		g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
 	})
 
+	t.Run("drain, undrain, passivate, resume and migrate need the editor role alone; pause also reads", func(t *testing.T) {
+		g := NewWithT(t)
+		for _, args := range [][]string{
+			{"lane", "drain", "agents", "--timeout", "1m"}, {"lane", "undrain", "agents"},
+			{"session", "passivate", "reviewer-43"}, {"session", "resume", "reviewer-43"}, {"session", "migrate", "reviewer-43"},
+		} {
+			_, errOut, err := run(t, cl.writer, append(args, "-n", teamA)...)
+			g.Expect(err).NotTo(HaveOccurred(), "%v: %s", args, errOut)
+		}
+		_, _, err := run(t, cl.writer, "lane", "pause", "-n", teamA, "agents", "query")
+		g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "pause reads the queue first: %v", err)
+		g.Expect(lanePaused(t, cl.admin)).To(Equal(map[string]bool{"query": false, "execute": false}))
+	})
+
 	t.Run("top prints lanetop's dashboard and strip as the viewer", func(t *testing.T) {
 		g := NewWithT(t)
 		out, errOut, err := run(t, cl.viewer, "top", "-n", teamA, "--view", "strip")
@@ -462,6 +477,12 @@ func startCluster(t *testing.T) *cluster {
 			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "editor"}},
 		}))
 	}
+	must(t, c.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: teamA, Name: "writer"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: editorRole},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "writer"}},
+	}))
+	cl.writer = kubeconfigOf(t, env, cl.dir, "writer")
 	cl.viewer = kubeconfigOf(t, env, cl.dir, "viewer")
 	cl.editor = kubeconfigOf(t, env, cl.dir, "editor")
 	return cl
