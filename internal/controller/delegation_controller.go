@@ -40,6 +40,7 @@ import (
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/budget"
 	"github.com/agentlane/agentlane/internal/delegation"
+	"github.com/agentlane/agentlane/internal/scheduling"
 	"github.com/agentlane/agentlane/internal/taskstate"
 )
 
@@ -92,6 +93,9 @@ type DelegationReconciler struct {
 	Inboxes   Inboxes
 	Recorder  events.EventRecorder
 	Clock     clock.PassiveClock
+	// Schedulers holds the lane schedulers: a delegated task is a command
+	// of its Delegate lane there (delegation_engine.go).
+	Schedulers *scheduling.Schedulers
 	// Budgets is the budget ledger: each worker's budget is carved from
 	// what its producer has left and paid by the producer when the worker
 	// is created. Without it a worker gets its template's budget.
@@ -111,6 +115,9 @@ type DelegationReconciler struct {
 	// replaced, so that a pass never acts on a cache that has not caught
 	// up with them.
 	written taskstate.Versions
+	// admitted remembers the live tasks each lane's scheduler tracks, so
+	// that a deleted task leaves its scheduler.
+	admitted admittedTasks
 }
 
 var _ reconcile.Reconciler = &DelegationReconciler{}
@@ -118,8 +125,8 @@ var _ reconcile.Reconciler = &DelegationReconciler{}
 // SetupWithManager registers the reconciler: delegated tasks, worker
 // sessions and LaneQueues map to the lanes they belong to.
 func (r *DelegationReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if r.Client == nil || r.APIReader == nil || r.Inboxes == nil {
-		return errors.New("DelegationReconciler needs a Client, an APIReader and Inboxes")
+	if r.Client == nil || r.APIReader == nil || r.Inboxes == nil || r.Schedulers == nil {
+		return errors.New("DelegationReconciler needs a Client, an APIReader, Inboxes and Schedulers")
 	}
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
@@ -131,14 +138,18 @@ func (r *DelegationReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&agentlanev1alpha1.ExternalTask{}, handler.EnqueueRequestsFromMapFunc(laneOfLabels(agentlanev1alpha1.DelegatedLabel))).
 		Watches(&agentlanev1alpha1.AgentSession{}, handler.EnqueueRequestsFromMapFunc(laneOfLabels(agentlanev1alpha1.DelegationTaskLabel))).
 		Watches(&agentlanev1alpha1.LaneQueue{}, handler.EnqueueRequestsFromMapFunc(delegateLanesOf)).
+		// The lane's scheduler granted, timed out, retried or ended a
+		// delegated command.
+		WatchesRawSource(r.Schedulers.DelegationEvents().Source()).
 		// One pass at a time: a lane's cap is counted, then filled.
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
 		Complete(r)
 }
 
-// laneKey names one lane of one queue as a request.
+// laneKey names one lane of one queue as a request, as the schedulers'
+// DelegationEvents do.
 func laneKey(namespace, queue, lane string) reconcile.Request {
-	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: namespace, Name: queue + "/" + lane}}
+	return scheduling.LaneRequest(namespace, queue, lane)
 }
 
 // laneOfLabels maps a delegated task or a worker session (marked by label)
@@ -201,10 +212,15 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	// the end of the pass, fenced on the version the pass read.
 	var p pass
 	p.requeue(0)
+	e, scheduled := r.engine(dl)
 	scopes := make([]*taskstate.Scope, 0, len(tasks))
+	tracked := map[string]bool{}
 	for i := range tasks {
 		t := &tasks[i]
 		if !t.DeletionTimestamp.IsZero() {
+			if scheduled {
+				r.release(e, t.Name)
+			}
 			continue
 		}
 		s := taskstate.NewScope(t)
@@ -212,17 +228,32 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		switch {
 		case t.Status.Phase.IsTerminal():
 			p.finished++
+			if scheduled {
+				r.settleEngine(ctx, e, t)
+			}
 			p.requeue(r.settle(ctx, dl, s))
-		case t.Status.Phase == agentlanev1alpha1.ExternalTaskRunning:
-			p.running = append(p.running, s)
+		case !scheduled:
+			// The queue's scheduler has not started (or the queue is
+			// gone): the tasks wait, and a lane that cannot delegate
+			// fails its waiting ones.
+			if dl.problem != "" && !delegatedRunning(&t.Status) {
+				r.fail(ctx, s, dl.problem)
+			}
+			p.requeue(engineRecheck)
 		default:
-			p.queued = append(p.queued, s)
+			p.requeue(r.carry(ctx, dl, e, s, workers))
+			if _, ok := e.tasks.Get(t.Name); ok {
+				tracked[t.Name] = true
+			}
 		}
 	}
-	for _, s := range p.running {
-		p.requeue(r.watchRunning(ctx, dl, s, workers[s.Task.Status.Worker]))
+	if scheduled {
+		for _, name := range r.admitted.sync(req.NamespacedName, tracked) {
+			if !slices.ContainsFunc(tasks, func(t agentlanev1alpha1.ExternalTask) bool { return t.Name == name }) {
+				r.release(e, name) // deleted while it was live
+			}
+		}
 	}
-	p.requeue(r.startQueued(ctx, dl, &p))
 	for _, s := range scopes {
 		if err := s.Write(ctx, r.Client, &r.written, false); err != nil {
 			p.errs = append(p.errs, fmt.Errorf("task %s: %w", s.Task.Name, err))
@@ -243,7 +274,6 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 
 // pass is what one Reconcile found and decided.
 type pass struct {
-	running, queued []*taskstate.Scope
 	// finished counts the lane's finished tasks.
 	finished int
 	// after is when the lane should be looked at again; 0 for never.

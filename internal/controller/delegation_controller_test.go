@@ -40,11 +40,39 @@ import (
 	"github.com/agentlane/agentlane/internal/budget"
 	"github.com/agentlane/agentlane/internal/delegation"
 	"github.com/agentlane/agentlane/internal/lanequeue"
+	"github.com/agentlane/agentlane/internal/scheduling"
 )
 
 // In these specs the test drives the delegation controller's passes itself
 // (Reconcile on one lane), with a fake clock and a fake inbox, against the
-// real API server; the suite's manager runs the other controllers.
+// real API server; the suite's manager runs the other controllers. The
+// lane's scheduler is the test's own, on the same fake clock, started from
+// the LaneQueue as the LaneQueue controller starts it.
+
+// delegationSchedulers returns a Schedulers on clk whose hooks do nothing.
+func delegationSchedulers(clk *clocktesting.FakeClock) *scheduling.Schedulers {
+	GinkgoHelper()
+	s := &scheduling.Schedulers{Options: lanequeue.Options{Clock: clk}}
+	Expect(s.Bind(scheduling.Hooks{Observer: scheduling.NoObserver,
+		OnSessionActivity: func(types.NamespacedName, time.Time) {},
+		Rebuild:           func(types.NamespacedName, *lanequeue.Queue, *scheduling.TaskSet) {}})).To(Succeed())
+	return s
+}
+
+// ensureScheduler starts (or reconfigures) the scheduler of LaneQueue dq of
+// ns in sched, when the queue exists.
+func ensureScheduler(g Gomega, sched *scheduling.Schedulers, ns string) {
+	lq := &agentlanev1alpha1.LaneQueue{}
+	err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ns, Name: "dq"}, lq)
+	if apierrors.IsNotFound(err) {
+		return
+	}
+	g.Expect(err).NotTo(HaveOccurred())
+	cfg, err := QueueConfig(&lq.Spec)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = sched.Ensure(lq, cfg)
+	g.Expect(err).NotTo(HaveOccurred())
+}
 
 // fakeInboxes records what the delegation controller posts.
 type fakeInboxes struct {
@@ -111,6 +139,13 @@ func (c *taskReads) List(ctx context.Context, list client.ObjectList, opts ...cl
 // whose workers get at most 600 tokens.
 func delegateQueue(ns string, mutate func(*agentlanev1alpha1.Lane)) {
 	GinkgoHelper()
+	delegateQueueWith(ns, mutate, nil)
+}
+
+// delegateQueueWith is delegateQueue with the queue's spec changed by
+// mutateQueue too.
+func delegateQueueWith(ns string, mutate func(*agentlanev1alpha1.Lane), mutateQueue func(*agentlanev1alpha1.LaneQueueSpec)) {
+	GinkgoHelper()
 	lane := agentlanev1alpha1.Lane{Name: "review", Priority: 0, MaxConcurrency: 4,
 		ExternalTarget: &agentlanev1alpha1.ExternalTarget{Type: agentlanev1alpha1.ExternalTargetDelegate,
 			Delegate: &agentlanev1alpha1.DelegateTarget{SessionTemplate: agentlanev1alpha1.AgentSessionTemplate{
@@ -122,11 +157,24 @@ func delegateQueue(ns string, mutate func(*agentlanev1alpha1.Lane)) {
 	}
 	lq := &agentlanev1alpha1.LaneQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dq"},
 		Spec: agentlanev1alpha1.LaneQueueSpec{DefaultLane: "review", Lanes: []agentlanev1alpha1.Lane{lane}}}
+	if mutateQueue != nil {
+		mutateQueue(&lq.Spec)
+	}
 	Expect(k8sClient.Create(ctx, lq)).To(Succeed())
 	// The controller reads the queue from the manager's cache.
 	Eventually(func() error {
 		return managerCache.Get(ctx, client.ObjectKeyFromObject(lq), &agentlanev1alpha1.LaneQueue{})
 	}).Should(Succeed())
+}
+
+// noRetries makes a lane retry nothing; noDeadLetters, a queue keep no
+// dead letters: a delegation whose attempt times out ends TimedOut.
+func noRetries(l *agentlanev1alpha1.Lane) {
+	l.RetryPolicy = &agentlanev1alpha1.RetryPolicy{Strategy: agentlanev1alpha1.RetryNone}
+}
+
+func noDeadLetters(q *agentlanev1alpha1.LaneQueueSpec) {
+	q.DeadLetter = &agentlanev1alpha1.DeadLetterPolicy{Enabled: ptr.To(false)}
 }
 
 // producerSession creates the session that delegates.
@@ -148,6 +196,13 @@ func producerSession(ns, name string, mutate func(*agentlanev1alpha1.AgentSessio
 // delegatedTask creates a delegated task as the Session API does.
 func delegatedTask(producer *agentlanev1alpha1.AgentSession, name, text string) *agentlanev1alpha1.ExternalTask {
 	GinkgoHelper()
+	return delegatedTaskWith(producer, name, text, nil)
+}
+
+// delegatedTaskWith is delegatedTask with the task changed by mutate
+// before it is created.
+func delegatedTaskWith(producer *agentlanev1alpha1.AgentSession, name, text string, mutate func(*agentlanev1alpha1.ExternalTask)) *agentlanev1alpha1.ExternalTask {
+	GinkgoHelper()
 	payload, err := json.Marshal(map[string]string{"text": text})
 	Expect(err).NotTo(HaveOccurred())
 	t := &agentlanev1alpha1.ExternalTask{
@@ -161,6 +216,9 @@ func delegatedTask(producer *agentlanev1alpha1.AgentSession, name, text string) 
 			CommandType: delegation.CommandType,
 			Payload:     &runtime.RawExtension{Raw: payload},
 		}}
+	if mutate != nil {
+		mutate(t)
+	}
 	Expect(k8sClient.Create(ctx, t)).To(Succeed())
 	// The controller lists the lane's tasks from the manager's cache.
 	Eventually(func() error {
@@ -176,17 +234,21 @@ var _ = Describe("Delegation controller", func() {
 		inboxes *fakeInboxes
 		ledger  *budget.Ledger
 		r       *DelegationReconciler
+		sched   *scheduling.Schedulers
 	)
 	BeforeEach(func() {
 		ns = taskNamespace()
 		clk = clocktesting.NewFakeClock(time.Now())
 		inboxes = &fakeInboxes{}
 		ledger = &budget.Ledger{Clock: clk}
+		sched = delegationSchedulers(clk)
 		r = &DelegationReconciler{Client: cachedReads{k8sClient}, APIReader: k8sClient, Inboxes: inboxes, Clock: clk,
-			Budgets: ledger, Bounds: delegation.Bounds{MaxChildren: 2}.WithDefaults(), startedAt: clk.Now()}
+			Budgets: ledger, Bounds: delegation.Bounds{MaxChildren: 2}.WithDefaults(), startedAt: clk.Now(), Schedulers: sched}
+		DeferCleanup(func() { sched.Remove(types.NamespacedName{Namespace: ns, Name: "dq"}) })
 	})
 	pass := func() {
 		GinkgoHelper()
+		ensureScheduler(Default, sched, ns)
 		_, err := r.Reconcile(ctx, laneKey(ns, "dq", "review"))
 		Expect(err).NotTo(HaveOccurred())
 	}
@@ -195,6 +257,7 @@ var _ = Describe("Delegation controller", func() {
 	passUntil := func(t *agentlanev1alpha1.ExternalTask, check func(Gomega, *agentlanev1alpha1.ExternalTask)) {
 		GinkgoHelper()
 		Eventually(func(g Gomega) {
+			ensureScheduler(g, sched, ns)
 			_, err := r.Reconcile(ctx, laneKey(ns, "dq", "review"))
 			g.Expect(err).NotTo(HaveOccurred())
 			check(g, getTask(t)(g))
@@ -208,7 +271,12 @@ var _ = Describe("Delegation controller", func() {
 	}
 
 	It("ends a delegation whose worker runs past the lane's timeout TimedOut, deletes the worker and tells the producer", func() {
-		delegateQueue(ns, func(l *agentlanev1alpha1.Lane) { l.Timeout = &metav1.Duration{Duration: time.Minute} })
+		// A lane without retries, in a queue without dead letters: the
+		// attempt's timeout ends the task.
+		delegateQueueWith(ns, func(l *agentlanev1alpha1.Lane) {
+			l.Timeout = &metav1.Duration{Duration: time.Minute}
+			l.RetryPolicy = &agentlanev1alpha1.RetryPolicy{Strategy: agentlanev1alpha1.RetryNone}
+		}, noDeadLetters)
 		lead := producerSession(ns, "lead", nil)
 		task := delegatedTask(lead, "slow", "Review PR 42")
 		passUntil(task, func(g Gomega, t *agentlanev1alpha1.ExternalTask) {
@@ -237,7 +305,7 @@ var _ = Describe("Delegation controller", func() {
 	})
 
 	It("gives a delegation without any timeout the default deadline", func() {
-		delegateQueue(ns, nil)
+		delegateQueueWith(ns, noRetries, noDeadLetters)
 		lead := producerSession(ns, "lead", nil)
 		task := delegatedTask(lead, "forever", "Review PR 43")
 		passUntil(task, func(g Gomega, t *agentlanev1alpha1.ExternalTask) {

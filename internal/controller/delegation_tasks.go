@@ -102,83 +102,107 @@ func (r *DelegationReconciler) deliverResult(ctx context.Context, dl *delegateLa
 	return nil
 }
 
-// watchRunning checks a task whose worker session runs: the session must
-// exist, have its first turn, and (after a manager restart) still have its
-// run; otherwise the task fails as interrupted. A worker that runs past the
-// task's deadline ends it TimedOut and is deleted. The worker's runtime
-// completes the task through the Session API.
-func (r *DelegationReconciler) watchRunning(ctx context.Context, dl *delegateLane, s *taskstate.Scope, worker *agentlanev1alpha1.AgentSession) time.Duration {
+// watchRunning checks the attempt a worker session runs: the session must
+// exist and run (its runtime pod, when it has one, the pod that took the
+// attempt), have its first turn, and (after a manager restart) still have
+// its run. It returns how the attempt ends when it cannot go on, else when
+// to look again. The attempt's timeout is its scheduler's; the worker's
+// runtime completes the task through the Session API.
+//
+// A worker session that fails, or whose runtime pod stops running (gone,
+// failed, or replaced by another), has lost the attempt: it ends
+// WorkerLost and the lane's retry policy decides what follows, as for a
+// pool worker whose Lease lapses. It is not TimedOut: the loss is seen
+// when it happens, not when the attempt's time runs out, and it is counted
+// as a failure of the attempt. A worker session deleted before it
+// finished, or whose run a manager restart lost, ends the task Failed,
+// "interrupted", without retries.
+func (r *DelegationReconciler) watchRunning(ctx context.Context, s *taskstate.Scope, worker *agentlanev1alpha1.AgentSession) (*delegatedEnd, time.Duration) {
 	t := s.Task
 	st := &t.Status
 	// A task started before status recorded its holder gets it recorded.
 	taskstate.RecordHolder(t)
 	key := client.ObjectKeyFromObject(t)
-	deadline := r.deadline(dl, t)
-	var left time.Duration
-	if st.StartedAt != nil {
-		left = deadline - r.Clock.Since(st.StartedAt.Time)
-	}
 	switch {
 	case worker == nil || !worker.DeletionTimestamp.IsZero():
-		return r.fail(ctx, s, fmt.Sprintf("interrupted: worker session %s was deleted before it finished", st.Worker))
+		return &delegatedEnd{outcome: agentlanev1alpha1.AttemptFailed, permanent: true,
+			msg: fmt.Sprintf("interrupted: worker session %s was deleted before it finished", st.Worker)}, 0
 	case worker.Status.Phase == agentlanev1alpha1.SessionFailed:
-		return r.fail(ctx, s, fmt.Sprintf("interrupted: worker session %s failed", worker.Name))
-	case st.StartedAt != nil && left <= 0:
-		return r.timeOut(ctx, s, worker, deadline)
+		return &delegatedEnd{outcome: agentlanev1alpha1.AttemptWorkerLost,
+			msg: fmt.Sprintf("worker session %s failed: its runtime cannot run", worker.Name)}, 0
+	}
+	if lost := r.runtimeLost(ctx, st, worker); lost != "" {
+		return &delegatedEnd{outcome: agentlanev1alpha1.AttemptWorkerLost, msg: lost}, 0
 	}
 	if !meta.IsStatusConditionTrue(st.Conditions, agentlanev1alpha1.ExternalTaskClaimedCondition) {
 		if problem := r.postFirstTurn(ctx, s, worker); problem != "" {
-			return r.fail(ctx, s, problem)
+			return &delegatedEnd{outcome: agentlanev1alpha1.AttemptFailed, msg: problem, permanent: true}, 0
 		}
-		return min(time.Second, max(left, time.Millisecond))
+		return nil, time.Second
 	}
 	if st.StartedAt != nil && st.StartedAt.Time.Before(r.startedAt) {
 		if _, seen := r.checked.Load(key); !seen {
 			busy, err := r.Inboxes.Busy(ctx, client.ObjectKeyFromObject(worker))
 			if err != nil {
-				return time.Second
+				return nil, time.Second
 			}
 			if !busy {
-				return r.fail(ctx, s, fmt.Sprintf("interrupted: the manager restarted and worker session %s has no run in progress", worker.Name))
+				return &delegatedEnd{outcome: agentlanev1alpha1.AttemptFailed, permanent: true,
+					msg: fmt.Sprintf("interrupted: the manager restarted and worker session %s has no run in progress", worker.Name)}, 0
 			}
 			r.checked.Store(key, struct{}{})
 		}
 	}
-	if left > 0 {
-		return min(delegationRecheck, left)
-	}
-	return delegationRecheck
+	return nil, delegationRecheck
 }
 
-// deadline is how long the task's worker may take: the task's timeout,
-// else its lane's, else its queue's default, else Bounds.Timeout.
-func (r *DelegationReconciler) deadline(dl *delegateLane, t *agentlanev1alpha1.ExternalTask) time.Duration {
-	switch {
-	case t.Spec.Timeout != nil && t.Spec.Timeout.Duration > 0:
-		return t.Spec.Timeout.Duration
-	case dl.spec != nil && dl.spec.Timeout != nil && dl.spec.Timeout.Duration > 0:
-		return dl.spec.Timeout.Duration
-	case dl.lq != nil && dl.lq.Spec.DefaultTimeout != nil && dl.lq.Spec.DefaultTimeout.Duration > 0:
-		return dl.lq.Spec.DefaultTimeout.Duration
+// runtimeLost says why the runtime pod of a worker session that has one no
+// longer runs the attempt: the session shows no pod, or a pod other than
+// the one recorded when the attempt ran (status.workerIncarnation, the
+// pod's UID without its dashes), or that pod is gone or ended. The first
+// pod the session shows is recorded.
+func (r *DelegationReconciler) runtimeLost(ctx context.Context, st *agentlanev1alpha1.ExternalTaskStatus, worker *agentlanev1alpha1.AgentSession) string {
+	if worker.Spec.Runtime == nil {
+		return ""
 	}
-	return r.Bounds.WithDefaults().Timeout
-}
-
-// timeOut ends a task whose worker ran past its deadline TimedOut, and,
-// once that is written, deletes the worker session, so that its runtime
-// stops and its slot is free; the result reaches the producer as any other.
-func (r *DelegationReconciler) timeOut(ctx context.Context, s *taskstate.Scope, worker *agentlanev1alpha1.AgentSession, deadline time.Duration) time.Duration {
-	after := r.end(ctx, s, agentlanev1alpha1.ExternalTaskTimedOut,
-		fmt.Sprintf("timed out: worker session %s did not finish within %s", worker.Name, deadline))
-	if s.Task.Status.Phase != agentlanev1alpha1.ExternalTaskTimedOut {
-		return after
-	}
-	s.AfterWrite(func() {
-		if err := r.Delete(ctx, worker, client.Preconditions{UID: &worker.UID}); client.IgnoreNotFound(err) != nil {
-			logf.FromContext(ctx).Error(err, "Delete the worker session of a timed-out task", "agentSession", worker.Name)
+	name := worker.Status.PodName
+	if name == "" {
+		if st.WorkerIncarnation != "" {
+			return fmt.Sprintf("worker session %s lost the runtime pod that ran the attempt and shows none", worker.Name)
 		}
-	})
-	return after
+		return ""
+	}
+	p := &corev1.Pod{}
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: worker.Namespace, Name: name}, p)
+	switch {
+	case apierrors.IsNotFound(err) && st.WorkerIncarnation != "":
+		return fmt.Sprintf("the runtime pod %s of worker session %s is gone", name, worker.Name)
+	case err != nil:
+		logf.FromContext(ctx).V(1).Info("Runtime pod not read", "pod", name, "reason", err.Error())
+		return ""
+	}
+	uid := podIncarnation(p)
+	if st.WorkerIncarnation == "" {
+		if err := taskstate.DelegateRuntime(st, worker.Name, uid); err != nil {
+			logf.FromContext(ctx).Error(err, "Record the worker's runtime pod", "agentSession", worker.Name)
+		}
+		return ""
+	}
+	switch {
+	case uid != st.WorkerIncarnation:
+		return fmt.Sprintf("the runtime pod that ran the attempt in worker session %s is gone (the session now shows pod %s)", worker.Name, name)
+	case !p.DeletionTimestamp.IsZero():
+		return fmt.Sprintf("the runtime pod %s of worker session %s is being deleted", name, worker.Name)
+	case p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded:
+		return fmt.Sprintf("the runtime pod %s of worker session %s stopped (%s)", name, worker.Name, p.Status.Phase)
+	}
+	return ""
+}
+
+// podIncarnation is how status.workerIncarnation names a runtime pod: its
+// UID without the dashes.
+func podIncarnation(p *corev1.Pod) string {
+	return strings.ReplaceAll(string(p.UID), "-", "")
 }
 
 // fail ends a task Failed with reason, for the next pass to deliver.
@@ -203,66 +227,23 @@ func (r *DelegationReconciler) end(ctx context.Context, s *taskstate.Scope, phas
 	return retrySoon
 }
 
-// startQueued starts the lane's queued tasks, oldest first, while the lane
-// and each producer have free worker slots.
-func (r *DelegationReconciler) startQueued(ctx context.Context, dl *delegateLane, p *pass) time.Duration {
-	if len(p.queued) == 0 {
-		return 0
+// precheck says why a new task (no phase yet) cannot be delegated at all:
+// its first turn no session can take, or its producer cannot delegate
+// here. Such a task fails at once, before it takes a place in its lane.
+// err is an error reading what decides it.
+func (r *DelegationReconciler) precheck(ctx context.Context, dl *delegateLane, t *agentlanev1alpha1.ExternalTask) (string, error) {
+	if err := r.withPayload(ctx, t); err != nil {
+		return "", err
 	}
-	if dl.problem != "" {
-		for _, s := range p.queued {
-			r.fail(ctx, s, dl.problem)
-		}
-		return retrySoon
+	if problem := firstTurnProblem(t); problem != "" {
+		return problem, nil
 	}
-	free := int(dl.spec.MaxConcurrency) - len(p.running)
-	perSession := int(dl.spec.MaxConcurrencyPerSession)
-	bySession := map[string]int{}
-	for _, s := range p.running {
-		bySession[producerOf(s.Task)]++
+	producer, problem, err := r.producer(ctx, dl, t)
+	if err != nil || problem != "" {
+		return problem, err
 	}
-	for _, s := range p.queued {
-		t := s.Task
-		if t.Status.Phase == "" {
-			// A new task whose producer cannot delegate here, or whose
-			// first turn no session can take, fails at once, rather than
-			// after waiting for a slot.
-			if err := r.withPayload(ctx, t); err != nil {
-				logf.FromContext(ctx).Error(err, "Read the delegated task's payload", "externalTask", t.Name)
-				continue
-			}
-			if problem := firstTurnProblem(t); problem != "" {
-				r.fail(ctx, s, problem)
-				continue
-			}
-			producer, problem, err := r.producer(ctx, dl, t)
-			if err == nil && problem == "" {
-				_, problem = r.workerBudget(dl, producer)
-			}
-			if problem != "" {
-				r.fail(ctx, s, problem)
-				continue
-			}
-		}
-		if free <= 0 || (perSession > 0 && bySession[producerOf(t)] >= perSession) {
-			r.markWaiting(ctx, dl, s, agentlanev1alpha1.ExternalTaskAwaitingWorkerSlotReason,
-				fmt.Sprintf("waiting for one of the %d worker slots of lane %s", dl.spec.MaxConcurrency, dl.name))
-			continue
-		}
-		if n, err := r.runningChildren(ctx, t); err != nil {
-			logf.FromContext(ctx).Error(err, "Count the producer's running workers", "externalTask", t.Name)
-			continue
-		} else if n >= r.Bounds.WithDefaults().MaxChildren {
-			r.markWaiting(ctx, dl, s, agentlanev1alpha1.ExternalTaskAwaitingProducerSlotReason,
-				fmt.Sprintf("producer session %s has %d running workers, the most one producer may have", producerOf(t), n))
-			continue
-		}
-		if r.start(ctx, dl, s) {
-			free--
-			bySession[producerOf(t)]++
-		}
-	}
-	return 0
+	_, problem = r.workerBudget(dl, producer)
+	return problem, nil
 }
 
 // markWaiting shows that a task waits, for a worker slot of its lane
@@ -275,34 +256,32 @@ func (r *DelegationReconciler) markWaiting(ctx context.Context, dl *delegateLane
 	}
 }
 
-// start creates the task's worker session, posts its first turn and
-// records both, for the pass's write. It reports whether the task now takes
-// a worker slot.
-func (r *DelegationReconciler) start(ctx context.Context, dl *delegateLane, s *taskstate.Scope) bool {
+// start creates the worker session of attempt n of the task, posts its
+// first turn and records both, for the pass's write. It reports whether
+// the attempt now runs in a worker session, or why it never can (the
+// attempt then fails for good).
+func (r *DelegationReconciler) start(ctx context.Context, dl *delegateLane, s *taskstate.Scope, n int32) (bool, string) {
 	t := s.Task
 	producer, problem, err := r.producer(ctx, dl, t)
 	if err != nil {
 		logf.FromContext(ctx).Error(err, "Read the producer session", "externalTask", t.Name)
-		return false
+		return false, ""
 	}
 	if problem != "" {
-		r.fail(ctx, s, problem)
-		return false
+		return false, problem
 	}
 	if err := r.withPayload(ctx, t); err != nil {
 		logf.FromContext(ctx).Error(err, "Read the delegated task's payload", "externalTask", t.Name)
-		return false
+		return false, ""
 	}
 	if problem := firstTurnProblem(t); problem != "" {
-		r.fail(ctx, s, problem)
-		return false
+		return false, problem
 	}
 	b, problem := r.workerBudget(dl, producer)
 	if problem != "" {
-		r.fail(ctx, s, problem)
-		return false
+		return false, problem
 	}
-	worker, err := workerSession(t, producer, dl, b, r.Scheme())
+	worker, err := workerSession(t, producer, dl, b, r.Scheme(), n)
 	created, adopted := false, false
 	if err == nil {
 		err = r.Create(ctx, worker)
@@ -325,18 +304,17 @@ func (r *DelegationReconciler) start(ctx context.Context, dl *delegateLane, s *t
 		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || apierrors.IsAlreadyExists(err) {
 			// The template (or the cluster's policy) refuses it: retrying
 			// cannot help.
-			r.fail(ctx, s, fmt.Sprintf("cannot create the worker session: %v", err))
-			return false
+			return false, fmt.Sprintf("cannot create the worker session: %v", err)
 		}
 		logf.FromContext(ctx).Error(err, "Create the worker session", "externalTask", t.Name)
-		return false
+		return false, ""
 	}
-	if err := taskstate.DelegateStart(&t.Status, t.Generation, metav1.NewTime(r.Clock.Now()), dl.name, worker.Name); err != nil {
+	if err := taskstate.DelegateStartAttempt(&t.Status, t.Generation, metav1.NewTime(r.Clock.Now()), dl.name, worker.Name, n); err != nil {
 		logf.FromContext(ctx).Error(err, "Record the started task", "externalTask", t.Name)
-		return true
+		return false, ""
 	}
 	s.AfterWrite(func() {
-		logf.FromContext(ctx).Info("Delegated task started", "externalTask", t.Name, "workerSession", worker.Name)
+		logf.FromContext(ctx).Info("Delegated task started", "externalTask", t.Name, "workerSession", worker.Name, "attempt", n)
 	})
 	if adopted {
 		// A pass that created the worker and posted its first turn could
@@ -345,13 +323,13 @@ func (r *DelegationReconciler) start(ctx context.Context, dl *delegateLane, s *t
 			if err := taskstate.FirstTurnPosted(&t.Status, t.Generation, metav1.NewTime(r.Clock.Now()), worker.Name); err != nil {
 				logf.FromContext(ctx).Error(err, "Record the posted first turn", "externalTask", t.Name)
 			}
-			return true
+			return true, ""
 		}
 	}
 	if problem := r.postFirstTurn(ctx, s, worker); problem != "" {
-		r.fail(ctx, s, problem)
+		return false, problem
 	}
-	return true
+	return true, ""
 }
 
 // workerBudget is the budget of a new worker of the producer: the lane's

@@ -35,8 +35,10 @@ import (
 // lane's template: in the task's namespace, controlled by the producer
 // session (deleted with it), with the producer's identity (the template
 // names only the agent, agentTemplateId), one more level of delegation
-// depth than the producer, and budget b (carved from the producer's).
-func workerSession(t *agentlanev1alpha1.ExternalTask, producer *agentlanev1alpha1.AgentSession, dl *delegateLane, b *agentlanev1alpha1.Budget, scheme *runtime.Scheme) (*agentlanev1alpha1.AgentSession, error) {
+// depth than the producer, and budget b (carved from the producer's). Each
+// attempt n of the task has a worker session of its own
+// (attemptWorkerName).
+func workerSession(t *agentlanev1alpha1.ExternalTask, producer *agentlanev1alpha1.AgentSession, dl *delegateLane, b *agentlanev1alpha1.Budget, scheme *runtime.Scheme, n int32) (*agentlanev1alpha1.AgentSession, error) {
 	depth, err := delegation.Depth(producer)
 	if err != nil {
 		return nil, err
@@ -58,7 +60,7 @@ func workerSession(t *agentlanev1alpha1.ExternalTask, producer *agentlanev1alpha
 	}
 	s := &agentlanev1alpha1.AgentSession{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      workerName(dl.name, t.Name),
+			Name:      attemptWorkerName(dl.name, t.Name, n),
 			Namespace: t.Namespace,
 			Labels: map[string]string{
 				agentlanev1alpha1.DelegationTaskLabel: t.Name,
@@ -96,6 +98,21 @@ func workerName(lane, task string) string {
 		return task
 	}
 	return prefix + "-" + task
+}
+
+// attemptWorkerName names the worker session of attempt n of a task: the
+// first attempt's is workerName's, a retry's ends "-a<n>", within the 63
+// characters an AgentSession name may have.
+func attemptWorkerName(lane, task string, n int32) string {
+	name := workerName(lane, task)
+	if n <= 1 {
+		return name
+	}
+	suffix := "-a" + strconv.Itoa(int(n))
+	if len(name)+len(suffix) > 63 {
+		name = strings.TrimRight(name[:63-len(suffix)], "-")
+	}
+	return name + suffix
 }
 
 // controlledBySame reports whether a and b have the same controller.

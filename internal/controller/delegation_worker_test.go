@@ -138,7 +138,7 @@ func TestWorkerSession(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			w, err := workerSession(task, tc.producer, dl, lane.ExternalTarget.Delegate.SessionTemplate.Spec.Budget.Budget(), scheme)
+			w, err := workerSession(task, tc.producer, dl, lane.ExternalTarget.Delegate.SessionTemplate.Spec.Budget.Budget(), scheme, 1)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -117,7 +117,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, shared Shared, options ...Setu
 		return nil, fmt.Errorf("set up the ExternalTask controller: %w", err)
 	}
 	if shared.Inboxes != nil {
-		delegation := &DelegationReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Inboxes: shared.Inboxes,
+		delegation := &DelegationReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Inboxes: shared.Inboxes, Schedulers: schedulers,
 			Recorder: mgr.GetEventRecorder("agentlane-delegation"), Clock: clk, Budgets: shared.Budgets, Bounds: opts.Delegation}
 		if err := delegation.SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("set up the delegation controller: %w", err)

@@ -74,6 +74,10 @@ type Schedulers struct {
 	// taskEvents wakes the ExternalTask controller for the tasks whose
 	// scheduler state changed: granted a slot, timed out, retried, finished.
 	taskEvents RequestSink
+	// delegationEvents wakes the delegation controller for the Delegate
+	// lanes whose delegated commands' scheduler state changed
+	// (delegations.go).
+	delegationEvents RequestSink
 
 	// stopping is set when the manager stops, before the schedulers close.
 	stopping atomic.Bool
@@ -409,7 +413,10 @@ func (s *Schedulers) start(lq *agentlanev1alpha1.LaneQueue, cfg lanequeue.Config
 	// Every external attempt the scheduler grants belongs to an
 	// ExternalTask (its command ID is the task's name): wake the task's
 	// reconcile to dispatch it.
-	opts.OnExternalTask = func(x lanequeue.ExternalTask) { s.taskEvents.Add(TaskRequest(ns, x.ID)) }
+	opts.OnExternalTask = func(x lanequeue.ExternalTask) {
+		s.taskEvents.Add(TaskRequest(ns, x.ID))
+		s.wakeDelegation(key, x.CommandType, x.Lane)
+	}
 	// An attempt's timeout counts once the task's status records it: a
 	// worker's result may reach the API server first.
 	opts.ConfirmExternalTimeouts = true
@@ -475,6 +482,9 @@ func (s *Schedulers) consume(key types.NamespacedName, sc *scheduler) {
 		}
 		if taskEnding(ev.Type) && sc.tasks.Has(ev.CommandID) {
 			s.taskEvents.Add(TaskRequest(key.Namespace, ev.CommandID))
+		}
+		if delegationEnding(ev) {
+			s.wakeDelegation(key, ev.CommandType, ev.Lane)
 		}
 		if s.Recorder == nil {
 			continue

@@ -18,11 +18,13 @@ package taskstate
 
 import (
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/truncate"
 )
 
 // The transitions of a delegated task (a Delegate lane's): the delegation
@@ -58,13 +60,29 @@ func DelegateWait(st *Status, generation int64, now metav1.Time, lane, reason, m
 // the task: Running, attempt 1, held by a Delegate; its first turn is not
 // posted yet.
 func DelegateStart(st *Status, generation int64, now metav1.Time, lane, session string) error {
+	return DelegateStartAttempt(st, generation, now, lane, session, 1)
+}
+
+// DelegateStartAttempt (delegation controller) records that worker session
+// runs attempt n of the task, which its lane's scheduler granted: Running,
+// held by a Delegate; its first turn is not posted yet. What belonged to an
+// earlier attempt is cleared; an attempt older than the task's current one
+// is refused.
+func DelegateStartAttempt(st *Status, generation int64, now metav1.Time, lane, session string, n int32) error {
 	if err := notFinished("DelegateStart", st); err != nil {
 		return err
 	}
-	if st.Phase == agentlanev1alpha1.ExternalTaskRunning {
+	switch {
+	case st.Phase == agentlanev1alpha1.ExternalTaskRunning:
 		return refuse("DelegateStart", st, ErrPhase, "the task already runs")
+	case n < 1 || n < st.Attempt:
+		return refuse("DelegateStart", st, ErrStaleAttempt, fmt.Sprintf("attempt %d, the task is at attempt %d", n, st.Attempt))
 	}
-	st.Phase, st.Lane, st.Attempt = agentlanev1alpha1.ExternalTaskRunning, agentlanev1alpha1.LaneName(lane), 1
+	if st.Attempt > 0 && st.Attempt != n && !Recorded(st, st.Attempt) {
+		return refuse("DelegateStart", st, ErrStaleAttempt, fmt.Sprintf("attempt %d has not been recorded", st.Attempt))
+	}
+	ClearAttempt(st)
+	st.Phase, st.Lane, st.Attempt = agentlanev1alpha1.ExternalTaskRunning, agentlanev1alpha1.LaneName(lane), n
 	st.Holder, st.Worker = agentlanev1alpha1.HolderDelegate, session
 	if st.QueuedAt == nil {
 		st.QueuedAt = &now
@@ -73,6 +91,37 @@ func DelegateStart(st *Status, generation int64, now metav1.Time, lane, session 
 	SetCondition(st, generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse,
 		agentlanev1alpha1.ExternalTaskFirstTurnPendingReason,
 		fmt.Sprintf("worker session %s created; its first turn is not posted yet", session))
+	SetCondition(st, generation, now, agentlanev1alpha1.ExternalTaskFinishedCondition, metav1.ConditionFalse,
+		agentlanev1alpha1.ExternalTaskInProgressReason, "the task has not finished")
+	return nil
+}
+
+// DelegateRuntime (delegation controller) records the runtime pod of the
+// worker session that runs the task's current attempt, once the session
+// shows one (status.workerIncarnation): the attempt is lost if that pod
+// stops running. It is recorded once per attempt.
+func DelegateRuntime(st *Status, session, pod string) error {
+	if err := runningIn("DelegateRuntime", st, session); err != nil {
+		return err
+	}
+	if st.WorkerIncarnation == "" {
+		st.WorkerIncarnation = pod
+	}
+	return nil
+}
+
+// DelegateRetry (delegation controller) records the end of the task's
+// current attempt, rec (its outcome and error), which the lane's scheduler
+// closed and will retry, and shows the task waiting in lane again: Queued,
+// Claimed=False with reason and msg. The attempt's worker session no
+// longer holds the task, so its finished run cannot complete it.
+func DelegateRetry(st *Status, generation int64, now metav1.Time, lane string, rec agentlanev1alpha1.TaskAttempt, reason, msg string) error {
+	if _, err := EndAttempt(st, now, rec); err != nil {
+		return err
+	}
+	ClearAttempt(st)
+	st.Phase, st.Lane = agentlanev1alpha1.ExternalTaskQueued, agentlanev1alpha1.LaneName(lane)
+	SetCondition(st, generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse, reason, msg)
 	SetCondition(st, generation, now, agentlanev1alpha1.ExternalTaskFinishedCondition, metav1.ConditionFalse,
 		agentlanev1alpha1.ExternalTaskInProgressReason, "the task has not finished")
 	return nil
@@ -106,17 +155,32 @@ func FirstTurnPosted(st *Status, generation int64, now metav1.Time, session stri
 // DelegateEnd (delegation controller) ends a task Failed or TimedOut with
 // reason, recording the attempt of the worker session that held it.
 func DelegateEnd(st *Status, generation int64, now metav1.Time, phase agentlanev1alpha1.ExternalTaskPhase, reason string) error {
-	if err := notFinished("DelegateEnd", st); err != nil {
-		return err
-	}
 	if phase != agentlanev1alpha1.ExternalTaskFailed && phase != agentlanev1alpha1.ExternalTaskTimedOut {
 		return refuse("DelegateEnd", st, ErrPhase, fmt.Sprintf("a delegated task is ended Failed or TimedOut, not %s", phase))
 	}
+	return DelegateEndAs(st, generation, now, phase, reason, agentlanev1alpha1.AttemptFailed)
+}
+
+// DelegateEndAs (delegation controller) ends a task in phase (any final
+// phase but Succeeded, which only the worker's finished run gives) with
+// reason, as its lane's scheduler ended it. The current attempt, when a
+// worker session held it and it has no record yet, is recorded with
+// outcome.
+func DelegateEndAs(st *Status, generation int64, now metav1.Time, phase agentlanev1alpha1.ExternalTaskPhase, reason string, outcome agentlanev1alpha1.AttemptOutcome) error {
+	if err := notFinished("DelegateEnd", st); err != nil {
+		return err
+	}
+	if !phase.IsTerminal() || phase == agentlanev1alpha1.ExternalTaskSucceeded {
+		return refuse("DelegateEnd", st, ErrPhase, fmt.Sprintf("a delegated task is ended Failed, TimedOut, DeadLettered or Cancelled, not %s", phase))
+	}
 	st.Phase, st.FinishedAt = phase, &now
 	st.Result = &agentlanev1alpha1.TaskResult{Error: reason}
-	if st.Worker != "" {
+	if st.Worker != "" && !Recorded(st, max(st.Attempt, 1)) {
 		st.Attempts = append(st.Attempts, agentlanev1alpha1.TaskAttempt{Attempt: max(st.Attempt, 1), Worker: st.Worker,
-			StartedAt: st.StartedAt, FinishedAt: &now, Outcome: agentlanev1alpha1.AttemptFailed, Error: reason})
+			StartedAt: st.StartedAt, FinishedAt: &now, Outcome: outcome, Error: truncate.Runes(reason, MaxAttemptError, "")})
+		if extra := len(st.Attempts) - MaxAttemptRecords; extra > 0 {
+			st.Attempts = slices.Delete(st.Attempts, 0, extra)
+		}
 	}
 	SetCondition(st, generation, now, agentlanev1alpha1.ExternalTaskClaimedCondition, metav1.ConditionFalse, string(phase), reason)
 	SetCondition(st, generation, now, agentlanev1alpha1.ExternalTaskFinishedCondition, metav1.ConditionTrue, string(phase), reason)
