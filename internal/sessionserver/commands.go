@@ -42,6 +42,10 @@ type call struct {
 	ticket  *lanequeue.Ticket
 	// task is the ExternalTask of an External command.
 	task string
+	// self marks an External command of a lane the session handles itself
+	// (lanehandlers.go): its attempts wait as the scheduler's external
+	// tasks for the session's completion, without an ExternalTask.
+	self bool
 	// direct runs the attempts of a command of a Direct lane (direct.go);
 	// stop ends its waits when the server stops.
 	direct *directCall
@@ -170,7 +174,7 @@ func (c *call) view() sessionapi.Command {
 func (c *call) wait(ctx context.Context, done func(*sessionapi.Command) bool) (sessionapi.Command, bool) {
 	for {
 		c.mu.Lock()
-		if c.changed == nil && c.task == "" && c.direct == nil {
+		if c.changed == nil && c.task == "" && c.direct == nil && !c.self {
 			c.changed = make(chan struct{})
 		}
 		changed := c.changed // nil, never ready, for an External command
@@ -221,7 +225,7 @@ func (c *call) answered() func(*sessionapi.Command) bool {
 		// the answer would leave a record its successor fails, interrupted,
 		// against what the submitter was told.
 		return func(v *sessionapi.Command) bool { return v.Final() && c.direct.endSettled() }
-	case c.task != "":
+	case c.task != "" || c.self:
 		return final
 	}
 	return granted

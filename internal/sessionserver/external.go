@@ -62,7 +62,7 @@ const completeTries = 4
 func (s *Server) pendingExternal(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
 	out := sessionapi.ExternalTaskList{Items: []sessionapi.ExternalTask{}}
 	now := s.Clock.Now()
-	var mayComplete *bool
+	var mayComplete, maySubmit *bool
 	for _, t := range sc.queue.PendingExternal() {
 		if t.SessionKey != sc.key.Name {
 			continue
@@ -74,18 +74,32 @@ func (s *Server) pendingExternal(w http.ResponseWriter, r *http.Request, sc *ses
 				return err
 			}
 		}
-		if mayComplete == nil {
-			ok, err := s.mayComplete(r.Context(), sc)
-			if err != nil {
-				return err
+		var can bool
+		if s.selfCall(sc, t.ID) != nil {
+			// A lane the session handles itself: the access that submits.
+			if maySubmit == nil {
+				ok, err := s.mayVerb(r.Context(), sc, VerbWrite)
+				if err != nil {
+					return err
+				}
+				maySubmit = &ok
 			}
-			mayComplete = &ok
+			can = *maySubmit
+		} else {
+			if mayComplete == nil {
+				ok, err := s.mayComplete(r.Context(), sc)
+				if err != nil {
+					return err
+				}
+				mayComplete = &ok
+			}
+			can = *mayComplete && s.completable(r.Context(), sc.key.Namespace, t.ID, t.Attempt, now)
 		}
 		out.Items = append(out.Items, sessionapi.ExternalTask{ID: t.ID, Attempt: t.Attempt, Lane: t.Lane,
 			CommandType: t.CommandType, RunID: t.RunID, CreatedAt: t.CreatedAt, Deadline: t.Deadline,
 			Payload: payload, RemainingSeconds: t.Remaining(now).Seconds(),
 			TimedOut:    !t.Deadline.IsZero() && !now.Before(t.Deadline),
-			CanComplete: *mayComplete && s.completable(r.Context(), sc.key.Namespace, t.ID, t.Attempt, now)})
+			CanComplete: can})
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -95,7 +109,13 @@ func (s *Server) pendingExternal(w http.ResponseWriter, r *http.Request, sc *ses
 // needs (VerbComplete on the session), asked as the complete call asks it.
 // A refusal is false; a review that fails is the listing's error.
 func (s *Server) mayComplete(ctx context.Context, sc *sessionCall) (bool, error) {
-	err := s.Auth.Authorize(ctx, sc.caller, sc.key.Namespace, sc.key.Name, VerbComplete)
+	return s.mayVerb(ctx, sc, VerbComplete)
+}
+
+// mayVerb reports whether the caller holds verb on the session; a refusal
+// is false, a review that fails an error.
+func (s *Server) mayVerb(ctx context.Context, sc *sessionCall, verb string) (bool, error) {
+	err := s.Auth.Authorize(ctx, sc.caller, sc.key.Namespace, sc.key.Name, verb)
 	switch {
 	case err == nil:
 		return true, nil
@@ -146,12 +166,19 @@ func (s *Server) completeExternal(w http.ResponseWriter, r *http.Request, sc *se
 	if err := s.checkCompletion(&req); err != nil {
 		return err
 	}
+	if c := s.selfCall(sc, id); c != nil {
+		return s.completeSelf(w, r, sc, c, req)
+	}
 	for range completeTries {
 		task, err := s.readSessionTask(r.Context(), sc, id)
 		if err != nil {
 			return err
 		}
 		scope := taskstate.NewScope(task)
+		req := req
+		if req.Attempt == 0 {
+			req.Attempt = int(task.Status.Attempt) // the current one, fenced as any
+		}
 		if err := recordCompletion(task, req, metav1.NewTime(s.Clock.Now())); err != nil {
 			return err
 		}
@@ -171,8 +198,8 @@ func (s *Server) completeExternal(w http.ResponseWriter, r *http.Request, sc *se
 
 // checkCompletion refuses a completion that is malformed or too large.
 func (s *Server) checkCompletion(req *sessionapi.Completion) error {
-	if req.Attempt < 1 {
-		return apiError(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "attempt must be the attempt number (1 or more) GET .../external lists")
+	if req.Attempt < 0 {
+		return apiError(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "attempt must be the attempt number (1 or more) GET .../external lists, or 0 for the current one")
 	}
 	if len(req.Result) > s.MaxPayloadBytes {
 		return apiErrorf(http.StatusRequestEntityTooLarge, sessionapi.CodeTooLarge,

@@ -21,7 +21,9 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -67,6 +69,10 @@ type inboxRecord struct {
 	// lanequeue.DefaultMaxRememberedIDs of at most
 	// lanequeue.MaxRememberedIDLength bytes, some 17 KiB.
 	Recent []string `json:"recent,omitempty"`
+	// LaneHandlers are the session's lane handler switches
+	// (PUT .../lanes/{lane}/handler), by lane: at most one a lane of the
+	// queue.
+	LaneHandlers map[string]string `json:"laneHandlers,omitempty"`
 }
 
 // inboxKeeper keeps each session's queued messages and /queue override in
@@ -103,6 +109,8 @@ type inboxKeeper struct {
 type keptInbox struct {
 	mu       sync.Mutex
 	restored bool
+	// once mirrors restored for readers that do not take mu.
+	once atomic.Bool
 	// saved is the hash of the record last written, to skip rewriting it;
 	// savedCore the hash of that record without its remembered IDs.
 	saved, savedCore [sha256.Size]byte
@@ -113,6 +121,47 @@ type keptInbox struct {
 	// recentOnly is set while the deferred write waits only to write
 	// remembered IDs: a change of messages is not held back by it.
 	recentOnly bool
+
+	// handlers are the session's lane handler switches, by lane, guarded
+	// by hmu (not mu, which a write holds: a submit reads them).
+	hmu      sync.Mutex
+	handlers map[string]string
+}
+
+// restoredOnce tells whether the session's record was read (or there is
+// none to read).
+func (s *keptInbox) restoredOnce() bool { return s.once.Load() }
+
+// laneHandler returns the session's lane handler switch for lane, "" when
+// it has none.
+func (s *keptInbox) laneHandler(lane string) string {
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	return s.handlers[lane]
+}
+
+// setLaneHandler sets (or, with "", removes) the session's switch for lane.
+func (s *keptInbox) setLaneHandler(lane, mode string) {
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	if mode == "" {
+		delete(s.handlers, lane)
+		return
+	}
+	if s.handlers == nil {
+		s.handlers = map[string]string{}
+	}
+	s.handlers[lane] = mode
+}
+
+// laneHandlers returns a copy of the session's switches, nil for none.
+func (s *keptInbox) laneHandlers() map[string]string {
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	if len(s.handlers) == 0 {
+		return nil
+	}
+	return maps.Clone(s.handlers)
 }
 
 func newInboxKeeper(store sessionstore.Store, sch *scheduling.Schedulers, log logr.Logger,
@@ -156,6 +205,7 @@ func (k *inboxKeeper) restore(ctx context.Context, key types.NamespacedName, inb
 	data, err := k.store.LoadInbox(ctx, key)
 	if errors.Is(err, sessionstore.ErrForged) {
 		s.restored = true
+		s.once.Store(true)
 		k.refused(ctx, key, err)
 		return
 	}
@@ -164,6 +214,7 @@ func (k *inboxKeeper) restore(ctx context.Context, key types.NamespacedName, inb
 		return
 	}
 	s.restored = true
+	s.once.Store(true)
 	if len(data) == 0 {
 		return
 	}
@@ -174,6 +225,11 @@ func (k *inboxKeeper) restore(ctx context.Context, key types.NamespacedName, inb
 		return
 	}
 	s.savedCore = coreSum(&rec)
+	for lane, mode := range rec.LaneHandlers {
+		if len(lane) <= maxLaneNameLength && validLaneHandler(mode) && len(s.laneHandlers()) < maxLaneHandlers {
+			s.setLaneHandler(lane, mode)
+		}
+	}
 	st := rec.state()
 	if len(st.Queued) > 0 || len(st.Dropped) > 0 || rec.Lost > 0 || rec.DroppedMore > 0 {
 		ev := sessionapi.Event{Type: sessionapi.EventInboxRestored, Lost: uint64(rec.Lost),
@@ -209,7 +265,7 @@ func (k *inboxKeeper) save(ctx context.Context, key types.NamespacedName, inbox 
 	s := k.session(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rec := recordFor(inbox.State(key.Name))
+	rec := s.record(inbox.State(key.Name))
 	if coreSum(rec) == s.savedCore {
 		// Only remembered IDs changed, if anything: they go with the next
 		// write, at the latest after recentWriteDelay.
@@ -235,7 +291,7 @@ func (k *inboxKeeper) save(ctx context.Context, key types.NamespacedName, inbox 
 // writeLocked writes the record now, deferring it when the write budget
 // refuses it.
 func (k *inboxKeeper) writeLocked(ctx context.Context, key types.NamespacedName, s *keptInbox, inbox *lanequeue.Inbox) {
-	rec := recordFor(inbox.State(key.Name))
+	rec := s.record(inbox.State(key.Name))
 	data := encodeRecord(rec)
 	sum := sha256.Sum256(data)
 	if sum == s.saved {
@@ -331,6 +387,19 @@ func coreSum(rec *inboxRecord) [sha256.Size]byte {
 		return sha256.Sum256(data)
 	}
 	return sha256.Sum256(nil)
+}
+
+// record is the session's record: st's (recordFor) and the lane handler
+// switches; nil when both are empty.
+func (s *keptInbox) record(st lanequeue.InboxState) *inboxRecord {
+	rec := recordFor(st)
+	if h := s.laneHandlers(); h != nil {
+		if rec == nil {
+			rec = &inboxRecord{}
+		}
+		rec.LaneHandlers = h
+	}
+	return rec
 }
 
 // recordFor is the record of st (see recordOf), nil when st holds nothing.

@@ -76,6 +76,16 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 	if err != nil {
 		return err
 	}
+	// The session's own switch of the lane's handler (lanehandlers.go).
+	self, inHandler := false, false
+	switch s.laneSwitch(r.Context(), sc, lane) {
+	case laneHandlerExternal:
+		mode, self, target = lanequeue.External, true, nil
+	case laneHandlerInternal:
+		if mode == lanequeue.External {
+			mode, inHandler, target = lanequeue.Internal, true, nil
+		}
+	}
 	if target != nil && target.Type == agentlanev1alpha1.ExternalTargetDelegate {
 		return s.delegateCommand(w, r, sc, id, lane, req.Payload)
 	}
@@ -131,11 +141,13 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 			}
 			c.direct, c.stop = d, s.stopping
 			cmd.Handler, cmd.InHandler = d, true
+		} else if self {
+			c.self, cmd.External = true, true
 		} else {
 			c.task = id
 		}
 	} else {
-		cmd.Handler = c
+		cmd.Handler, cmd.InHandler = c, inHandler
 		c.admit = s.admitBudget(sc, req.Type)
 	}
 	// The command is accounted before the scheduler can end it, so that
@@ -144,7 +156,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 	if err != nil {
 		return err
 	}
-	if mode == lanequeue.External && !isDirect {
+	if mode == lanequeue.External && !isDirect && !self {
 		c.ticket, err = s.Schedulers.SubmitTask(sc.queueKey, cmd, func(lane string) error {
 			return s.Client.Create(r.Context(), newTask(sc, cmd, lane))
 		})

@@ -492,6 +492,7 @@ func (s *Server) routes() []route {
 		{http.MethodPost, "/commands", VerbWrite, s.submit, waitingCall},
 		{http.MethodGet, "/commands/{id}", VerbRead, s.getCommand, waitingIfAsked},
 		{http.MethodPost, "/commands/{id}/result", VerbWrite, s.reportResult, shortCall},
+		{http.MethodPost, "/commands/{id}/extend", VerbWrite, s.extendCommand, shortCall},
 		{http.MethodPost, "/messages", VerbWrite, s.postMessage, shortCall},
 		{http.MethodPost, "/runs/{run}/finish", VerbWrite, s.finishRun, shortCall},
 		{http.MethodPost, "/cancel", VerbWrite, s.cancel, shortCall},
@@ -499,7 +500,9 @@ func (s *Server) routes() []route {
 		{http.MethodGet, "/events", VerbRead, s.events, eventStream},
 		{http.MethodGet, "/stats", VerbRead, s.stats, shortCall},
 		{http.MethodGet, "/external", VerbRead, s.pendingExternal, shortCall},
-		{http.MethodPost, "/external/{id}/complete", VerbComplete, s.completeExternal, shortCall},
+		{http.MethodPost, "/external/{id}/complete", verbOfCompletion, s.completeExternal, shortCall},
+		{http.MethodPost, "/external/{id}/heartbeat", VerbComplete, s.heartbeatExternal, shortCall},
+		{http.MethodPut, "/lanes/{lane}/handler", VerbWrite, s.setLaneHandler, shortCall},
 		{http.MethodGet, "/deadletters", VerbRead, s.deadLetters, shortCall},
 		{http.MethodGet, "/budget", VerbRead, s.getBudget, shortCall},
 		{http.MethodPost, "/budget/check", VerbWrite, s.checkBudget, shortCall},
@@ -564,6 +567,9 @@ func (s *Server) sessionHandler(rts ...route) http.Handler {
 		}
 		rt := rts[i]
 		verbs := rt.verbs(r)
+		if rt.verb == verbOfCompletion {
+			verbs = []string{s.completionVerb(r)}
+		}
 		sc, err := s.open(r, verbs...)
 		if err == nil {
 			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
