@@ -138,5 +138,5 @@ func (r *root) age(t time.Time) string {
 
 // usageError is a wrong command line, reported with the command's usage.
 func usageError(cmd *cobra.Command, format string, args ...any) error {
-	return fmt.Errorf("%s\nSee '%s -h' for help.", fmt.Sprintf(format, args...), cmd.CommandPath())
+	return fmt.Errorf("%s (see '%s -h')", fmt.Sprintf(format, args...), cmd.CommandPath())
 }

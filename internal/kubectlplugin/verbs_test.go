@@ -60,7 +60,7 @@ type cluster struct {
 	// as the built-in edit role grants them there; writer holds editor
 	// alone in teamA, which is enough for the verbs that only patch.
 	viewer, editor, writer string
-	dir            string
+	dir                    string
 }
 
 // TestVerbs runs every verb in-process against an envtest API server, as
