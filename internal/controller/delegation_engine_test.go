@@ -26,6 +26,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -256,5 +257,28 @@ var _ = Describe("Delegation through the lane engine", func() {
 			g.Expect(t.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskTimedOut), "bounded by the lane's minute")
 			g.Expect(t.Status.Result.Error).To(ContainSubstring("within 1m0s"))
 		})
+	})
+
+	It("shows a Delegate lane's delegations in the LaneQueue's status, as the manager's schedulers count them", func() {
+		// The suite's schedulers, whose counts the suite's LaneQueue
+		// controller writes into status, on the real clock.
+		live := &DelegationReconciler{Client: cachedReads{k8sClient}, APIReader: k8sClient, Inboxes: inboxes, Clock: clock.RealClock{},
+			Bounds: delegation.Bounds{}.WithDefaults(), startedAt: time.Now(), Schedulers: schedulers}
+		delegateQueue(ns, func(l *agentlanev1alpha1.Lane) { l.MaxConcurrency = 1 })
+		lead := producerSession(ns, "lead", nil)
+		first := delegatedTask(lead, "first", "Review part 1")
+		second := delegatedTask(lead, "second", "Review part 2")
+		Eventually(func(g Gomega) {
+			_, err := live.Reconcile(ctx, laneKey(ns, "dq", "review"))
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(getTask(first)(g).Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskRunning))
+			g.Expect(getTask(second)(g).Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskQueued))
+		}).Should(Succeed())
+		Eventually(func(g Gomega) {
+			lq := &agentlanev1alpha1.LaneQueue{}
+			g.Expect(k8sClient.Get(ctx, queueKey(), lq)).To(Succeed())
+			g.Expect(lq.Status.Lanes).To(ContainElement(And(HaveField("Name", agentlanev1alpha1.LaneName("review")),
+				HaveField("Active", int32(1)), HaveField("Pending", int32(1)))))
+		}).Should(Succeed())
 	})
 })

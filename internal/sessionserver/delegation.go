@@ -234,11 +234,15 @@ func (s *Server) delegate(w http.ResponseWriter, r *http.Request, sc *sessionCal
 	if err := checkFirstTurn(req.Text); err != nil {
 		return err
 	}
+	if t := req.Timeout; t != nil && (t.Duration < agentlanev1alpha1.MinTimeout || t.Duration > agentlanev1alpha1.MaxTimeout) {
+		return apiErrorf(http.StatusBadRequest, sessionapi.CodeInvalidRequest, "timeout must be a duration between %s and %s, such as 10m",
+			agentlanev1alpha1.MinTimeout, agentlanev1alpha1.MaxTimeout)
+	}
 	payload, err := json.Marshal(map[string]string{"text": req.Text})
 	if err != nil {
 		return err
 	}
-	task, err := s.createDelegation(r.Context(), sc, req.ID, req.Lane, payload, req.Callback == nil || *req.Callback)
+	task, err := s.createDelegation(r.Context(), sc, req.ID, req.Lane, payload, req.Callback == nil || *req.Callback, req.Timeout)
 	if err != nil {
 		return err
 	}
@@ -259,7 +263,7 @@ func (s *Server) delegateCommand(w http.ResponseWriter, r *http.Request, sc *ses
 	if err != nil {
 		return err
 	}
-	task, err := s.createDelegation(r.Context(), sc, id, lane, raw, true)
+	task, err := s.createDelegation(r.Context(), sc, id, lane, raw, true, nil)
 	if err != nil {
 		return err
 	}
@@ -317,8 +321,11 @@ func (s *Server) laneTarget(ctx context.Context, sc *sessionCall, lane string) (
 // createDelegation checks that lane delegates and that the session may
 // delegate (its depth, its budget, the bounds of its session and
 // namespace), then creates the delegated task, owned by the session and
-// carrying its identity.
-func (s *Server) createDelegation(ctx context.Context, sc *sessionCall, id, lane string, payload []byte, callback bool) (*agentlanev1alpha1.ExternalTask, error) {
+// carrying its identity. timeout, when set, bounds each of its attempts
+// (spec.timeout), within the lane's timeout (else its queue's
+// defaultTimeout) when it has one.
+func (s *Server) createDelegation(ctx context.Context, sc *sessionCall, id, lane string, payload []byte, callback bool,
+	timeout *metav1.Duration) (*agentlanev1alpha1.ExternalTask, error) {
 	if len(payload) > maxDelegationText+64 {
 		return nil, apiErrorf(http.StatusRequestEntityTooLarge, sessionapi.CodeTooLarge, "the worker's first turn is over %d bytes", maxDelegationText)
 	}
@@ -371,6 +378,9 @@ func (s *Server) createDelegation(ctx context.Context, sc *sessionCall, id, lane
 			Identity:    sc.session.Spec.Identity,
 		},
 	}
+	if timeout != nil {
+		task.Spec.Timeout = s.delegationTimeout(ctx, sc, lane, timeout.Duration)
+	}
 	nd := s.delegations.namespace(sc.key.Namespace)
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
@@ -385,6 +395,29 @@ func (s *Server) createDelegation(ctx context.Context, sc *sessionCall, id, lane
 	}
 	nd.created[task.Name] = createdDelegation{producer: sc.key.Name, at: s.Clock.Now()}
 	return task, nil
+}
+
+// delegationTimeout is a delegation's own timeout d bounded by its lane's
+// timeout, else by its queue's defaultTimeout, when either is set.
+func (s *Server) delegationTimeout(ctx context.Context, sc *sessionCall, lane string, d time.Duration) *metav1.Duration {
+	lq, err := s.laneQueue(ctx, sc)
+	if err != nil {
+		// delegateLane read it a moment ago; the controller bounds it too.
+		return &metav1.Duration{Duration: d}
+	}
+	bound := time.Duration(0)
+	if t := lq.Spec.DefaultTimeout; t != nil {
+		bound = t.Duration
+	}
+	for i := range lq.Spec.Lanes {
+		if l := &lq.Spec.Lanes[i]; string(l.Name) == lane && l.Timeout != nil && l.Timeout.Duration > 0 {
+			bound = l.Timeout.Duration
+		}
+	}
+	if bound > 0 && d > bound {
+		d = bound
+	}
+	return &metav1.Duration{Duration: d}
 }
 
 // getDelegation handles GET /delegations/{id}, from the manager's cache; a
@@ -516,6 +549,7 @@ func delegationOf(task *agentlanev1alpha1.ExternalTask) sessionapi.Delegation {
 	if task.Spec.SessionRef != nil {
 		d.Producer = task.Spec.SessionRef.Name
 	}
+	d.Timeout, d.Attempt = task.Spec.Timeout, st.Attempt
 	if st.StartedAt != nil {
 		d.StartedAt = st.StartedAt.Time
 	}

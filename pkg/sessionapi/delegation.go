@@ -22,6 +22,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // DelegationRequest hands work to a Delegate lane of the session's queue: a
@@ -38,6 +40,11 @@ type DelegationRequest struct {
 	// an inbound message headed "from queue:<lane> · task#<id> · ok|error ·
 	// <time>". With false the session reads the result with GetDelegation.
 	Callback *bool `json:"callback,omitempty"`
+	// Timeout, such as "10m", bounds each attempt of the delegation (from
+	// its worker session's start to its finished run), within the lane's
+	// timeout (else its queue's defaultTimeout) when it has one. Without
+	// it the lane's applies. Between 100ms and 24h.
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }
 
 // Delegation is a delegated task as the Session API shows it.
@@ -45,8 +52,8 @@ type Delegation struct {
 	ID   string `json:"id"`
 	Lane string `json:"lane"`
 	// Phase is the task's phase: Queued (waiting for one of the lane's
-	// worker slots), Running (a worker session works on it), Succeeded or
-	// Failed.
+	// worker slots, or for a retry), Running (a worker session works on
+	// it), Succeeded, Failed, TimedOut, DeadLettered or Cancelled.
 	Phase string `json:"phase"`
 	// Producer is the session that delegated the task.
 	Producer string `json:"producer"`
@@ -56,6 +63,11 @@ type Delegation struct {
 	Answer string `json:"answer,omitempty"`
 	// Error says why the task failed, such as "interrupted: ...".
 	Error string `json:"error,omitempty"`
+	// Timeout is the delegation's own timeout, as bounded by its lane's.
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// Attempt is the current (or last) attempt, from 1; each attempt runs
+	// in a worker session of its own. 0 before the first starts.
+	Attempt int32 `json:"attempt,omitempty"`
 	// Callback says whether the result goes to the producer's inbox;
 	// Delivered, that it went.
 	Callback  bool `json:"callback"`
