@@ -114,7 +114,9 @@ payload, timeout, priority, identity and run, named <name>-retry
 with the dead letter's name. The queue schedules it like any task, with a
 fresh retry budget; a deadline that has passed is left out. The dead letter
 stays as the record of the failure until its queue drops it. A dead letter
-is retried once: a second retry finds its copy and is refused.
+is retried once: a second retry finds its copy and is refused. Delegated
+work (label agentlane.io/delegated) is not retried here: its producer
+submits it again through the Session API.
 
 Needs get on externaltasks (queue-viewer) and create (editor).`,
 		Example: `  kubectl agentlane dead-letters retry build-7
@@ -159,6 +161,11 @@ func retry(ctx context.Context, c client.Client, namespace, name string, now tim
 			phase = "not dispatched yet"
 		}
 		return nil, fmt.Errorf("externaltask %s/%s is not a dead letter (phase %s)", namespace, name, phase)
+	}
+	if dead.Labels[agentlanev1alpha1.DelegatedLabel] == "true" {
+		// A delegation is checked against its producer's depth and budget
+		// when the Session API creates it; a copy would skip those checks.
+		return nil, fmt.Errorf("externaltask %s/%s is delegated work: its producer submits it again through the Session API", namespace, name)
 	}
 	next, err := retryName(name)
 	if err != nil {

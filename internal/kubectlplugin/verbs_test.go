@@ -172,6 +172,7 @@ func TestVerbs(t *testing.T) {
 			MatchRegexp(`^build-2 +reviewer-42 +execute +bash +DeadLettered +3 +worker-b +\d+s$`),
 			MatchRegexp(`^lookup-1 +reviewer-43 +query +read +Queued +<none> +<none> +\d+s$`),
 			MatchRegexp(`^fresh-1 +reviewer-43 +execute +bash +<none> +<none> +<none> +\d+s$`),
+			MatchRegexp(`^delegated-1 +reviewer-43 +delegate +delegate +DeadLettered +1 +<none> +\d+s$`),
 		))
 		names := func(args ...string) string {
 			out, errOut, err := run(t, cl.viewer, append([]string{"tasks", "-o", "name"}, args...)...)
@@ -182,7 +183,7 @@ func TestVerbs(t *testing.T) {
 		}
 		g.Expect(names("-n", teamA, "--session", "reviewer-42")).To(Equal("externaltask.agentlane.io/build-1\nexternaltask.agentlane.io/build-2\n"))
 		g.Expect(names("-n", teamA, "--lane", "query")).To(Equal("externaltask.agentlane.io/lookup-1\n"))
-		g.Expect(names("-n", teamA, "--phase", "queued,deadlettered")).To(Equal("externaltask.agentlane.io/build-2\nexternaltask.agentlane.io/lookup-1\n"))
+		g.Expect(names("-n", teamA, "--phase", "queued,deadlettered")).To(Equal("externaltask.agentlane.io/build-2\nexternaltask.agentlane.io/delegated-1\nexternaltask.agentlane.io/lookup-1\n"))
 		g.Expect(names("-n", teamA, "--session", "reviewer-42", "--phase", "Running")).To(Equal("externaltask.agentlane.io/build-1\n"))
 		g.Expect(names("-A", "--queue", "other")).To(Equal("externaltask.agentlane.io/solo-1\n"))
 		g.Expect(names("-A", "-l", "agentlane.io/session=reviewer-43")).To(Equal("externaltask.agentlane.io/lookup-1\n"))
@@ -200,9 +201,11 @@ func TestVerbs(t *testing.T) {
 		out, errOut, err := run(t, cl.viewer, "dead-letters", "-n", teamA)
 		g.Expect(err).NotTo(HaveOccurred(), errOut)
 		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-		g.Expect(lines).To(HaveLen(2))
 		g.Expect(lines[0]).To(MatchRegexp(`^NAME +SESSION +QUEUE +LANE +COMMAND +ATTEMPTS +FAILED +ERROR$`))
-		g.Expect(lines[1]).To(MatchRegexp(`^build-2 +reviewer-42 +agents +execute +bash +3 +\d+[sm] ago +exit status 2: disk full \[1\] \[2\] \[3\]$`))
+		g.Expect(lines[1:]).To(ConsistOf(
+			MatchRegexp(`^build-2 +reviewer-42 +agents +execute +bash +3 +\d+[sm] ago +exit status 2: disk full \[1\] \[2\] \[3\]$`),
+			MatchRegexp(`^delegated-1 +reviewer-43 +agents +delegate +delegate +1 +<none> +<none>$`),
+		))
 		_, errOut, err = run(t, cl.viewer, "dead-letters", "-n", teamB)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(errOut).To(Equal("No dead letters found in team-b namespace.\n"))
@@ -235,6 +238,10 @@ func TestVerbs(t *testing.T) {
 
 		_, _, err = run(t, cl.editor, "dead-letters", "retry", "-n", teamA, "build-2")
 		g.Expect(err).To(MatchError(ContainSubstring("was retried already: externaltask build-2-retry exists")))
+		_, _, err = run(t, cl.editor, "dead-letters", "retry", "-n", teamA, "delegated-1")
+		g.Expect(err).To(MatchError(ContainSubstring("is delegated work: its producer submits it again through the Session API")))
+		g.Expect(cl.admin.Get(t.Context(), client.ObjectKey{Namespace: teamA, Name: "delegated-1-retry"}, &agentlanev1alpha1.ExternalTask{})).
+			To(Satisfy(apierrors.IsNotFound))
 		_, _, err = run(t, cl.editor, "dead-letters", "retry", "-n", teamA, "build-1")
 		g.Expect(err).To(MatchError(ContainSubstring("is not a dead letter (phase Running)")))
 		_, _, err = run(t, cl.editor, "dead-letters", "retry", "-n", teamB, "solo-1")
@@ -424,8 +431,8 @@ func TestVerbs(t *testing.T) {
 		out := kubectlRun("agentlane", "queues", "-n", teamA)
 		g.Expect(out).To(MatchRegexp(`^NAME +READY +LANES `))
 		g.Expect(out).To(MatchRegexp(`(?m)^agents +True +2 `))
-		g.Expect(kubectlRun("agentlane", "tasks", "-A", "--phase", "DeadLettered", "-o", "name")).
-			To(Equal("externaltask.agentlane.io/build-2\n"))
+		g.Expect(strings.Fields(kubectlRun("agentlane", "tasks", "-A", "--phase", "DeadLettered", "-o", "name"))).
+			To(ConsistOf("externaltask.agentlane.io/build-2", "externaltask.agentlane.io/delegated-1"))
 		g.Expect(kubectlRun("agentlane", "--help")).To(ContainSubstring("kubectl agentlane [command]"))
 	})
 }
@@ -636,6 +643,9 @@ func seed(t *testing.T, c client.Client) {
 		s.Phase, s.Lane, s.QueuedAt = agentlanev1alpha1.ExternalTaskQueued, "query", ago(5*time.Second)
 	})
 	task(teamA, "fresh-1", "reviewer-43", "agents", "execute", "bash", nil, func(*agentlanev1alpha1.ExternalTaskStatus) {})
+	task(teamA, "delegated-1", "reviewer-43", "agents", "delegate", "delegate", map[string]string{agentlanev1alpha1.DelegatedLabel: "true"}, func(s *agentlanev1alpha1.ExternalTaskStatus) {
+		s.Phase, s.Lane, s.Attempt = agentlanev1alpha1.ExternalTaskDeadLettered, "delegate", 1
+	})
 	task(teamB, "solo-1", "solo", "other", "default", "bash", nil, func(s *agentlanev1alpha1.ExternalTaskStatus) {
 		s.Phase, s.Lane, s.QueuedAt = agentlanev1alpha1.ExternalTaskQueued, "default", ago(time.Second)
 	})
