@@ -103,6 +103,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 		"POST " + s + "/runs/{runId}/finish",
 		"POST " + s + "/cancel",
 		"POST " + s + "/lanes/{lane}/clear",
+		"PUT " + s + "/lanes/{lane}/handler",
 		"GET " + s + "/events",
 		"GET " + s + "/stats",
 		"GET " + s + "/external",
@@ -145,7 +146,7 @@ func TestOpenAPISchemasMirrorTypes(t *testing.T) {
 	for _, v := range []any{
 		Identity{}, SubmitRequest{}, Grant{}, Result{}, Command{}, ReportRequest{}, Message{},
 		QueueOptions{}, PostResult{}, CancelRequest{}, CancelResult{}, Percentiles{}, LaneStats{},
-		SessionCounts{}, Stats{}, ExternalTask{}, ExternalTaskList{}, Completion{}, CompletionResult{}, DeadLetter{}, DeadLetterList{},
+		SessionCounts{}, Stats{}, ExternalTask{}, ExternalTaskList{}, Completion{}, CompletionResult{}, LaneHandler{}, DeadLetter{}, DeadLetterList{},
 		Usage{}, Consumed{}, BudgetCheckRequest{}, BudgetCheck{}, TokenLimits{}, CostLimits{}, BudgetStatus{},
 		Event{}, BudgetThreshold{}, PassivationRequest{}, PeerInvocation{}, SessionRef{},
 		Error{}, Checkpoint{}, CheckpointSaved{},

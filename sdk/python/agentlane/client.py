@@ -7,6 +7,8 @@ snake_case. Every call goes through OPERATIONS, which tests/test_openapi.py
 checks against the document: methods, paths, request and response schemas.
 """
 
+import contextvars
+import dataclasses
 import http.client
 import json
 import os
@@ -30,6 +32,10 @@ _SESSION = "/v1/namespaces/{namespace}/sessions/{session}"
 # operationId: (HTTP method, path, request schema, 2xx response schema,
 # Python method). The client reads the method and path from here, and
 # decodes the reply into the response type.
+# _parent is the command whose fn run_command is calling, for the
+# parent_id of the commands submitted from it.
+_parent: "contextvars.ContextVar[Optional[str]]" = contextvars.ContextVar("agentlane_parent", default=None)
+
 OPERATIONS: Dict[str, Tuple[str, str, Optional[type], Optional[type], str]] = {
     "healthz": ("GET", "/healthz", None, None, "healthz"),
     "getOpenAPI": ("GET", "/openapi.yaml", None, None, "get_openapi"),
@@ -40,6 +46,7 @@ OPERATIONS: Dict[str, Tuple[str, str, Optional[type], Optional[type], str]] = {
     "finishRun": ("POST", _SESSION + "/runs/{runId}/finish", t.RunOutcome, None, "finish_run"),
     "cancel": ("POST", _SESSION + "/cancel", t.CancelRequest, t.CancelResult, "cancel"),
     "clearLane": ("POST", _SESSION + "/lanes/{lane}/clear", None, t.CancelResult, "clear_lane"),
+    "setLaneHandler": ("PUT", _SESSION + "/lanes/{lane}/handler", t.LaneHandler, t.LaneHandler, "set_lane_handler"),
     "streamEvents": ("GET", _SESSION + "/events", None, t.Event, "stream_events"),
     "getStats": ("GET", _SESSION + "/stats", None, t.Stats, "get_stats"),
     "listExternalTasks": ("GET", _SESSION + "/external", None, t.ExternalTaskList, "list_external_tasks"),
@@ -304,6 +311,8 @@ class SessionClient:
         cancel() ends it."""
         if timeout is None:
             timeout = _seconds(request.wait, 300.0) + _WAIT_SLACK
+        if request.parent_id is None and _parent.get() is not None:
+            request = dataclasses.replace(request, parent_id=_parent.get())
         return self._call("submitCommand", request, timeout)
 
     def get_command(self, command_id: str, wait: Optional[Seconds] = None) -> t.Command:
@@ -341,6 +350,15 @@ class SessionClient:
         Returns how many were cancelled."""
         return self._call("clearLane", lane=lane)
 
+    def set_lane_handler(self, lane: str, mode: str) -> t.LaneHandler:
+        """Switches who handles the lane's new commands for this session, as
+        A3S's SDK sets a lane's handler: External (the session completes
+        them itself: list_external_tasks, then complete_external_task),
+        Internal (the runtime runs them on a grant) or Default. Raises
+        ApiError LaneSwitchRefused on a lane the LaneQueue keeps on its own
+        runners."""
+        return self._call("setLaneHandler", t.LaneHandler(mode=mode), lane=lane)
+
     def stream_events(self, **options: Any) -> "EventStream":
         """Follows the session's events; see agentlane.events.EventStream for
         the options (last_event_id, from_now, runtime, reconnect, history)."""
@@ -356,14 +374,21 @@ class SessionClient:
         first, with their payloads and the time they have left."""
         return self._call("listExternalTasks").items
 
-    def complete_external_task(self, task_id: str, completion: t.Completion) -> t.CompletionResult:
+    def complete_external_task(self, task_id: str, completion: Any) -> t.CompletionResult:
         """Reports a handler's result for attempt completion.attempt of the
         external task task_id (a command of a lane whose externalTarget.type
         is Handler); needs the update verb on the session's
         agentsessions/api. Only the first completion of the current attempt
         counts: a refused one raises ApiError with code StaleAttempt (not
         the current attempt), AlreadyCompleted (it has a completion, or the
-        task finished), NotHandlerTask or NotRunning, and changes nothing."""
+        task finished), NotHandlerTask or NotRunning, and changes nothing.
+
+        completion may also be the result itself (any JSON value), as in
+        A3S's complete_external_task(id, result): a success of the current
+        attempt. For a lane the session handles itself (set_lane_handler
+        External) the access that submits is enough."""
+        if not isinstance(completion, t.Completion):
+            completion = t.Completion(success=True, result=completion)
         return self._call("completeExternalTask", completion, id=task_id)
 
     def list_dead_letters(self) -> List[t.DeadLetter]:
@@ -450,7 +475,11 @@ class SessionClient:
             grant = cmd.grant
             if grant is not None and grant.attempt > handled:
                 handled = grant.attempt
-                result, usage = fn(cmd)
+                token = _parent.set(cmd.id)
+                try:
+                    result, usage = fn(cmd)
+                finally:
+                    _parent.reset(token)
                 report = t.ReportRequest(attempt=grant.attempt, success=result.success, output=result.output,
                                          error=result.error, exit_code=result.exit_code, usage=usage)
                 try:

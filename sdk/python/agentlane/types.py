@@ -57,6 +57,10 @@ class SubmitRequest:
     deadline: Optional[datetime.datetime] = None
     run_id: Optional[str] = None
     wait: Optional[str] = None
+    # The session's running command whose work submits this one; when it
+    # runs on an isolated lane the command may go only to that lane.
+    # run_command fills it for submits made from its fn.
+    parent_id: Optional[str] = None
 
 
 @dataclass
@@ -241,13 +245,29 @@ class ExternalTaskList:
 @dataclass
 class Completion:
     """A handler's result for one attempt of an external task of a Handler
-    lane; attempt is the attempt list_external_tasks gave."""
+    lane, or of a lane the session handles itself; attempt is the attempt
+    list_external_tasks gave, None for the current one (still fenced)."""
 
-    attempt: int = 0
+    attempt: Optional[int] = None
     success: bool = False
     result: Any = None
     error: Optional[str] = None
     exit_code: Optional[int] = None
+
+
+LANE_HANDLER_EXTERNAL = "External"
+LANE_HANDLER_INTERNAL = "Internal"
+LANE_HANDLER_DEFAULT = "Default"
+
+
+@dataclass
+class LaneHandler:
+    """Who handles a lane's new commands for the session: External (the
+    session completes them itself), Internal (the runtime runs them on a
+    grant) or Default (no switch)."""
+
+    mode: str = ""
+    lane: Optional[str] = None
 
 
 @dataclass

@@ -62,6 +62,7 @@ class _ScriptedHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     do_POST = do_GET
+    do_PUT = do_GET
 
 
 def openapi() -> Dict[str, Any]:
