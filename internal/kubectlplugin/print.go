@@ -39,10 +39,29 @@ type output struct {
 }
 
 // addOutput adds -o to cmd. operation is what the name printer says after
-// each object ("patched", "created"); empty for listing verbs.
+// each object ("patched", "created"); empty for listing verbs, which also
+// take -o wide.
 func addOutput(cmd *cobra.Command, operation string) *output {
 	o := &output{flags: genericclioptions.NewPrintFlags(operation).WithTypeSetter(scheme)}
 	o.flags.AddFlags(cmd)
+	if f := cmd.Flags().Lookup("output"); f != nil {
+		if operation == "" {
+			f.Usage = "Output format: a table by default, or wide (more columns), " + strings.Join(o.flags.AllowedFormats(), ", ") + "."
+		} else {
+			f.Usage = "Output format: the name of each object written by default, or " + strings.Join(o.flags.AllowedFormats(), ", ") + "."
+		}
+	}
+	// A format no printer knows is refused before anything is read or
+	// written.
+	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
+		if operation == "" && o.table() {
+			return nil
+		}
+		if _, err := o.flags.ToPrinter(); err != nil {
+			return usageError(cmd, "%v", err)
+		}
+		return nil
+	}
 	return o
 }
 

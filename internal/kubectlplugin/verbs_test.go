@@ -263,6 +263,12 @@ func TestVerbs(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(out).To(Equal("lanequeue.agentlane.io/agents unchanged\n"))
 
+		_, _, err = run(t, cl.editor, "lane", "resume", "-n", teamA, "agents", "execute", "-o", "wide")
+		g.Expect(err).To(MatchError(ContainSubstring("unable to match a printer suitable for the output format \"wide\"")))
+		g.Expect(lanePaused(t, cl.admin)).To(Equal(map[string]bool{"query": false, "execute": true}), "a wrong -o changes nothing")
+		_, _, err = run(t, cl.viewer, "tasks", "-n", teamA, "-o", "table")
+		g.Expect(err).To(MatchError(ContainSubstring(`unable to match a printer suitable for the output format "table"`)))
+
 		_, _, err = run(t, cl.editor, "lane", "pause", "-n", teamA, "agents", "nope")
 		g.Expect(err).To(MatchError(ContainSubstring(`has no lane "nope" (its lanes: query, execute)`)))
 		_, _, err = run(t, cl.editor, "lane", "pause", "-n", teamA, "agents")
@@ -420,7 +426,9 @@ func TestVerbs(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, kubectl, args...)
-			cmd.Env = append(os.Environ(), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"), "KUBECONFIG="+cl.viewer)
+			// The PATH holds the plugin alone, so that no other kubectl-*
+			// file on this machine can make `kubectl plugin list` warn.
+			cmd.Env = append(os.Environ(), "PATH="+binDir, "KUBECONFIG="+cl.viewer)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			out, err := cmd.Output()
