@@ -336,19 +336,26 @@ class RunOutcome:
 class DelegationRequest:
     """Work for a Delegate lane: text is the worker session's first turn;
     id names the task (a ULID when None); callback False keeps the result
-    out of the producer's inbox (the producer then polls get_delegation)."""
+    out of the producer's inbox (the producer then polls get_delegation);
+    timeout (a duration such as "10m") bounds each attempt, within the
+    lane's timeout (the lane's applies when None)."""
 
     lane: str = ""
     text: str = ""
     id: Optional[str] = None
     callback: Optional[bool] = None
+    timeout: Optional[str] = None
 
 
-# A delegated task's phases (Delegation.phase); the last two are final.
+# A delegated task's phases (Delegation.phase); all but the first two are
+# final.
 DELEGATION_QUEUED = "Queued"
 DELEGATION_RUNNING = "Running"
 DELEGATION_SUCCEEDED = "Succeeded"
 DELEGATION_FAILED = "Failed"
+DELEGATION_TIMED_OUT = "TimedOut"
+DELEGATION_DEAD_LETTERED = "DeadLettered"
+DELEGATION_CANCELLED = "Cancelled"
 
 
 @dataclass
@@ -366,14 +373,21 @@ class Delegation:
     answer: Optional[str] = None
     error: Optional[str] = None
     delivered: Optional[bool] = None
+    # timeout is the delegation's own timeout, as bounded by its lane's;
+    # attempt the current or last attempt (each in a worker session of its
+    # own; the lane's retry policy retries a timed-out or lost one).
+    timeout: Optional[str] = None
+    attempt: Optional[int] = None
     created_at: Optional[datetime.datetime] = None
     started_at: Optional[datetime.datetime] = None
     finished_at: Optional[datetime.datetime] = None
 
     @property
     def final(self) -> bool:
-        """The task ended: Succeeded or Failed."""
-        return self.phase in (DELEGATION_SUCCEEDED, DELEGATION_FAILED)
+        """The task ended: Succeeded, Failed, TimedOut, DeadLettered or
+        Cancelled."""
+        return self.phase in (DELEGATION_SUCCEEDED, DELEGATION_FAILED, DELEGATION_TIMED_OUT,
+                              DELEGATION_DEAD_LETTERED, DELEGATION_CANCELLED)
 
 
 @dataclass

@@ -242,6 +242,14 @@ class NotLeaderRetryTest(unittest.TestCase):
                              (req["method"], req["path"], req["authorization"]))
             self.assertEqual({"lane": "review", "text": "look"}, json.loads(req["body"]))
 
+    def test_a_delegation_carries_its_timeout_and_attempt(self) -> None:
+        reply = json.dumps({"id": "t2", "lane": "review", "phase": "DeadLettered", "producer": "s1", "callback": True,
+                            "timeout": "10m0s", "attempt": 3}).encode()
+        server, client, _ = self.serve([(202, reply)])
+        d = client.session("ns", "s1").delegate(agentlane.DelegationRequest(lane="review", text="look", timeout="10m"))
+        self.assertEqual({"lane": "review", "text": "look", "timeout": "10m"}, json.loads(server.requests[0]["body"]))
+        self.assertEqual(("10m0s", 3, True), (d.timeout, d.attempt, d.final), "a dead-lettered delegation is final")
+
     def test_retries_are_bounded(self) -> None:
         server, client, sleeps = self.serve([(503, NOT_LEADER, {"Retry-After": "3600"})], not_leader_retries=2)
         with self.assertRaises(ApiError) as ctx:
