@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
+	"github.com/agentlane/agentlane/internal/delegation"
 	"github.com/agentlane/agentlane/internal/lanequeue"
 )
 
@@ -58,6 +59,12 @@ func QueueConfig(spec *agentlanev1alpha1.LaneQueueSpec) (lanequeue.Config, error
 			StartTimeout:             duration(l.StartTimeout, 0),
 			HeartbeatTimeout:         duration(l.HeartbeatTimeout, 0),
 			RateLimit:                rateLimit(l.RateLimit),
+		}
+		if t := l.ExternalTarget; t != nil && t.Type == agentlanev1alpha1.ExternalTargetDelegate && lc.Timeout == 0 && spec.DefaultTimeout == nil {
+			// A delegated task's attempt is a whole run of a worker
+			// session, not one tool call: without a timeout of its lane or
+			// its queue it gets the delegation default, not the engine's.
+			lc.Timeout = delegation.DefaultTimeout
 		}
 		for _, t := range l.CommandTypes {
 			lc.CommandTypes = append(lc.CommandTypes, string(t))

@@ -88,3 +88,43 @@ func TestAttemptWorkerName(t *testing.T) {
 		})
 	}
 }
+
+// TestDelegateLaneTimeout: a Delegate lane without a timeout of its own or
+// of its queue runs its attempts for the delegation default, in the
+// scheduler too (a task the scheduler takes back after a restart has no
+// timeout of its own); any timeout the spec sets wins.
+func TestDelegateLaneTimeout(t *testing.T) {
+	delegate := &agentlanev1alpha1.ExternalTarget{Type: agentlanev1alpha1.ExternalTargetDelegate,
+		Delegate: &agentlanev1alpha1.DelegateTarget{}}
+	cases := map[string]struct {
+		lane, queue time.Duration
+		want        time.Duration
+	}{
+		"no timeout anywhere":    {want: delegation.DefaultTimeout},
+		"the lane's":             {lane: time.Minute, want: time.Minute},
+		"the queue's default":    {queue: 2 * time.Minute, want: 0},
+		"the lane's and a queue": {lane: time.Minute, queue: 2 * time.Minute, want: time.Minute},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			spec := agentlanev1alpha1.LaneQueueSpec{DefaultLane: "execute", Lanes: []agentlanev1alpha1.Lane{
+				{Name: "execute"}, {Name: "review", MaxConcurrency: 1, ExternalTarget: delegate}}}
+			if tc.lane > 0 {
+				spec.Lanes[1].Timeout = &metav1.Duration{Duration: tc.lane}
+			}
+			if tc.queue > 0 {
+				spec.DefaultTimeout = &metav1.Duration{Duration: tc.queue}
+			}
+			cfg, err := QueueConfig(&spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.Lanes[1].Timeout; got != tc.want {
+				t.Errorf("the review lane's timeout = %s, want %s (0: the queue's)", got, tc.want)
+			}
+			if got := cfg.Lanes[0].Timeout; got != 0 {
+				t.Errorf("the execute lane's timeout = %s, want none of its own", got)
+			}
+		})
+	}
+}
