@@ -89,6 +89,11 @@ var _ = Describe("A lane the session handles itself", func() {
 		err = k8sClient.Get(ctx, types.NamespacedName{Namespace: t.ns, Name: "b1"}, &agentlanev1alpha1.ExternalTask{})
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no ExternalTask: %v", err)
 
+		By("refusing the completion through another session of the same tenant")
+		t.newSession("s2", nil)
+		_, err = t.session("s2").CompleteExternalTask(ctx, "b1", json.RawMessage(`{"forged":true}`))
+		expectCode(err, http.StatusForbidden, sessionapi.CodeForbidden) // a Handler task's access, which the runtime lacks
+
 		res, err := s.CompleteExternalTask(ctx, "b1", json.RawMessage(`{"exit":0}`))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(*res).To(Equal(sessionapi.CompletionResult{ID: "b1", Attempt: 1, Phase: "Succeeded"}), "the current attempt is assumed")
