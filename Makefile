@@ -78,8 +78,20 @@ verify-generated: controller-gen kustomize ## Fail when generated files differ f
 		echo "generated files are stale; run 'make generate manifests' and commit:"; \
 		git status --short -- api config $(CHART); git --no-pager diff --stat -- api config $(CHART); exit 1; fi
 
+# The TypeScript client's types are generated from the Session API's
+# OpenAPI document by openapi-typescript, pinned in sdk/typescript's lockfile.
+.PHONY: generate-sdk-typescript
+generate-sdk-typescript: ## Generate sdk/typescript/src/openapi.ts from pkg/sessionapi/openapi.yaml (npm ci first).
+	@cd sdk/typescript && npm ci --silent --no-audit --no-fund && npm run --silent generate >/dev/null
+
+.PHONY: verify-sdk-typescript
+verify-sdk-typescript: generate-sdk-typescript ## Fail when sdk/typescript/src/openapi.ts differs from what the OpenAPI document generates.
+	@if [ -n "$$(git status --porcelain -- sdk/typescript/src/openapi.ts)" ]; then \
+		echo "sdk/typescript/src/openapi.ts is stale; run 'make generate-sdk-typescript' and commit:"; \
+		git --no-pager diff --stat -- sdk/typescript/src/openapi.ts; exit 1; fi
+
 .PHONY: verify
-verify: verify-generated ## Fail when generated files or formatting are stale.
+verify: verify-generated verify-sdk-typescript ## Fail when generated files or formatting are stale.
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then \
 		echo "gofmt would change these files; run 'make fmt':"; echo "$$unformatted"; exit 1; fi
 
