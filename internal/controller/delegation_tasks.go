@@ -160,9 +160,21 @@ func (r *DelegationReconciler) watchRunning(ctx context.Context, s *taskstate.Sc
 // longer runs the attempt: the session shows no pod, or a pod other than
 // the one recorded when the attempt ran (status.workerIncarnation, the
 // pod's UID without its dashes), or that pod is gone or ended. The first
-// pod the session shows is recorded.
+// pod the session shows is recorded; a session that passivates and
+// resumes elsewhere keeps the attempt, and its new pod is recorded.
 func (r *DelegationReconciler) runtimeLost(ctx context.Context, st *agentlanev1alpha1.ExternalTaskStatus, worker *agentlanev1alpha1.AgentSession) string {
 	if worker.Spec.Runtime == nil {
+		return ""
+	}
+	switch worker.Status.Phase {
+	case agentlanev1alpha1.SessionPassivating, agentlanev1alpha1.SessionPassivated, agentlanev1alpha1.SessionResuming:
+		// The session moves to another pod (its node is drained) and keeps
+		// its run: the pod it resumes in takes the attempt over.
+		if st.WorkerIncarnation != "" {
+			if err := taskstate.DelegateRuntime(st, worker.Name, ""); err != nil {
+				logf.FromContext(ctx).Error(err, "Forget the worker's runtime pod", "agentSession", worker.Name)
+			}
+		}
 		return ""
 	}
 	name := worker.Status.PodName

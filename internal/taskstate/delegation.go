@@ -97,16 +97,15 @@ func DelegateStartAttempt(st *Status, generation int64, now metav1.Time, lane, s
 }
 
 // DelegateRuntime (delegation controller) records the runtime pod of the
-// worker session that runs the task's current attempt, once the session
-// shows one (status.workerIncarnation): the attempt is lost if that pod
-// stops running. It is recorded once per attempt.
+// worker session that runs the task's current attempt
+// (status.workerIncarnation): the attempt is lost if that pod stops
+// running. An empty pod forgets it while the session moves to another pod
+// (passivation), whose pod is recorded next.
 func DelegateRuntime(st *Status, session, pod string) error {
 	if err := runningIn("DelegateRuntime", st, session); err != nil {
 		return err
 	}
-	if st.WorkerIncarnation == "" {
-		st.WorkerIncarnation = pod
-	}
+	st.WorkerIncarnation = pod
 	return nil
 }
 

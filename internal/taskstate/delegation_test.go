@@ -92,13 +92,23 @@ func TestDelegationAttempts(t *testing.T) {
 			},
 			wantErr: ErrNotHolder,
 		},
-		"DelegateRuntime: records the runtime pod once": {
-			actor: ctl, from: status(running, 1, heldBySession("s"), func(st *Status) { st.WorkerIncarnation = "pod1" }),
-			apply:     func(st *Status) error { return DelegateRuntime(st, "s", "pod2") },
+		"DelegateRuntime: records the runtime pod": {
+			actor: ctl, from: status(running, 1, heldBySession("s")),
+			apply:     func(st *Status) error { return DelegateRuntime(st, "s", "pod1") },
 			wantPhase: running, wantHolder: agentlanev1alpha1.HolderDelegate,
 			check: func(t *testing.T, st *Status) {
 				if st.WorkerIncarnation != "pod1" {
-					t.Errorf("workerIncarnation %q, want the first pod's", st.WorkerIncarnation)
+					t.Errorf("workerIncarnation %q, want pod1", st.WorkerIncarnation)
+				}
+			},
+		},
+		"DelegateRuntime: forgets it while the session moves": {
+			actor: ctl, from: status(running, 1, heldBySession("s"), func(st *Status) { st.WorkerIncarnation = "pod1" }),
+			apply:     func(st *Status) error { return DelegateRuntime(st, "s", "") },
+			wantPhase: running, wantHolder: agentlanev1alpha1.HolderDelegate,
+			check: func(t *testing.T, st *Status) {
+				if st.WorkerIncarnation != "" {
+					t.Errorf("workerIncarnation %q, want none", st.WorkerIncarnation)
 				}
 			},
 		},
