@@ -109,8 +109,10 @@ type inboxKeeper struct {
 type keptInbox struct {
 	mu       sync.Mutex
 	restored bool
-	// once mirrors restored for readers that do not take mu.
-	once atomic.Bool
+	// once mirrors restored for readers that do not take mu; tried is
+	// when a submit last read the record (unix nanoseconds).
+	once  atomic.Bool
+	tried atomic.Int64
 	// saved is the hash of the record last written, to skip rewriting it;
 	// savedCore the hash of that record without its remembered IDs.
 	saved, savedCore [sha256.Size]byte
@@ -126,6 +128,16 @@ type keptInbox struct {
 	// by hmu (not mu, which a write holds: a submit reads them).
 	hmu      sync.Mutex
 	handlers map[string]string
+}
+
+// mayTryRestore tells whether a submit may read the session's record now:
+// its last try, if any, is at least every old.
+func (s *keptInbox) mayTryRestore(now time.Time, every time.Duration) bool {
+	last := s.tried.Load()
+	if last != 0 && now.UnixNano()-last < int64(every) {
+		return false
+	}
+	return s.tried.CompareAndSwap(last, now.UnixNano())
 }
 
 // restoredOnce tells whether the session's record was read (or there is

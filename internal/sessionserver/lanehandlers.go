@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/lanequeue"
@@ -66,8 +67,15 @@ const (
 	maxLaneNameLength = 63
 )
 
-// CodeLaneSwitchRefused is sessionapi.CodeLaneSwitchRefused.
-const CodeLaneSwitchRefused = sessionapi.CodeLaneSwitchRefused
+// A submit reads the session's kept record, for its switches, when this
+// server has not read it yet: at most once per restoreRetry per session
+// while the reads fail, each bounded by restoreOnSubmitTimeout, so that a
+// session store the API server cannot serve (an outage) delays few submits
+// and by at most a few seconds. Meanwhile the lanes run as if no switch were set.
+const (
+	restoreRetry           = 10 * time.Second
+	restoreOnSubmitTimeout = 5 * time.Second
+)
 
 func validLaneHandler(mode string) bool {
 	return mode == laneHandlerExternal || mode == laneHandlerInternal
@@ -89,11 +97,11 @@ func (s *Server) specLane(ctx context.Context, sc *sessionCall, lane string) (*a
 // mayHandleLane tells whether the session may handle l's commands itself.
 func mayHandleLane(l *agentlanev1alpha1.Lane) error {
 	if t := l.ExternalTarget; t != nil && t.Type == agentlanev1alpha1.ExternalTargetDelegate {
-		return apiErrorf(http.StatusForbidden, CodeLaneSwitchRefused,
+		return apiErrorf(http.StatusForbidden, sessionapi.CodeLaneSwitchRefused,
 			"lane %q delegates each command to a worker session; its handler cannot be switched", l.Name)
 	}
 	if !l.SessionModeAllowed(agentlanev1alpha1.HandlerModeInternal) {
-		return apiErrorf(http.StatusForbidden, CodeLaneSwitchRefused,
+		return apiErrorf(http.StatusForbidden, sessionapi.CodeLaneSwitchRefused,
 			"the LaneQueue's lane %q does not let a session run its commands itself (its sessionOverrides.allowedModes leave out Internal)", l.Name)
 	}
 	return nil
@@ -136,8 +144,10 @@ func (s *Server) setLaneHandler(w http.ResponseWriter, r *http.Request, sc *sess
 // External or Internal.
 func (s *Server) laneSwitch(ctx context.Context, sc *sessionCall, lane string) string {
 	k := s.inboxes.session(sc.key)
-	if !k.restoredOnce() {
-		s.inboxes.restore(ctx, sc.key, sc.inbox)
+	if !k.restoredOnce() && s.inboxes.store != nil && k.mayTryRestore(s.Clock.Now(), restoreRetry) {
+		rctx, cancel := context.WithTimeout(ctx, restoreOnSubmitTimeout)
+		s.inboxes.restore(rctx, sc.key, sc.inbox)
+		cancel()
 	}
 	mode := k.laneHandler(lane)
 	if mode == "" {
@@ -194,13 +204,8 @@ func (s *Server) completeSelf(w http.ResponseWriter, r *http.Request, sc *sessio
 	default:
 		return schedulerError(err)
 	}
-	phase := string(lanequeue.StateRunning)
-	if o, final := c.ticket.Outcome(); final {
-		phase = string(o.State)
-	} else if !req.Success {
-		phase = string(o.State)
-	}
-	writeJSON(w, http.StatusOK, sessionapi.CompletionResult{ID: id, Attempt: attempt, Phase: phase})
+	o, _ := c.ticket.Outcome()
+	writeJSON(w, http.StatusOK, sessionapi.CompletionResult{ID: id, Attempt: attempt, Phase: string(o.State)})
 	return nil
 }
 

@@ -85,7 +85,9 @@ type CompletionResult struct {
 	// Attempt is the attempt the completion was recorded for.
 	Attempt int `json:"attempt"`
 	// Phase is the task's phase after the completion: Succeeded, or Running
-	// for a failure until the manager applies the retry policy.
+	// for a failure until the manager applies the retry policy. For a
+	// command of a lane the session handles itself it is the command's
+	// state: Succeeded, Retrying, Failed, TimedOut or DeadLettered.
 	Phase string `json:"phase"`
 }
 
