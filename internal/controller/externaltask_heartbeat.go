@@ -18,6 +18,7 @@ package controller
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -105,4 +106,15 @@ func laneHeartbeatTimeout(lq *agentlanev1alpha1.LaneQueue, lane string) time.Dur
 		}
 	}
 	return 0
+}
+
+// heartbeatDetail is what a heartbeat timeout's error says after the
+// scheduler's prefix: "timed out: no heartbeat for 3s (lane execute
+// heartbeatTimeout 3s)".
+func heartbeatDetail(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, "timed out: "); i >= 0 {
+		return msg[i:]
+	}
+	return msg
 }

@@ -286,6 +286,9 @@ func (r *ExternalTaskReconciler) recordEnded(st *agentlanev1alpha1.ExternalTaskS
 	default:
 		rec.Outcome = agentlanev1alpha1.AttemptTimedOut
 		rec.Error = fmt.Sprintf("attempt %d did not finish within its timeout", st.Attempt)
+		if err := tt.Ticket.TimeoutError(int(st.Attempt)); errors.Is(err, lanequeue.ErrHeartbeatTimeout) {
+			rec.Error = fmt.Sprintf("attempt %d %s", st.Attempt, heartbeatDetail(err))
+		}
 	}
 	return taskstate.EndAttempt(st, now, rec)
 }

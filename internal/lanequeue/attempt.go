@@ -181,6 +181,9 @@ func (q *Queue) endAttemptLocked(t *Ticket, kind endKind, r Result, err error, n
 	q.runLat.observe(d)
 	ln.m.runSeconds.Observe(float64(d) / 1e9)
 	held := q.holdTimeoutLocked(t, a, kind)
+	if held != nil {
+		held.err = err
+	}
 	if held == nil {
 		ln.m.attemptsFinished[kind.outcome()].Inc()
 	}

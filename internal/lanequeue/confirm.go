@@ -34,6 +34,8 @@ type unconfirmedTimeout struct {
 	retried bool
 	final   state
 	dead    *DeadLetter
+	// err is the timeout's error, which names the budget that ran out.
+	err error
 }
 
 // holdTimeoutLocked starts holding the count of attempt a's timeout, or

@@ -124,16 +124,26 @@ func (q *Queue) Heartbeat(id string, attempt int) error {
 	return nil
 }
 
+// Extension is what ExtendDeadline made of an attempt's deadline.
+type Extension struct {
+	// Attempt is the attempt extended.
+	Attempt int
+	// Deadline is its deadline now.
+	Deadline time.Time
+	// Extensions counts the extensions of the attempt so far.
+	Extensions int
+}
+
 // ExtendDeadline moves the deadline of attempt of the running command id
-// by d, and returns the new deadline. It refuses, with ErrExtendRefused, a
+// (0: whichever attempt runs) by d. It refuses, with ErrExtendRefused, a
 // d that is not positive, an attempt not started yet, a (MaxExtensions+1)th
 // extension of the same attempt, and a deadline past MaxExtendedFactor
 // times the attempt's timeout from its start; it fails like Heartbeat for
 // a command or attempt that is not running. A new attempt (a retry) starts
 // again from its lane's timeout.
-func (q *Queue) ExtendDeadline(id string, attempt int, d time.Duration) (time.Time, error) {
+func (q *Queue) ExtendDeadline(id string, attempt int, d time.Duration) (Extension, error) {
 	if d <= 0 {
-		return time.Time{}, fmt.Errorf("%w: the extension must be positive, got %s", ErrExtendRefused, d)
+		return Extension{}, fmt.Errorf("%w: the extension must be positive, got %s", ErrExtendRefused, d)
 	}
 	return q.extend(id, attempt, func(a *attemptCtx) int64 { return int64(d) })
 }
@@ -142,30 +152,34 @@ func (q *Queue) ExtendDeadline(id string, attempt int, d time.Duration) (time.Ti
 // to the later time to, as one ExtendDeadline: it restores an extension
 // recorded elsewhere (an ExternalTask's status) onto an adopted attempt. A
 // deadline already at or past to is left as it is.
-func (q *Queue) ExtendDeadlineTo(id string, attempt int, to time.Time) (time.Time, error) {
+func (q *Queue) ExtendDeadlineTo(id string, attempt int, to time.Time) (Extension, error) {
 	return q.extend(id, attempt, func(a *attemptCtx) int64 { return unixNanos(to) - a.deadline })
 }
 
-func (q *Queue) extend(id string, attempt int, by func(a *attemptCtx) int64) (time.Time, error) {
+func (q *Queue) extend(id string, attempt int, by func(a *attemptCtx) int64) (Extension, error) {
 	q.mu.Lock()
 	now := q.now()
 	a, err := q.runningAttemptLocked(id, attempt)
 	if err == nil && a.waitingSince == 0 && a.started != 0 && by(a) <= 0 {
-		deadline := unixTime(a.deadline)
+		x := a.extension()
 		q.mu.Unlock()
-		return deadline, nil
+		return x, nil
 	}
 	if err == nil {
 		err = a.extendLocked(by(a))
 	}
 	if err != nil {
 		q.mu.Unlock()
-		return time.Time{}, err
+		return Extension{}, err
 	}
 	q.rekeyRunningLocked(a)
-	deadline := unixTime(a.deadline)
+	x := a.extension()
 	q.unlock(now)
-	return deadline, nil
+	return x, nil
+}
+
+func (a *attemptCtx) extension() Extension {
+	return Extension{Attempt: int(a.number), Deadline: unixTime(a.deadline), Extensions: int(a.extensions)}
 }
 
 // extendLocked moves a's deadline by d within the bounds ExtendDeadline
@@ -208,4 +222,18 @@ func (q *Queue) runningAttemptLocked(id string, attempt int) (*attemptCtx, error
 		return nil, fmt.Errorf("%w: %s attempt %d, running attempt is %d", ErrStaleAttempt, id, attempt, t.run.number)
 	}
 	return t.run, nil
+}
+
+// TimeoutError returns the error of the timeout of attempt of the command
+// while its count waits for ConfirmTimeout, nil otherwise: the runner's
+// record of the attempt can say which budget ran out (its timeout, or its
+// lane's HeartbeatTimeout).
+func (t *Ticket) TimeoutError(attempt int) error {
+	q := t.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if u := q.unconfirmed[t.id]; u != nil && int(u.attempt) == attempt {
+		return u.err
+	}
+	return nil
 }

@@ -204,12 +204,13 @@ func TestExtendDeadline(t *testing.T) {
 	tk := h.submit(Command{ID: "a", SessionKey: "s", External: true})
 	start := h.clk.Now()
 	h.step(9 * time.Second)
-	got, err := h.q.ExtendDeadline("a", 1, 5*time.Second)
+	x, err := h.q.ExtendDeadline("a", 1, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := start.Add(15 * time.Second); !got.Equal(want) {
-		t.Errorf("new deadline %v, want %v", got, want)
+	got := x.Deadline
+	if want := (Extension{Attempt: 1, Deadline: start.Add(15 * time.Second), Extensions: 1}); !cmp.Equal(want, x) {
+		t.Errorf("extension %+v, want %+v", x, want)
 	}
 	if x := h.q.PendingExternal()[0]; !x.Deadline.Equal(got) || x.Extensions != 1 {
 		t.Errorf("pending task: deadline %v, extensions %d; want %v, 1", x.Deadline, x.Extensions, got)
@@ -294,7 +295,7 @@ func TestExtendDeadlineTo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := h.q.ExtendDeadlineTo("a", 1, start.Add(5*time.Second)); err != nil || !got.Equal(start.Add(10*time.Second)) {
+	if got, err := h.q.ExtendDeadlineTo("a", 1, start.Add(5*time.Second)); err != nil || !got.Deadline.Equal(start.Add(10*time.Second)) || got.Extensions != 0 {
 		t.Errorf("ExtendDeadlineTo an earlier time: %v, %v; want the deadline unchanged", got, err)
 	}
 	if _, err := h.q.ExtendDeadlineTo("a", 1, start.Add(40*time.Second)); err != nil {
@@ -310,5 +311,28 @@ func TestExtendDeadlineTo(t *testing.T) {
 	}
 	if _, err := h.q.ExtendDeadlineTo("b", 1, start); !errors.Is(err, ErrNotFound) {
 		t.Errorf("unknown command: %v", err)
+	}
+}
+
+// TestTimeoutErrorHeldUntilConfirmed: with ConfirmExternalTimeouts the
+// error of an External attempt's timeout stays readable until its record
+// is confirmed.
+func TestTimeoutErrorHeldUntilConfirmed(t *testing.T) {
+	h := newHarness(t, heartbeatConfig(), func(o *Options) { o.ConfirmExternalTimeouts = true })
+	tk := h.submit(Command{ID: "a", SessionKey: "s", External: true})
+	if err := tk.TimeoutError(1); err != nil {
+		t.Errorf("before the timeout: %v", err)
+	}
+	h.step(3 * time.Second)
+	err := tk.TimeoutError(1)
+	if !errors.Is(err, ErrHeartbeatTimeout) || !strings.Contains(err.Error(), "no heartbeat for 3s") {
+		t.Errorf("held timeout error: %v", err)
+	}
+	if err := tk.TimeoutError(2); err != nil {
+		t.Errorf("attempt 2: %v", err)
+	}
+	h.q.ConfirmTimeout("a", 1)
+	if err := tk.TimeoutError(1); err != nil {
+		t.Errorf("after the confirmation: %v", err)
 	}
 }
