@@ -61,23 +61,27 @@ const delegationRecheck = 30 * time.Second
 // DelegationReconciler runs the Delegate lanes (aegis's delegation queues).
 // A delegated task is an ExternalTask labelled agentlane.io/delegated with
 // command type delegate (delegation.IsDelegated); the ExternalTask
-// controller leaves it alone. Each pass takes one lane of one LaneQueue
-// and, reading its tasks from the cache with exact counts (see listLane)
-// and its worker sessions around the cache:
-//   - fails the tasks whose worker session went away, or that were in
-//     flight when the manager restarted and whose worker session lost its
-//     run ("failed: interrupted"), and re-posts a first turn that a
-//     restart kept from being posted;
-//   - starts Queued tasks, oldest first, while fewer than the lane's
-//     maxConcurrency (aegis's max_parallel) run and the producer has fewer
-//     than Bounds.MaxChildren workers running: it creates the worker
-//     AgentSession from the lane's template, owned by the producer session
-//     and carrying its identity, with a budget carved from the producer's,
-//     and posts the payload as its first turn. A first turn a session
-//     cannot take as a turn (a /queue directive) fails the task at once;
-//   - ends a task whose worker runs past its deadline (the task's timeout,
-//     else its lane's, else its queue's default, else Bounds.Timeout) as
-//     TimedOut, and deletes that worker session;
+// controller leaves it alone. It is a command of its lane in its queue's
+// scheduler (delegation_engine.go), which keeps the lane's caps, order,
+// rate limit, timeouts, retries and dead letters and counts it. Each pass
+// takes one lane of one LaneQueue and, reading its tasks from the cache
+// with exact counts (see listLane) and its worker sessions around the
+// cache:
+//   - fails at once a new task whose producer cannot delegate here, or
+//     whose first turn no session can take as a turn (a /queue
+//     directive), and admits the others to the lane's scheduler;
+//   - starts each attempt the scheduler granted in a worker AgentSession of
+//     its own, created from the lane's template, owned by the producer
+//     session and carrying its identity, with a budget carved from the
+//     producer's, and posts the payload as its first turn, unless the
+//     producer has Bounds.MaxChildren workers running: then the attempt
+//     waits with its slot;
+//   - ends through the scheduler the attempt of a worker session that was
+//     deleted, failed, lost its runtime pod, or lost its run to a manager
+//     restart, and re-posts a first turn that a restart kept from being
+//     posted;
+//   - records what the scheduler decided: an attempt that timed out or was
+//     lost (its worker session deleted), a retry, the task's final phase;
 //   - posts each finished task's result to the producer's inbox, headed
 //     "from queue:<lane> · task#<id> · ok|error · <time>", once;
 //   - deletes finished tasks after the queue's ttlAfterFinished, and the
@@ -85,7 +89,8 @@ const delegationRecheck = 30 * time.Second
 //     finished tasks beyond the producer's retention caps).
 //
 // A worker's runtime completes its task through the Session API when it
-// finishes its first run (POST .../runs/{run}/finish with the outcome).
+// finishes its first run (POST .../runs/{run}/finish with the outcome);
+// the pass then settles the command in the scheduler.
 type DelegationReconciler struct {
 	client.Client
 	// APIReader reads tasks and sessions around the cache.
