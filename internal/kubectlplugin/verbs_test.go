@@ -20,6 +20,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -145,6 +146,18 @@ func TestVerbs(t *testing.T) {
 		out, _, err = run(t, kubeconfig, "queues", "-o", "name", "--context", "b", "-n", teamA)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(out).To(Equal("lanequeue.agentlane.io/agents\n"))
+
+		// --as impersonates, as in kubectl: an administrator acting as the
+		// editor is held to the editor's namespace.
+		admin := kubeconfigOf(t, cl.env, t.TempDir(), "admin", "system:masters")
+		_, _, err = run(t, admin, "lane", "drain", "-n", teamB, "other", "--as", "editor")
+		g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+		g.Expect(err).To(MatchError(ContainSubstring(`User "editor" cannot patch resource "lanequeues"`)))
+		_, _, err = run(t, admin, "queues", "-n", teamB, "other", "--as", "editor")
+		g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+		out, _, err = run(t, admin, "queues", "-n", teamB, "-o", "name")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(out).To(Equal("lanequeue.agentlane.io/other\n"))
 	})
 
 	t.Run("sessions: table, --queue, -o name", func(t *testing.T) {
@@ -442,6 +455,19 @@ func TestVerbs(t *testing.T) {
 		g.Expect(strings.Fields(kubectlRun("agentlane", "tasks", "-A", "--phase", "DeadLettered", "-o", "name"))).
 			To(ConsistOf("externaltask.agentlane.io/build-2", "externaltask.agentlane.io/delegated-1"))
 		g.Expect(kubectlRun("agentlane", "--help")).To(ContainSubstring("kubectl agentlane [command]"))
+
+		// A refused call: exit status 1 and kubectl's "error: " line.
+		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, kubectl, "agentlane", "lane", "undrain", "agents", "-n", teamA)
+		cmd.Env = append(os.Environ(), "PATH="+binDir, "KUBECONFIG="+cl.viewer)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var exit *exec.ExitError
+		g.Expect(errors.As(err, &exit)).To(BeTrue(), "%v", err)
+		g.Expect(exit.ExitCode()).To(Equal(1))
+		g.Expect(stderr.String()).To(HavePrefix(`error: lanequeues.agentlane.io "agents" is forbidden: User "viewer" cannot patch resource "lanequeues"`))
 	})
 }
 
@@ -519,10 +545,11 @@ func clusterRole(t *testing.T, c client.Client, file string) string {
 	return role.Name
 }
 
-// kubeconfigOf writes a kubeconfig that authenticates as user.
-func kubeconfigOf(t *testing.T, env *envtest.Environment, dir, user string) string {
+// kubeconfigOf writes a kubeconfig that authenticates as user, a member of
+// groups.
+func kubeconfigOf(t *testing.T, env *envtest.Environment, dir, user string, groups ...string) string {
 	t.Helper()
-	u, err := env.ControlPlane.AddUser(envtest.User{Name: user}, nil)
+	u, err := env.ControlPlane.AddUser(envtest.User{Name: user, Groups: groups}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
