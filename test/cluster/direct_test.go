@@ -244,10 +244,13 @@ var _ = Describe("Direct lanes on the shipped worker pods", Ordered, func() {
 
 	It("runs a command again on another worker when its worker pod is deleted while it runs", func() {
 		// The submitter waits for the answer all along, as a runtime does.
+		// The run lasts 12s: its record shows it Running from 2s, which
+		// leaves the suite 10s to see that and delete the pod before the
+		// run could end.
 		answered := make(chan *sessionapi.Command, 1)
 		go func() {
 			defer GinkgoRecover()
-			answered <- submitDirect("direct-moved", "slow", "hostname; sleep 8; echo direct-moved")
+			answered <- submitDirect("direct-moved", "slow", "hostname; sleep 12; echo direct-moved")
 		}()
 
 		By("waiting for its record to name the worker that runs it")
