@@ -108,6 +108,8 @@ func TestOpenAPIRoutes(t *testing.T) {
 		"GET " + s + "/stats",
 		"GET " + s + "/external",
 		"POST " + s + "/external/{id}/complete",
+		"POST " + s + "/external/{id}/heartbeat",
+		"POST " + s + "/commands/{id}/extend",
 		"GET " + s + "/deadletters",
 		"GET " + s + "/budget",
 		"POST " + s + "/budget/check",
@@ -146,7 +148,7 @@ func TestOpenAPISchemasMirrorTypes(t *testing.T) {
 	for _, v := range []any{
 		Identity{}, SubmitRequest{}, Grant{}, Result{}, Command{}, ReportRequest{}, Message{},
 		QueueOptions{}, PostResult{}, CancelRequest{}, CancelResult{}, Percentiles{}, LaneStats{},
-		SessionCounts{}, Stats{}, ExternalTask{}, ExternalTaskList{}, Completion{}, CompletionResult{}, LaneHandler{}, DeadLetter{}, DeadLetterList{},
+		SessionCounts{}, Stats{}, ExternalTask{}, ExternalTaskList{}, Completion{}, CompletionResult{}, Heartbeat{}, HeartbeatResult{}, Extend{}, Extension{}, LaneHandler{}, DeadLetter{}, DeadLetterList{},
 		Usage{}, Consumed{}, BudgetCheckRequest{}, BudgetCheck{}, TokenLimits{}, CostLimits{}, BudgetStatus{},
 		Event{}, BudgetThreshold{}, PassivationRequest{}, PeerInvocation{}, SessionRef{},
 		Error{}, Checkpoint{}, CheckpointSaved{},
