@@ -90,7 +90,7 @@ func TestRuntimeLost(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			r := &DelegationReconciler{APIReader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(tc.pods...).Build()}
+			r := &DelegationReconciler{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(tc.pods...).Build()}
 			w := &agentlanev1alpha1.AgentSession{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w"},
 				Status: agentlanev1alpha1.AgentSessionStatus{Phase: tc.phase, PodName: tc.podName}}
 			if !tc.noRuntime {

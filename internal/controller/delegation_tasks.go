@@ -184,8 +184,10 @@ func (r *DelegationReconciler) runtimeLost(ctx context.Context, st *agentlanev1a
 		}
 		return ""
 	}
+	// Runtime pods are in the manager's cache: a pass reads none from the
+	// API server. A pod too new for the cache is recorded by a later pass.
 	p := &corev1.Pod{}
-	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: worker.Namespace, Name: name}, p)
+	err := r.Get(ctx, types.NamespacedName{Namespace: worker.Namespace, Name: name}, p)
 	switch {
 	case apierrors.IsNotFound(err) && st.WorkerIncarnation != "":
 		return fmt.Sprintf("the runtime pod %s of worker session %s is gone", name, worker.Name)
