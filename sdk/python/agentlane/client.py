@@ -52,6 +52,9 @@ OPERATIONS: Dict[str, Tuple[str, str, Optional[type], Optional[type], str]] = {
     "listExternalTasks": ("GET", _SESSION + "/external", None, t.ExternalTaskList, "list_external_tasks"),
     "completeExternalTask": ("POST", _SESSION + "/external/{id}/complete", t.Completion, t.CompletionResult,
                              "complete_external_task"),
+    "heartbeatExternalTask": ("POST", _SESSION + "/external/{id}/heartbeat", t.Heartbeat, t.HeartbeatResult,
+                              "heartbeat_external_task"),
+    "extendCommand": ("POST", _SESSION + "/commands/{id}/extend", t.Extend, t.Extension, "extend_command"),
     "listDeadLetters": ("GET", _SESSION + "/deadletters", None, t.DeadLetterList, "list_dead_letters"),
     "saveCheckpoint": ("PUT", _SESSION + "/checkpoints", t.Checkpoint, t.CheckpointSaved, "save_checkpoint"),
     "loadLatestCheckpoint": ("GET", _SESSION + "/checkpoints/latest", None, t.Checkpoint, "load_latest_checkpoint"),
@@ -390,6 +393,24 @@ class SessionClient:
         if not isinstance(completion, t.Completion):
             completion = t.Completion(success=True, result=completion)
         return self._call("completeExternalTask", completion, id=task_id)
+
+    def heartbeat_external_task(self, task_id: str, attempt: Optional[int] = None,
+                                progress: Optional[str] = None) -> t.HeartbeatResult:
+        """Shows that the handler still runs attempt (None: the current one)
+        of the external task task_id, with an optional progress note. A lane
+        with a heartbeatTimeout times out an attempt that goes that long
+        without one. Fenced and authorized as a completion: a refused one
+        raises ApiError (StaleAttempt, AlreadyCompleted, NotHandlerTask,
+        NotRunning). Post as often as convenient: the task's status records
+        at most one per quarter of the heartbeatTimeout."""
+        return self._call("heartbeatExternalTask", t.Heartbeat(attempt=attempt, progress=progress), id=task_id)
+
+    def extend_command(self, command_id: str, by: Seconds, attempt: Optional[int] = None) -> t.Extension:
+        """Moves the deadline of the running attempt (or of attempt) of the
+        session's command later by by (seconds, or a duration such as "5m";
+        1s to 24h). An attempt may be extended at most 8 times and never
+        past 10 times its timeout: beyond, ApiError ExtendRefused."""
+        return self._call("extendCommand", t.Extend(by=format_duration(by), attempt=attempt), id=command_id)
 
     def list_dead_letters(self) -> List[t.DeadLetter]:
         """The session's commands that failed for good, oldest first."""

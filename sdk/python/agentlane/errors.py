@@ -34,6 +34,7 @@ CODE_CHECKPOINT_NOT_FOUND = "CheckpointNotFound"  # 404
 CODE_SCHEMA_TOO_NEW = "SchemaTooNew"  # 400 on save, 409 on load
 CODE_ISOLATED_LANE = "IsolatedLane"  # 403: the command's parent runs on an isolated lane, and the command goes to another lane
 CODE_LANE_SWITCH_REFUSED = "LaneSwitchRefused"  # 403: the LaneQueue does not let the session handle the lane itself
+CODE_EXTEND_REFUSED = "ExtendRefused"  # 409: a deadline extension past its bounds (8 per attempt, 10 times the timeout)
 
 ERROR_CODES = frozenset(v for k, v in dict(globals()).items() if k.startswith("CODE_"))
 

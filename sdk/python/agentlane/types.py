@@ -281,6 +281,50 @@ class CompletionResult:
 
 
 @dataclass
+class Heartbeat:
+    """A handler's heartbeat for one attempt of an external task of a
+    Handler lane: attempt is the attempt list_external_tasks gave, None for
+    the current one (still fenced); progress a short note such as
+    "42/100 files" (at most 1024 bytes, kept to 256 characters)."""
+
+    attempt: Optional[int] = None
+    progress: Optional[str] = None
+
+
+@dataclass
+class HeartbeatResult:
+    """A heartbeat that was taken. recorded says whether it was written to
+    the task's status: heartbeats are coalesced to one per quarter of the
+    lane's heartbeatTimeout (heartbeat_timeout_seconds, 0 for none)."""
+
+    id: str = ""
+    attempt: int = 0
+    recorded: bool = False
+    heartbeat_timeout_seconds: float = 0.0
+
+
+@dataclass
+class Extend:
+    """A deadline extension of a running command's attempt: by is a
+    duration such as "5m" (1s to 24h); attempt None extends the one
+    running."""
+
+    by: str = ""
+    attempt: Optional[int] = None
+
+
+@dataclass
+class Extension:
+    """An attempt's deadline after an extension, and how many extensions it
+    has had (at most 8)."""
+
+    id: str = ""
+    attempt: int = 0
+    deadline: datetime.datetime = _time()
+    extensions: int = 0
+
+
+@dataclass
 class DeadLetter:
     id: str = ""
     command_type: str = ""
