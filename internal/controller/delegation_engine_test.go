@@ -259,6 +259,28 @@ var _ = Describe("Delegation through the lane engine", func() {
 		})
 	})
 
+	It("starts a Delegate lane's delegations no faster than the lane's rate limit", func() {
+		delegateQueue(ns, func(l *agentlanev1alpha1.Lane) {
+			l.RateLimit = &agentlanev1alpha1.RateLimit{Count: 1, Per: agentlanev1alpha1.RateLimitPerMinute}
+		})
+		lead := producerSession(ns, "lead", nil)
+		first := delegatedTask(lead, "first", "Review part 1")
+		second := delegatedTask(lead, "second", "Review part 2")
+		passUntil(second, func(g Gomega, t *agentlanev1alpha1.ExternalTask) {
+			g.Expect(getTask(first)(g).Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskRunning))
+			g.Expect(t.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskQueued), "one start a minute, though the lane has 4 slots")
+		})
+		Consistently(func(g Gomega) {
+			_, err := r.Reconcile(ctx, laneKey(ns, "dq", "review"))
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(getTask(second)(g).Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskQueued))
+		}, time.Second, 100*time.Millisecond).Should(Succeed())
+		clk.Step(time.Minute)
+		passUntil(second, func(g Gomega, t *agentlanev1alpha1.ExternalTask) {
+			g.Expect(t.Status.Phase).To(Equal(agentlanev1alpha1.ExternalTaskRunning))
+		})
+	})
+
 	It("shows a Delegate lane's delegations in the LaneQueue's status, as the manager's schedulers count them", func() {
 		// The suite's schedulers, whose counts the suite's LaneQueue
 		// controller writes into status, on the real clock.
