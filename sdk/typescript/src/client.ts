@@ -34,7 +34,9 @@ import type {
   Delegation,
   DelegationList,
   DelegationRequest,
+  Extension,
   ExternalTask,
+  HeartbeatResult,
   LaneHandler,
   Message,
   PostResult,
@@ -88,6 +90,11 @@ export const OPERATIONS = {
     method: "POST",
     path: "/v1/namespaces/{namespace}/sessions/{session}/external/{id}/complete",
   },
+  heartbeatExternalTask: {
+    method: "POST",
+    path: "/v1/namespaces/{namespace}/sessions/{session}/external/{id}/heartbeat",
+  },
+  extendCommand: { method: "POST", path: "/v1/namespaces/{namespace}/sessions/{session}/commands/{id}/extend" },
   listDeadLetters: { method: "GET", path: "/v1/namespaces/{namespace}/sessions/{session}/deadletters" },
   saveCheckpoint: { method: "PUT", path: "/v1/namespaces/{namespace}/sessions/{session}/checkpoints" },
   loadLatestCheckpoint: { method: "GET", path: "/v1/namespaces/{namespace}/sessions/{session}/checkpoints/latest" },
@@ -550,6 +557,34 @@ export class SessionClient {
    */
   completeExternalTask(id: string, completion: Completion, options: CallOptions = {}): Promise<CompletionResult> {
     return this.#call("completeExternalTask", { ...options, body: completion }, { id });
+  }
+
+  /**
+   * Shows that the handler still runs an attempt of the external task id
+   * (options.attempt, else the current one), with an optional progress
+   * note. A lane with a heartbeatTimeout times out an attempt that goes
+   * that long without one. Fenced and authorized as a completion: a refused
+   * one rejects with ApiError (StaleAttempt, AlreadyCompleted,
+   * NotHandlerTask, NotRunning). Post as often as convenient: the task's
+   * status records at most one per quarter of the heartbeatTimeout.
+   */
+  heartbeatExternalTask(
+    id: string,
+    options: CallOptions & { attempt?: number; progress?: string } = {},
+  ): Promise<HeartbeatResult> {
+    const { attempt, progress, ...rest } = options;
+    return this.#call("heartbeatExternalTask", { ...rest, body: { attempt, progress } }, { id });
+  }
+
+  /**
+   * Moves the deadline of the command's running attempt (options.attempt,
+   * else the one running) later by `by` (seconds, or a duration such as
+   * "5m"; 1s to 24h). An attempt may be extended at most 8 times and never
+   * past 10 times its timeout: beyond, ApiError ExtendRefused.
+   */
+  extendCommand(id: string, by: Wait, options: CallOptions & { attempt?: number } = {}): Promise<Extension> {
+    const { attempt, ...rest } = options;
+    return this.#call("extendCommand", { ...rest, body: { attempt, by: formatDuration(by) } }, { id });
   }
 
   /** The session's commands that failed for good, oldest first. */

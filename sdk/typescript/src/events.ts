@@ -118,6 +118,8 @@ export class EventStream implements AsyncIterableIterator<Event> {
   #closed = false;
   #res: IncomingMessage | undefined;
   #reader: FrameReader | undefined;
+  /** A frame read by #connect, for next() to take first. */
+  #pending: Frame | undefined;
   /** How many connections were made, the first included. */
   connections = 0;
 
@@ -203,9 +205,10 @@ export class EventStream implements AsyncIterableIterator<Event> {
         await this.#waitAndReconnect();
         continue;
       }
-      let frame: Frame | undefined;
+      let frame: Frame | undefined = this.#pending;
+      this.#pending = undefined;
       try {
-        frame = await reader.next();
+        frame ??= await reader.next();
       } catch (err) {
         if (err instanceof EventStreamError) {
           this.close();
@@ -353,12 +356,38 @@ export class EventStream implements AsyncIterableIterator<Event> {
       return;
     }
     res.on("error", () => {}); // a broken connection ends the reader's iteration
+    const reader = new FrameReader(res);
+    const fromNow = this.#lastId === 0 && this.#fromNow;
     this.#res = res;
-    this.#reader = new FrameReader(res);
+    this.#reader = reader;
     this.connections++;
+    if (fromNow) {
+      // The server names the newest event at once, in an id-only frame:
+      // taken now, so that a connection dropped before the first next()
+      // (the caller busy, the connection silent past idleTimeoutMs)
+      // resumes from it instead of from the newest event of the reconnect,
+      // which would skip what came between.
+      let first: Frame | undefined;
+      try {
+        first = await reader.next();
+      } catch (err) {
+        this.#disconnect();
+        throw err;
+      }
+      if (first === undefined) {
+        this.#disconnect();
+        throw new Error("agentlane: event stream: the stream ended before its first frame");
+      }
+      if (first.data === undefined) {
+        this.#decode(first);
+      } else {
+        this.#pending = first;
+      }
+    }
   }
 
   #disconnect(): void {
+    this.#pending = undefined;
     const res = this.#res;
     this.#res = undefined;
     this.#reader = undefined;

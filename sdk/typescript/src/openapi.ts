@@ -132,6 +132,38 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/namespaces/{namespace}/sessions/{session}/commands/{id}/extend": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Namespace of the AgentSession. */
+                namespace: components["parameters"]["Namespace"];
+                /** @description Name of the AgentSession. */
+                session: components["parameters"]["Session"];
+                /** @description ID of the command. */
+                id: components["parameters"]["CommandID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Move a running command's deadline later.
+         * @description The session's owner (the access that submits) moves the deadline of
+         *     the command's running attempt later by `by` (1s to 24h). An attempt
+         *     may be extended at most 8 times and never past 10 times its timeout
+         *     in all; a retry starts again from its lane's timeout. An Internal
+         *     command's grant shows the new deadline; an External command's task
+         *     records it in `status.deadline`, so that a new manager keeps it.
+         */
+        post: operations["extendCommand"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/namespaces/{namespace}/sessions/{session}/messages": {
         parameters: {
             query?: never;
@@ -412,6 +444,45 @@ export interface paths {
          *     .../lanes/{lane}/handler External), the access that submits (create).
          */
         post: operations["completeExternalTask"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/namespaces/{namespace}/sessions/{session}/external/{id}/heartbeat": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Namespace of the AgentSession. */
+                namespace: components["parameters"]["Namespace"];
+                /** @description Name of the AgentSession. */
+                session: components["parameters"]["Session"];
+                /** @description ID of the command. */
+                id: components["parameters"]["CommandID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Show that a handler still runs an attempt of an external task.
+         * @description A handler running an attempt of a Handler lane's task posts
+         *     heartbeats while it works. A lane with a `heartbeatTimeout` ends an
+         *     attempt that goes that long without one (TimedOut, "no heartbeat for
+         *     ... (lane ... heartbeatTimeout ...)"), and retries it by the lane's
+         *     policy, long before the lane's timeout. The attempt's dispatch counts
+         *     as its first heartbeat. The scheduler takes every heartbeat at once;
+         *     the task's status (`lastHeartbeatAt`, `progress`) records at most one
+         *     per quarter of the heartbeatTimeout (and at most two a second), so a
+         *     handler that posts in a loop costs a bounded number of writes
+         *     (`recorded` says whether this one was written). Fenced and authorized
+         *     as a completion: the current attempt (or `attempt`), dispatched to
+         *     handlers, without a result; the `update` verb on the session's
+         *     agentsessions/api subresource.
+         */
+        post: operations["heartbeatExternalTask"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1011,9 +1082,43 @@ export interface components {
             attempt: number;
             /**
              * @description The task's phase after the completion: Succeeded, or Running for a
-             *     failure until the manager applies the lane's retry policy.
+             *     failure until the manager applies the lane's retry policy. For a
+             *     command of a lane the session handles itself, the command's state:
+             *     Succeeded, Retrying, Failed, TimedOut or DeadLettered.
              */
             phase: string;
+        };
+        /** @description A handler's heartbeat for one attempt of an external task. */
+        Heartbeat: {
+            /** @description The attempt the handler runs; absent or 0 for the current one, still fenced. */
+            attempt?: number;
+            /** @description A short progress note, such as "42/100 files"; at most 1024 bytes, kept to 256 characters. */
+            progress?: string;
+        };
+        /** @description A heartbeat that was taken. */
+        HeartbeatResult: {
+            id: string;
+            attempt: number;
+            /** @description Whether the heartbeat was written to the task's status (they are coalesced). */
+            recorded: boolean;
+            /** @description The lane's heartbeatTimeout in seconds; 0 when it has none. */
+            heartbeatTimeoutSeconds: number;
+        };
+        /** @description A deadline extension of a running command's attempt. */
+        Extend: {
+            /** @description The attempt to extend; absent or 0 for the one running. */
+            attempt?: number;
+            /** @description How much later the deadline moves, between 1s and 24h, such as 5m. */
+            by: components["schemas"]["Duration"];
+        };
+        /** @description An attempt's deadline after an extension. */
+        Extension: {
+            id: string;
+            attempt: number;
+            /** Format: date-time */
+            deadline: string;
+            /** @description The attempt's extensions so far (at most 8). */
+            extensions: number;
         };
         ExternalTaskList: {
             /** @description Oldest grant first. */
@@ -1346,11 +1451,12 @@ export interface components {
          *     409 on load); on external-task completions also AlreadyCompleted 409
          *     and NotHandlerTask 409; on submissions IsolatedLane 403 (the
          *     command's parent runs on an isolated lane and the command goes to
-         *     another lane); on lane handler switches LaneSwitchRefused 403.
+         *     another lane); on lane handler switches LaneSwitchRefused 403; on
+         *     deadline extensions ExtendRefused 409.
          */
         Error: {
             /** @enum {string} */
-            code: "Unauthenticated" | "Forbidden" | "SessionNotFound" | "CommandNotFound" | "NotFound" | "MethodNotAllowed" | "InvalidRequest" | "UnknownLane" | "CommandTypeRefused" | "InvalidDirective" | "DuplicateCommand" | "StaleAttempt" | "NotRunning" | "Interrupted" | "FutureEventID" | "BudgetExhausted" | "TooLarge" | "RateLimited" | "QueueFull" | "SessionNotReady" | "NotLeader" | "Draining" | "Internal" | "NoStore" | "CheckpointNotFound" | "SchemaTooNew" | "AlreadyCompleted" | "NotHandlerTask" | "IsolatedLane" | "LaneSwitchRefused";
+            code: "Unauthenticated" | "Forbidden" | "SessionNotFound" | "CommandNotFound" | "NotFound" | "MethodNotAllowed" | "InvalidRequest" | "UnknownLane" | "CommandTypeRefused" | "InvalidDirective" | "DuplicateCommand" | "StaleAttempt" | "NotRunning" | "Interrupted" | "FutureEventID" | "BudgetExhausted" | "TooLarge" | "RateLimited" | "QueueFull" | "SessionNotReady" | "NotLeader" | "Draining" | "Internal" | "NoStore" | "CheckpointNotFound" | "SchemaTooNew" | "AlreadyCompleted" | "NotHandlerTask" | "IsolatedLane" | "LaneSwitchRefused" | "ExtendRefused";
             /** @description A human-readable explanation. */
             message: string;
         };
@@ -1563,6 +1669,10 @@ export type ExternalTask = components['schemas']['ExternalTask'];
 export type LaneHandler = components['schemas']['LaneHandler'];
 export type Completion = components['schemas']['Completion'];
 export type CompletionResult = components['schemas']['CompletionResult'];
+export type Heartbeat = components['schemas']['Heartbeat'];
+export type HeartbeatResult = components['schemas']['HeartbeatResult'];
+export type Extend = components['schemas']['Extend'];
+export type Extension = components['schemas']['Extension'];
 export type ExternalTaskList = components['schemas']['ExternalTaskList'];
 export type DeadLetter = components['schemas']['DeadLetter'];
 export type DeadLetterList = components['schemas']['DeadLetterList'];
@@ -1796,6 +1906,57 @@ export interface operations {
             };
             410: components["responses"]["Interrupted"];
             413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["SessionNotReady"];
+        };
+    };
+    extendCommand: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Namespace of the AgentSession. */
+                namespace: components["parameters"]["Namespace"];
+                /** @description Name of the AgentSession. */
+                session: components["parameters"]["Session"];
+                /** @description ID of the command. */
+                id: components["parameters"]["CommandID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Extend"];
+            };
+        };
+        responses: {
+            /** @description The attempt's new deadline. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Extension"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["CommandNotFound"];
+            /**
+             * @description ExtendRefused: the extension would pass its bounds, or the attempt
+             *     has not started. StaleAttempt: `attempt` is not the one running.
+             *     NotRunning: the command has no running attempt.
+             */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["SessionNotReady"];
         };
@@ -2166,6 +2327,60 @@ export interface operations {
                 };
             };
             413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["SessionNotReady"];
+        };
+    };
+    heartbeatExternalTask: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Namespace of the AgentSession. */
+                namespace: components["parameters"]["Namespace"];
+                /** @description Name of the AgentSession. */
+                session: components["parameters"]["Session"];
+                /** @description ID of the command. */
+                id: components["parameters"]["CommandID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Heartbeat"];
+            };
+        };
+        responses: {
+            /** @description The heartbeat was taken. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HeartbeatResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["CommandNotFound"];
+            /**
+             * @description StaleAttempt: the heartbeat names an attempt that is not running.
+             *     AlreadyCompleted: the attempt has a completion, or the task has
+             *     finished. NotHandlerTask: a worker or a Job holds the attempt (it
+             *     sends its own heartbeats). NotRunning: the attempt is not
+             *     dispatched.
+             */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["SessionNotReady"];
         };
@@ -2555,5 +2770,5 @@ export const delegationPhaseValues: ReadonlyArray<FlattenedDeepRequired<componen
 export const budgetCheckDecisionValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["BudgetCheck"]["decision"]> = ["allow", "soft", "deny"];
 export const budgetCheckReasonValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["BudgetCheck"]["reason"]> = ["WithinBudget", "SoftLimitReached", "HardLimitReached", "GuardDenied"];
 export const budgetStatusReasonValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["BudgetStatus"]["reason"]> = ["WithinBudget", "SoftLimitReached", "HardLimitReached", "GuardDenied"];
-export const errorCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Error"]["code"]> = ["Unauthenticated", "Forbidden", "SessionNotFound", "CommandNotFound", "NotFound", "MethodNotAllowed", "InvalidRequest", "UnknownLane", "CommandTypeRefused", "InvalidDirective", "DuplicateCommand", "StaleAttempt", "NotRunning", "Interrupted", "FutureEventID", "BudgetExhausted", "TooLarge", "RateLimited", "QueueFull", "SessionNotReady", "NotLeader", "Draining", "Internal", "NoStore", "CheckpointNotFound", "SchemaTooNew", "AlreadyCompleted", "NotHandlerTask", "IsolatedLane", "LaneSwitchRefused"];
+export const errorCodeValues: ReadonlyArray<FlattenedDeepRequired<components>["schemas"]["Error"]["code"]> = ["Unauthenticated", "Forbidden", "SessionNotFound", "CommandNotFound", "NotFound", "MethodNotAllowed", "InvalidRequest", "UnknownLane", "CommandTypeRefused", "InvalidDirective", "DuplicateCommand", "StaleAttempt", "NotRunning", "Interrupted", "FutureEventID", "BudgetExhausted", "TooLarge", "RateLimited", "QueueFull", "SessionNotReady", "NotLeader", "Draining", "Internal", "NoStore", "CheckpointNotFound", "SchemaTooNew", "AlreadyCompleted", "NotHandlerTask", "IsolatedLane", "LaneSwitchRefused", "ExtendRefused"];
 export const componentsParametersFromValues: ReadonlyArray<FlattenedDeepRequired<components>["parameters"]["From"]> = ["now"];

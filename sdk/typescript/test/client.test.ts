@@ -111,6 +111,26 @@ describe("calls", () => {
     assert.deepEqual(JSON.parse(srv.requests[0]!.body), { mode: "External" });
   });
 
+  test("heartbeats and extensions", async () => {
+    const srv = await serve(
+      { status: 200, body: JSON.stringify({ id: "c1", attempt: 2, recorded: true, heartbeatTimeoutSeconds: 30 }) },
+      { status: 200, body: JSON.stringify({ id: "c1", attempt: 1, recorded: false, heartbeatTimeoutSeconds: 0 }) },
+      { status: 200, body: JSON.stringify({ id: "c1", attempt: 1, deadline: "2026-01-01T00:05:00Z", extensions: 1 }) },
+      { status: 409, body: errorBody("ExtendRefused") },
+    );
+    const s = new Client(srv.url, { insecureHttp: true }).session("ns", "s");
+    assert.equal((await s.heartbeatExternalTask("c1", { attempt: 2, progress: "42/100 files" })).recorded, true);
+    await s.heartbeatExternalTask("c1");
+    assert.equal((await s.extendCommand("c1", 300)).extensions, 1);
+    await assert.rejects(s.extendCommand("c1", "24h", { attempt: 1 }), { code: Code.ExtendRefused, status: 409 });
+    assert.deepEqual(srv.requests.map((r) => [r.method, r.path.replace(/^.*sessions\/s/, ""), JSON.parse(r.body)]), [
+      ["POST", "/external/c1/heartbeat", { attempt: 2, progress: "42/100 files" }],
+      ["POST", "/external/c1/heartbeat", {}],
+      ["POST", "/commands/c1/extend", { by: "300s" }],
+      ["POST", "/commands/c1/extend", { attempt: 1, by: "24h" }],
+    ]);
+  });
+
   test("listDelegations reads every page", async () => {
     const srv = await serve(
       { status: 200, body: JSON.stringify({ items: [{ id: "a" }], continue: "next page" }) },

@@ -118,6 +118,24 @@ describe("EventStream", () => {
     assert.equal(srv.requests[1]!.headers["last-event-id"], "7");
   });
 
+  test("from=now: a connection dropped before the first next() resumes, never from now again", async () => {
+    const { srv, stream } = await open(
+      [
+        { status: 200, body: "id: 7\n\n" + frames({ id: 8, type: "turn" }), hold: true },
+        { status: 200, body: frames({ id: 9, type: "turn" }), hold: true },
+      ],
+      { fromNow: true, idleTimeoutMs: 100 },
+    );
+    assert.equal(stream.lastEventId, 7, "the id-only frame is read by streamEvents");
+    await srv.until(() => srv.requests[0]!.closed); // silent past idleTimeoutMs, nobody reading
+    let ev: Event;
+    do {
+      ev = (await take(stream, 1))[0]!;
+    } while (ev.id !== 9);
+    assert.ok(["7", "8"].includes(String(srv.requests[1]!.headers["last-event-id"])), JSON.stringify(srv.requests[1]!.headers));
+    assert.doesNotMatch(srv.requests[1]!.path, /from=now/);
+  });
+
   test("an error event rejects with its code and ends the stream without reconnecting", async () => {
     const { srv, stream } = await open([
       { status: 200, body: frames({ id: 1, type: "turn" }) + frames({ type: "error", error: "Forbidden: access revoked" }) },
