@@ -206,7 +206,7 @@ func (r *DelegationReconciler) converge(ctx context.Context, dl *delegateLane, e
 // the attempt already (its timeout won) is not an error.
 func (r *DelegationReconciler) closeAttempt(ctx context.Context, e engineLane, t *agentlanev1alpha1.ExternalTask, n int32, end delegatedEnd) {
 	e.tasks.MarkClosed(t.Name, n, scheduling.AttemptEnd{Outcome: end.outcome, Msg: end.msg})
-	var err error = errors.New(end.msg)
+	err := errors.New(end.msg)
 	if end.permanent {
 		err = lanequeue.Permanent(err)
 	}
