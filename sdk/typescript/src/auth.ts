@@ -6,6 +6,9 @@
 import { readFile, stat } from "node:fs/promises";
 import { inspect } from "node:util";
 
+/** Bounds what is read of a token file (a projected token is a few KiB). */
+export const MAX_TOKEN_FILE = 64 << 10;
+
 /** Gives the bearer token of each request. */
 export interface TokenSource {
   token(): Promise<string>;
@@ -49,8 +52,8 @@ export class StaticToken implements TokenSource {
  * The token held in a file, read again whenever the file changes (its
  * device, inode, size or modification time, checked on every request),
  * which is how the kubelet's rotation of a projected token is picked up.
- * If a read fails, or finds the file empty, the last token read is kept;
- * with none yet, the request fails.
+ * If a read fails, or finds the file empty or over MAX_TOKEN_FILE bytes,
+ * the last token read is kept; with none yet, the request fails.
  */
 export class TokenFile implements TokenSource {
   readonly path: string;
@@ -78,6 +81,9 @@ export class TokenFile implements TokenSource {
       const st = await stat(this.path, { bigint: true });
       const stamp = `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}`;
       if (stamp !== this.#stamp || this.#token === "") {
+        if (st.size > BigInt(MAX_TOKEN_FILE)) {
+          throw new Error(`the file is over ${MAX_TOKEN_FILE} bytes`);
+        }
         const token = checkToken(await readFile(this.path, "utf8"), "the token file");
         this.#token = token;
         this.#stamp = stamp;

@@ -167,6 +167,12 @@ describe("errors", () => {
     assert.equal(err.retryAfter, undefined);
   });
 
+  test("a reply over 64 MiB is refused", async () => {
+    const srv = await serve({ status: 200, body: "{" + " ".repeat(64 << 20) + "}" });
+    const s = new Client(srv.url, { insecureHttp: true }).session("ns", "s");
+    await assert.rejects(s.getStats(), /getStats: the reply is over 67108864 bytes/);
+  });
+
   test("an error body over 64 KiB is not read past it", async () => {
     const srv = await serve({ status: 500, body: errorBody("Internal", "y".repeat(200 << 10)) });
     const s = new Client(srv.url, { insecureHttp: true }).session("ns", "s");
@@ -259,11 +265,16 @@ describe("tokens", () => {
     await s.getStats();
     writeFileSync(file, "");
     await s.getStats();
+    writeFileSync(file, "x".repeat(100 << 10));
+    await s.getStats();
     rmSync(file);
     await s.getStats();
     assert.deepEqual(srv.requests.map((r) => r.headers.authorization), [
-      "Bearer first", "Bearer second-token", "Bearer second-token", "Bearer second-token",
+      "Bearer first", "Bearer second-token", "Bearer second-token", "Bearer second-token", "Bearer second-token",
     ]);
+    writeFileSync(file, "x".repeat(100 << 10));
+    const big = new Client(srv.url, { tokenFile: file, insecureHttp: true }).session("ns", "s");
+    await assert.rejects(big.getStats(), /over 65536 bytes/);
   });
 
   test("concurrent calls share one read", async () => {
