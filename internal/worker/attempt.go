@@ -105,6 +105,9 @@ type attempts struct {
 	// clock stamps status times and paces write retries.
 	clock clock.WithTicker
 	log   logr.Logger
+	// bounds holds the runBound of each running attempt bounded by its
+	// spec.timeout, by task.
+	bounds sync.Map
 }
 
 // claimState is what a run knows of its claim write when it ends.
@@ -398,17 +401,21 @@ func lostOr(err error, outcome string) (string, error) {
 	return outcome, err
 }
 
-// execute runs the task's command under ctx, bounded by spec.timeout.
+// execute runs the task's command under ctx, bounded by spec.timeout, or
+// by the later deadline an extension of the attempt records (see
+// moveDeadline).
 func (a *attempts) execute(ctx context.Context, task *agentlanev1alpha1.ExternalTask) (executor.Output, error) {
-	var timeout time.Duration
-	if t := task.Spec.Timeout; t != nil {
-		timeout = t.Duration
-	}
 	var payload json.RawMessage
 	if task.Spec.Payload != nil {
 		payload = task.Spec.Payload.Raw
 	}
-	return runCommand(ctx, a.registry, string(task.Spec.CommandType), payload, timeout)
+	t := task.Spec.Timeout
+	if t == nil || t.Duration <= 0 {
+		return runCommand(ctx, a.registry, string(task.Spec.CommandType), payload, 0)
+	}
+	ctx, stop := a.bound(ctx, task, t.Duration)
+	defer stop()
+	return runCommand(ctx, a.registry, string(task.Spec.CommandType), payload, 0)
 }
 
 // runCommand runs one command through registry under ctx, bounded by

@@ -18,6 +18,8 @@ package worker
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -86,4 +88,81 @@ func claimDelay(task *agentlanev1alpha1.ExternalTask, runningAfter time.Duration
 		return 0
 	}
 	return runningAfter
+}
+
+// maxExtendedFactor bounds how far an extension recorded in a task's
+// status moves a run's own bound: never past this many times its
+// spec.timeout (the manager's bound on extensions).
+const maxExtendedFactor = 10
+
+// runBound is the bound a run of an attempt puts on its command: its
+// spec.timeout from the start, moved later when the attempt's deadline is
+// extended.
+type runBound struct {
+	attempt int32
+	mu      sync.Mutex
+	start   time.Time
+	timeout time.Duration
+	timer   *time.Timer
+	// deadline is when the timer fires.
+	deadline time.Time
+}
+
+// bound returns ctx stopped once the task's attempt has run its
+// spec.timeout, or until the later deadline its status records (now or
+// once moveDeadline is called), and a stop that releases the bound.
+func (a *attempts) bound(ctx context.Context, task *agentlanev1alpha1.ExternalTask, timeout time.Duration) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	start := time.Now()
+	b := &runBound{attempt: task.Status.Attempt, start: start, timeout: timeout, deadline: start.Add(timeout)}
+	b.timer = time.AfterFunc(timeout, func() {
+		b.mu.Lock()
+		bound := b.deadline.Sub(b.start)
+		b.mu.Unlock()
+		cancel(fmt.Errorf("attempt timed out after %s", bound))
+	})
+	key := types.NamespacedName{Namespace: task.Namespace, Name: task.Name}
+	a.bounds.Store(key, b)
+	if d := task.Status.Deadline; d != nil {
+		b.moveTo(d.Time)
+	}
+	return ctx, func() {
+		b.timer.Stop()
+		a.bounds.CompareAndDelete(key, b)
+		cancel(nil)
+	}
+}
+
+// moveDeadline moves the bound of the task's running attempt, when it is
+// attempt, to deadline: only later, and never past maxExtendedFactor times
+// its spec.timeout. The worker calls it when the task's status records an
+// extension.
+func (a *attempts) moveDeadline(key types.NamespacedName, attempt int32, deadline time.Time) {
+	v, ok := a.bounds.Load(key)
+	if !ok {
+		return
+	}
+	if b := v.(*runBound); b.attempt == attempt {
+		b.moveTo(deadline)
+	}
+}
+
+func (b *runBound) moveTo(deadline time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	deadline = minTime(deadline, b.start.Add(maxExtendedFactor*b.timeout))
+	if !deadline.After(b.deadline) {
+		return
+	}
+	if b.timer.Stop() {
+		b.deadline = deadline
+		b.timer.Reset(time.Until(deadline))
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }

@@ -134,4 +134,26 @@ var _ = Describe("Worker heartbeats", func() {
 		Expect(os.WriteFile(stop, nil, 0o600)).To(Succeed())
 		Eventually(phaseOf(t), time.Minute).Should(Equal(agentlanev1alpha1.ExternalTaskSucceeded))
 	})
+
+	It("moves a run's own bound to the extended deadline its task records", func() {
+		startWorker(Options{Name: "w-ext", Namespace: ns})
+		dir := GinkgoT().TempDir()
+		started := filepath.Join(dir, "started")
+		proceed := filepath.Join(dir, "proceed")
+		// The command outlives its 5s spec.timeout only if the bound moved
+		// (the worker hears of the extension well within those 5s).
+		cmd := fmt.Sprintf(`touch %q; while [ ! -e %q ]; do sleep 0.05; done; sleep 7; echo done`, started, proceed)
+		t := bashTask(ns, "extended", cmd).timeout(5 * time.Second).create()
+		t = dispatch(t, "w-ext", testLane, 1)
+		Eventually(func() error { _, err := os.Stat(started); return err }, time.Minute).Should(Succeed())
+		updateStatus(t, func(st *agentlanev1alpha1.ExternalTaskStatus) {
+			d := metav1.NewTime(time.Now().Add(time.Minute))
+			st.Deadline, st.Extensions = &d, 1
+		})
+		Expect(os.WriteFile(proceed, nil, 0o600)).To(Succeed())
+		cur := resultOf(t)
+		Expect(cur.Status.Result.Success).To(BeTrue(), cur.Status.Result.Error)
+		Expect(output(cur).Stdout).To(Equal("done\n"))
+	})
 })
+

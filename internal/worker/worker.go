@@ -377,6 +377,10 @@ func (w *Worker) sync(ctx context.Context, key types.NamespacedName) error {
 		w.log.V(1).Info("Attempt taken away; stopping its run", "externalTask", key, "attempt", r.attempt)
 		r.cancel(errAttemptLost)
 	}
+	if r := w.runs[key]; r != nil && task != nil && task.Status.Deadline != nil {
+		// The attempt's deadline was extended: its run's bound moves too.
+		w.attempts.moveDeadline(key, r.attempt, task.Status.Deadline.Time)
+	}
 	if task == nil || task.Status.Worker != w.opts.Name || task.Status.Phase.IsTerminal() {
 		delete(w.handled, key)
 		w.waiting.Delete(key)
