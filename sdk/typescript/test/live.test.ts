@@ -142,6 +142,41 @@ describe("live manager", { skip: missing.length > 0 ? `no live manager: AGENTLAN
     assert.deepEqual([final.state, final.result?.output], ["Succeeded", { words: 3 }]);
   });
 
+  test("a lane the session handles itself", async () => {
+    await assert.rejects(session.setLaneHandler(live.DELEGATE_LANE, "External"), { code: Code.LaneSwitchRefused, status: 403 });
+    assert.equal((await session.setLaneHandler(live.INTERNAL_LANE, "External")).mode, "External");
+    try {
+      const cmd = await session.submitCommand({ type: "read", lane: live.INTERNAL_LANE, payload: { n: 1 }, wait: "10ms" });
+      await eventually("completable", async () =>
+        (await session.listExternalTasks()).find((t) => t.id === cmd.id && t.canComplete));
+      await session.completeExternalTask(cmd.id, { success: true, result: { done: cmd.id } });
+      const final = await session.awaitCommand(cmd.id, { final: true });
+      assert.deepEqual([final.state, final.result?.output], ["Succeeded", { done: cmd.id }]);
+    } finally {
+      await session.setLaneHandler(live.INTERNAL_LANE, "Default");
+    }
+  });
+
+  test("a deadline extension and a handler's heartbeat", async () => {
+    const cmd = await session.submitCommand({ type: "read", lane: live.INTERNAL_LANE, wait: "30s" });
+    assert.ok(cmd.grant);
+    const ext = await session.extendCommand(cmd.id, "1m");
+    assert.deepEqual([ext.id, ext.attempt, ext.extensions], [cmd.id, cmd.grant.attempt, 1]);
+    assert.ok(Date.parse(ext.deadline) > Date.parse(cmd.grant.deadline), `${ext.deadline} after ${cmd.grant.deadline}`);
+    await assert.rejects(session.extendCommand(cmd.id, "1m", { attempt: cmd.grant.attempt + 1 }), { status: 409 });
+    await session.reportResult(cmd.id, { attempt: cmd.grant.attempt, success: true });
+
+    const handler = other({ tokenFile: live.HANDLER_TOKEN_FILE, caFile: live.CA_FILE }).session(live.NAMESPACE, live.SESSION);
+    const task = await session.submitCommand({ type: "wordcount", lane: live.HANDLER_LANE, payload: { text: "a b" }, wait: "10ms" });
+    await eventually("dispatched", async () =>
+      (await handler.listExternalTasks()).find((t) => t.id === task.id && t.canComplete));
+    const beat = await handler.heartbeatExternalTask(task.id, { progress: "1/2 words" });
+    assert.deepEqual([beat.id, beat.attempt, beat.heartbeatTimeoutSeconds], [task.id, 1, 0]);
+    await assert.rejects(session.heartbeatExternalTask(task.id), { code: Code.Forbidden, status: 403 });
+    await handler.completeExternalTask(task.id, { attempt: 1, success: true, result: { words: 2 } });
+    await assert.rejects(handler.heartbeatExternalTask(task.id, { attempt: 1 }), { code: Code.AlreadyCompleted, status: 409 });
+  });
+
   test("a delegation carried through its worker session", async () => {
     const text = "review change " + randomUUID();
     const d = await session.delegate({ lane: live.DELEGATE_LANE, text, callback: false });
