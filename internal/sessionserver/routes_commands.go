@@ -48,8 +48,8 @@ const reportSettle = 2 * time.Second
 
 // submit answers POST /commands.
 func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
-	var req sessionapi.SubmitRequest
-	if err := readJSON(r, &req); err != nil {
+	req, err := readSubmit(r)
+	if err != nil {
 		return err
 	}
 	if req.Type == "" {

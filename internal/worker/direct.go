@@ -517,6 +517,14 @@ type directStream struct {
 	// runEnded is signalled (without blocking) whenever a run ends.
 	runEnded chan struct{}
 
+	// serving is set while the stream serves the manager's frames: from
+	// the Welcome until it closes. The reader then acts on Task and Cancel
+	// frames itself, so that a run starts without waiting for another
+	// goroutine; heard is when it read the last frame (Unix nanos), which
+	// serve's dead timer checks.
+	serving atomic.Bool
+	heard   atomic.Int64
+
 	mu sync.Mutex
 	// runs are the attempts running, len(runs) <= Capacity. A run leaves
 	// it before its Result is queued: the manager may hand the slot over
@@ -651,6 +659,12 @@ func (s *directStream) read(body io.Reader, frames chan<- managerFrame) {
 				f.err = fmt.Errorf("malformed frame: %w", err)
 			} else if n := frameFields(f.frame); n != 1 {
 				f.err = fmt.Errorf("malformed frame: %d fields set, want 1", n)
+			} else {
+				s.heard.Store(time.Now().UnixNano())
+				if (f.frame.Task != nil || f.frame.Cancel != nil) && s.serving.Load() {
+					s.handle(f.frame)
+					continue
+				}
 			}
 		}
 		select {
@@ -725,6 +739,8 @@ func (s *directStream) serve(ctx context.Context, frames <-chan managerFrame, op
 			return errStreamLost
 		}
 		open.Store(true)
+		s.heard.Store(time.Now().UnixNano())
+		s.serving.Store(true)
 		directConnected.Set(1)
 		defer directConnected.Set(0)
 		s.log.Info("Direct stream open", "manager", f.frame.Welcome.Manager, "runId", f.frame.Welcome.RunID,
@@ -754,6 +770,12 @@ func (s *directStream) serve(ctx context.Context, frames <-chan managerFrame, op
 			dead.Reset(s.c.deadAfter)
 			s.handle(f.frame)
 		case <-dead.C:
+			// The reader took the frames that came since: dead only once
+			// nothing came for deadAfter.
+			if quiet := time.Since(time.Unix(0, s.heard.Load())); quiet < s.c.deadAfter {
+				dead.Reset(s.c.deadAfter - quiet)
+				break
+			}
 			s.lose(fmt.Errorf("%w: nothing from the manager for %s", errStreamLost, s.c.deadAfter))
 			return errStreamLost
 		case <-s.lost:
@@ -805,6 +827,7 @@ func (s *directStream) stopRuns(cause error) {
 // frames are sent, and the manager's end of the stream awaited for a
 // while.
 func (s *directStream) close(frames <-chan managerFrame) error {
+	s.serving.Store(false)
 	if !s.send(nil) {
 		return errStreamLost
 	}
@@ -859,6 +882,14 @@ func (s *directStream) handle(f workerproto.ManagerFrame) {
 func (s *directStream) startTask(t *workerproto.DirectTask) {
 	key := directKey{t.ID, t.Attempt}
 	s.mu.Lock()
+	select {
+	case <-s.lost:
+		// Its result could not be sent; and the stream's runs are being
+		// waited for, so no run may start.
+		s.mu.Unlock()
+		return
+	default:
+	}
 	reason, why := "", ""
 	switch {
 	case t.ID == "" || t.Attempt < 1:
@@ -929,8 +960,13 @@ func (s *directStream) run(ctx context.Context, key directKey, r *directRun, t *
 		default:
 		}
 	}()
-	log := s.log.WithValues("id", t.ID, "attempt", t.Attempt)
-	log.V(1).Info("Direct attempt started", "commandType", t.CommandType, "queue", t.Queue, "lane", t.Lane)
+	// Each line names the attempt itself: a logger WithValues, or the
+	// arguments of a line that is not logged, would allocate on every
+	// attempt.
+	debug := s.log.V(1)
+	if debug.Enabled() {
+		debug.Info("Direct attempt started", "id", t.ID, "attempt", t.Attempt, "commandType", t.CommandType, "queue", t.Queue, "lane", t.Lane)
+	}
 	tasksStarted.Inc()
 	directTasksStarted.Inc()
 	tasksRunning.Inc()
@@ -946,7 +982,7 @@ func (s *directStream) run(ctx context.Context, key directKey, r *directRun, t *
 	case errors.Is(cause, errStreamLost):
 		tasksFinished.WithLabelValues(outcomeLost).Inc()
 		directTasksFinished.WithLabelValues(outcomeLost).Inc()
-		log.V(1).Info("Direct attempt stopped: its stream was lost")
+		debug.Info("Direct attempt stopped: its stream was lost", "id", t.ID, "attempt", t.Attempt)
 		return
 	case runErr != nil && errors.As(cause, &cancelled):
 		outcome, directOutcome = outcomeLost, outcomeCancelled
@@ -968,18 +1004,18 @@ func (s *directStream) run(ctx context.Context, key directKey, r *directRun, t *
 	}
 	frame, err := encodeResult(res)
 	if err != nil {
-		log.Error(err, "Could not encode the result")
+		s.log.Error(err, "Could not encode the result", "id", t.ID, "attempt", t.Attempt)
 		return
 	}
 	tasksFinished.WithLabelValues(outcome).Inc()
 	free()
 	if !s.send(frame) {
 		directTasksFinished.WithLabelValues(outcomeLost).Inc()
-		log.V(1).Info("Direct attempt ended after its stream was lost; result dropped")
+		debug.Info("Direct attempt ended after its stream was lost; result dropped", "id", t.ID, "attempt", t.Attempt)
 		return
 	}
 	directTasksFinished.WithLabelValues(directOutcome).Inc()
-	log.V(1).Info("Direct attempt finished", "outcome", directOutcome)
+	debug.Info("Direct attempt finished", "id", t.ID, "attempt", t.Attempt, "outcome", directOutcome)
 }
 
 // directResult is the Result of a run: the same success, exit code, error
