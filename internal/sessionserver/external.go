@@ -68,14 +68,15 @@ func (s *Server) pendingExternal(w http.ResponseWriter, r *http.Request, sc *ses
 			continue
 		}
 		payload := t.Payload
-		if payload == nil {
+		self := s.selfCall(sc, t.ID) != nil // no ExternalTask to read
+		if payload == nil && !self {
 			var err error
 			if payload, err = s.storedPayload(r.Context(), sc.key.Namespace, t.ID); err != nil {
 				return err
 			}
 		}
 		var can bool
-		if s.selfCall(sc, t.ID) != nil {
+		if self {
 			// A lane the session handles itself: the access that submits.
 			if maySubmit == nil {
 				ok, err := s.mayVerb(r.Context(), sc, VerbWrite)

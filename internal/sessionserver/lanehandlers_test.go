@@ -129,11 +129,10 @@ var _ = Describe("A lane the session handles itself", func() {
 		Expect(c.Mode).To(Equal(sessionapi.ModeInternal))
 	})
 
-	It("fences a completion to the current attempt: a timed-out attempt's is refused", func() {
+	It("fences a completion to the current attempt: a retried attempt's is refused", func() {
 		t := newTenant()
 		spec := internalLanes()
 		spec.Lanes = append(spec.Lanes, agentlanev1alpha1.Lane{Name: "slow", Priority: 2,
-			Timeout:     &metav1.Duration{Duration: time.Second},
 			RetryPolicy: &agentlanev1alpha1.RetryPolicy{Strategy: agentlanev1alpha1.RetryFixed, MaxRetries: ptrTo[int32](1), FixedDelay: &metav1.Duration{Duration: 100 * time.Millisecond}}})
 		t.newQueue(spec)
 		t.newSession("s", nil)
@@ -142,18 +141,23 @@ var _ = Describe("A lane the session handles itself", func() {
 		Expect(err).NotTo(HaveOccurred())
 		sub := submitAsync(s, sessionapi.SubmitRequest{ID: "w1", Type: "work", Lane: "slow", Wait: &metav1.Duration{Duration: time.Minute}})
 		pendingTask(s, "w1", 1)
-		pendingTask(s, "w1", 2) // attempt 1 timed out, attempt 2 is pending
+		res, err := s.Complete(ctx, "w1", sessionapi.Completion{Attempt: 1, Success: false, Error: "flaky disk"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Phase).To(BeElementOf("Retrying", "Running"), "retried (Running once the retry started)")
+		pendingTask(s, "w1", 2) // the retry
 
 		_, err = s.Complete(ctx, "w1", sessionapi.Completion{Attempt: 1, Success: true})
 		expectCode(err, http.StatusConflict, sessionapi.CodeStaleAttempt)
-		res, err := s.Complete(ctx, "w1", sessionapi.Completion{Success: false, Error: "disk full"})
+		res, err = s.Complete(ctx, "w1", sessionapi.Completion{Success: false, Error: "disk full"})
 		Expect(err).NotTo(HaveOccurred())
-		Expect(res.Attempt).To(Equal(2))
+		Expect(res.Attempt).To(Equal(2), "the current attempt is assumed")
 		var cmd *sessionapi.Command
 		Eventually(sub.cmd, 30*time.Second).Should(Receive(&cmd))
 		Expect(<-sub.err).NotTo(HaveOccurred())
 		Expect(cmd.State).NotTo(Equal(sessionapi.StateSucceeded))
 		Expect(cmd.Error).To(ContainSubstring("disk full"))
+		_, err = s.Complete(ctx, "w1", sessionapi.Completion{Success: true})
+		expectCode(err, http.StatusConflict, sessionapi.CodeAlreadyCompleted)
 	})
 
 	It("is refused where the LaneQueue keeps the lane's commands on its runners, and never bypasses them", func() {
