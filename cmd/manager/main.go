@@ -306,7 +306,13 @@ func (o *options) sessionAPI(ctx context.Context, mgr ctrl.Manager, shared contr
 	if err := api.LoadTLS(ctx, cfg.Client, cfg.Reader); err != nil {
 		return nil, nil, err
 	}
-	return api, append(setup, controller.WithSessionAPICA(api.CABundle)), nil
+	setup = append(setup, controller.WithSessionAPICA(api.CABundle))
+	if ns := managerNamespace(); ns != "" {
+		// For the worker pods of Direct lanes, which stream to the
+		// Session API (docs/deploy.md, "Direct workers").
+		setup = append(setup, controller.WithSessionAPICAIn(ns))
+	}
+	return api, setup, nil
 }
 
 // managerNamespace is the namespace the manager runs in: $POD_NAMESPACE,

@@ -106,12 +106,18 @@ func (r *AgentSessionReconciler) sessionAPICA() []byte {
 // ConfigMap is read around the cache, so the manager keeps no watch on
 // every ConfigMap.
 func (r *AgentSessionReconciler) ensureCAConfigMap(ctx context.Context, namespace string, ca []byte) error {
-	cm := &corev1.ConfigMap{}
-	key := client.ObjectKey{Namespace: namespace, Name: SessionAPICAConfigMap}
 	reader := r.APIReader
 	if reader == nil {
 		reader = r.Client
 	}
+	return ensureCAConfigMap(ctx, reader, r.Client, namespace, ca)
+}
+
+// ensureCAConfigMap writes ca into namespace's SessionAPICAConfigMap,
+// read with reader, when it is missing or holds another bundle.
+func ensureCAConfigMap(ctx context.Context, reader client.Reader, c client.Client, namespace string, ca []byte) error {
+	cm := &corev1.ConfigMap{}
+	key := client.ObjectKey{Namespace: namespace, Name: SessionAPICAConfigMap}
 	err := reader.Get(ctx, key, cm)
 	if apierrors.IsNotFound(err) {
 		cm = &corev1.ConfigMap{
@@ -119,7 +125,7 @@ func (r *AgentSessionReconciler) ensureCAConfigMap(ctx context.Context, namespac
 				Labels: map[string]string{"app.kubernetes.io/managed-by": "agentlane"}},
 			Data: map[string]string{SessionAPICAKey: string(ca)},
 		}
-		if err := r.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := c.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create ConfigMap %s: %w", key, err)
 		}
 		return nil
@@ -134,7 +140,7 @@ func (r *AgentSessionReconciler) ensureCAConfigMap(ctx context.Context, namespac
 		cm.Data = map[string]string{}
 	}
 	cm.Data[SessionAPICAKey] = string(ca)
-	if err := r.Update(ctx, cm); err != nil {
+	if err := c.Update(ctx, cm); err != nil {
 		return fmt.Errorf("update ConfigMap %s: %w", key, err)
 	}
 	return nil

@@ -18,11 +18,15 @@ package controller
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -119,5 +123,61 @@ func TestEnsureCAConfigMap(t *testing.T) {
 		if got := cm.Data[SessionAPICAKey]; got != ca {
 			t.Errorf("ca.crt = %q, want %q", got, ca)
 		}
+	}
+}
+
+func TestCAPublisherKeepsTheBundleInTheManagersNamespace(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).Build()
+	clk := clocktesting.NewFakeClock(time.Now())
+	var mu sync.Mutex
+	ca := ""
+	setCA := func(s string) { mu.Lock(); ca = s; mu.Unlock() }
+	p := &caPublisher{Reader: c, Client: c, Namespace: "agentlane-system", Clock: clk,
+		CA: func() []byte { mu.Lock(); defer mu.Unlock(); return []byte(ca) }}
+	if !p.NeedLeaderElection() {
+		t.Fatal("every replica would write the ConfigMap")
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Start(ctx) }()
+	key := client.ObjectKey{Namespace: "agentlane-system", Name: SessionAPICAConfigMap}
+	published := func() string {
+		cm := &corev1.ConfigMap{}
+		if err := c.Get(ctx, key, cm); err != nil {
+			return "<" + err.Error() + ">"
+		}
+		return cm.Data[SessionAPICAKey]
+	}
+	waitFor := func(want string) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); published() != want; {
+			if time.Now().After(deadline) {
+				t.Fatalf("ca.crt = %q, want %q", published(), want)
+			}
+			// Let the publisher reach its timer, then move past it.
+			if clk.HasWaiters() {
+				clk.Step(caPublishInterval)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+
+	// No bundle yet (a certificate that chains to public roots): nothing
+	// is written, and the publisher waits for the next check.
+	for !clk.HasWaiters() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := published(); !strings.Contains(got, "not found") {
+		t.Fatalf("published %q without a CA bundle", got)
+	}
+	setCA("first CA")
+	waitFor("first CA")
+	setCA("rotated CA")
+	waitFor("rotated CA")
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Start returned %v", err)
 	}
 }

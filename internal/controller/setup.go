@@ -123,6 +123,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, shared Shared, options ...Setu
 			return nil, fmt.Errorf("set up the delegation controller: %w", err)
 		}
 	}
+	if opts.SessionAPICA != nil && opts.CANamespace != "" {
+		ca := &caPublisher{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Namespace: opts.CANamespace,
+			CA: opts.SessionAPICA, Clock: clk}
+		if err := mgr.Add(ca); err != nil {
+			return nil, fmt.Errorf("add the Session API's CA publisher: %w", err)
+		}
+	}
 	return &Controllers{Sessions: sessions, Tasks: tasks}, nil
 }
 
@@ -151,6 +158,7 @@ type setupOptions struct {
 	SessionAPIURL      string
 	SessionAPIAudience string
 	SessionAPICA       func() []byte
+	CANamespace        string
 }
 
 // WithSessionAPIURL sets the Session API address put in runtime pods'
@@ -169,6 +177,13 @@ func WithSessionAPIAudience(audience string) SetupOption {
 // (sessionserver.Server.CABundle) for the Session API.
 func WithSessionAPICA(ca func() []byte) SetupOption {
 	return func(o *setupOptions) { o.SessionAPICA = ca }
+}
+
+// WithSessionAPICAIn makes the leader keep the Session API's CA bundle
+// (WithSessionAPICA) in the ConfigMap SessionAPICAConfigMap of namespace,
+// the manager's own, for the worker pods of Direct lanes (session_ca.go).
+func WithSessionAPICAIn(namespace string) SetupOption {
+	return func(o *setupOptions) { o.CANamespace = namespace }
 }
 
 // CacheOptions limits what the manager's cache holds of objects that are

@@ -131,19 +131,14 @@ func expectDirectWorker(d appsv1.Deployment, server, capacity string, expiration
 	Expect(token.Path).To(Equal("token"))
 	Expect(token.ExpirationSeconds).To(HaveValue(Equal(expiration)), d.Name)
 	kind, name, _ := strings.Cut(caSource, "/")
-	var items []corev1.KeyToPath
-	switch kind {
-	case "secret":
-		Expect(v.Sources[1].Secret).NotTo(BeNil(), d.Name)
-		Expect(v.Sources[1].Secret.Name).To(Equal(name), d.Name)
-		items = v.Sources[1].Secret.Items
-	case "configmap":
-		Expect(v.Sources[1].ConfigMap).NotTo(BeNil(), d.Name)
-		Expect(v.Sources[1].ConfigMap.Name).To(Equal(name), d.Name)
-		items = v.Sources[1].ConfigMap.Items
+	Expect(kind).To(Equal("configmap"), "the CA comes from a ConfigMap, never the Secret of the certificate and its key")
+	Expect(v.Sources[1].Secret).To(BeNil(), d.Name)
+	Expect(v.Sources[1].ConfigMap).NotTo(BeNil(), d.Name)
+	Expect(v.Sources[1].ConfigMap.Name).To(Equal(name), d.Name)
+	Expect(v.Sources[1].ConfigMap.Items).To(Equal([]corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}), d.Name)
+	for _, vol := range d.Spec.Template.Spec.Volumes {
+		Expect(vol.Secret).To(BeNil(), "%s mounts the Secret %s", d.Name, vol.Name)
 	}
-	// Only the CA: never the certificate's key, which the same Secret holds.
-	Expect(items).To(Equal([]corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}), d.Name)
 }
 
 var _ = Describe("Direct workers (config/worker/direct, workers.direct in the chart)", func() {
@@ -181,7 +176,7 @@ var _ = Describe("Direct workers (config/worker/direct, workers.direct in the ch
 			}
 		}
 		url := arg(manager.Spec.Template.Spec.Containers[0], "session-api-url")
-		expectDirectWorker(worker, url, "8", 3600, "secret/agentlane-session-api-tls")
+		expectDirectWorker(worker, url, "8", 3600, "configmap/agentlane-session-api-ca")
 
 		By("pointing at the session-api Service's port")
 		for _, o := range kindOf(objs, "Service") {
@@ -224,15 +219,15 @@ var _ = Describe("Direct workers (config/worker/direct, workers.direct in the ch
 		}
 	})
 
-	DescribeTable("takes the CA from where the Session API's certificate is",
-		func(values, caSource string) {
+	DescribeTable("takes the CA from the ConfigMap the manager publishes, never from the certificate's Secret, in every TLS mode",
+		func(values string) {
 			workers := workerDeployments(helmTemplate("workers: {direct: {enabled: true}}\n" + values))
 			Expect(workers).To(HaveLen(1))
-			expectDirectWorker(workers[0], "https://agentlane-session-api."+namespace+".svc:8443", "8", 3600, caSource)
+			expectDirectWorker(workers[0], "https://agentlane-session-api."+namespace+".svc:8443", "8", 3600, "configmap/agentlane-session-api-ca")
 		},
-		Entry("the Secret the manager generates", "", "secret/agentlane-session-api-tls"),
-		Entry("an existing Secret", "sessionAPI: {tls: {mode: secret, existingSecret: my-tls}}\n", "secret/my-tls"),
-		Entry("cert-manager's Secret", "sessionAPI: {tls: {mode: certManager}}\n", "secret/agentlane-session-api-cert"),
+		Entry("the certificate the manager generates", ""),
+		Entry("an existing Secret", "sessionAPI: {tls: {mode: secret, existingSecret: my-tls}}\n"),
+		Entry("cert-manager's certificate", "sessionAPI: {tls: {mode: certManager}}\n"),
 	)
 
 	It("renders each pool's Direct settings, a pool's own over workers.direct, in the release's namespace", func() {

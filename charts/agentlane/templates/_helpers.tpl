@@ -101,8 +101,8 @@ know fails the render rather than being dropped.
 
 {{/*
 workerDirect is the Direct stream of a worker pool (list root pool), as YAML:
-enabled, server, capacity, tokenExpirationSeconds, and where the Session
-API's CA comes from (caConfigMap, else the Secret caSecret). workers.direct
+enabled, server, capacity, tokenExpirationSeconds, and the ConfigMap the
+Session API's CA comes from (caConfigMap). workers.direct
 gives every pool's settings; a pool's direct.enabled and direct.capacity,
 when set, override them for that pool.
 */}}
@@ -123,13 +123,11 @@ when set, override them for that pool.
 {{- if and $enabled (lt $expiration 600) }}
 {{- fail (printf "workers.direct.tokenExpirationSeconds must be at least 600 (the API server's least), got %v" $expiration) }}
 {{- end }}
-{{- $secret := include "agentlane.sessionAPISecret" $root | default "agentlane-session-api-tls" }}
 enabled: {{ $enabled }}
 server: {{ $d.server | default $root.Values.sessionAPI.url | default (printf "https://agentlane-session-api.%s.svc:8443" $root.Release.Namespace) | quote }}
 capacity: {{ $capacity }}
 tokenExpirationSeconds: {{ $expiration }}
-caConfigMap: {{ $d.caConfigMap | default "" | quote }}
-caSecret: {{ $secret | quote }}
+caConfigMap: {{ $d.caConfigMap | default "agentlane-session-api-ca" | quote }}
 {{- end }}
 
 {{/* anyWorkerDirect is "true" when a worker pool has Direct lanes on. */}}
