@@ -348,18 +348,41 @@ describe("live manager", { skip: missing.length > 0 ? `no live manager: AGENTLAN
     assert.equal(await other({ ca: pem }).healthz(), "ok");
   });
 
-  test("the example runtime serves a turn", async () => {
-    const child = spawn(process.execPath, [path.join(SDK, "dist", "examples", "runtime.js"), "--turns", "1", "--lane", live.INTERNAL_LANE], {
+  /** Runs examples/<name>.js as a pod of the session would, with tokenFile. */
+  function example(name: string, args: string[], tokenFile: string) {
+    return spawn(process.execPath, [path.join(SDK, "dist", "examples", `${name}.js`), ...args], {
       env: {
         ...process.env,
         AGENTLANE_SESSION_API_URL: live.URL,
-        AGENTLANE_SESSION_API_TOKEN_FILE: live.TOKEN_FILE,
+        AGENTLANE_SESSION_API_TOKEN_FILE: tokenFile,
         AGENTLANE_SESSION_API_CA_FILE: live.CA_FILE,
         AGENTLANE_NAMESPACE: live.NAMESPACE,
         AGENTLANE_SESSION: live.SESSION,
       },
       stdio: ["ignore", "pipe", "pipe"],
     });
+  }
+
+  test("the example handler completes a task", async () => {
+    const cmd = await session.submitCommand({ type: "wordcount", lane: live.HANDLER_LANE, payload: { text: "a b c d" }, wait: "10ms" });
+    const child = example("handler", [live.HANDLER_LANE, "--once"], live.HANDLER_TOKEN_FILE);
+    let out = "";
+    child.stdout.on("data", (b: Buffer) => (out += b.toString()));
+    child.stderr.on("data", (b: Buffer) => (out += b.toString()));
+    const timer = setTimeout(() => child.kill(), 90_000);
+    try {
+      const code = await new Promise<number | null>((resolve) => child.on("exit", (c) => resolve(c)));
+      assert.equal(code, 0, out);
+    } finally {
+      clearTimeout(timer);
+    }
+    assert.match(out, new RegExp(`^completed ${cmd.id} attempt 1 Succeeded$`, "m"), out);
+    const final = await session.awaitCommand(cmd.id, { final: true });
+    assert.deepEqual([final.state, final.result?.output], ["Succeeded", { words: 4 }]);
+  });
+
+  test("the example runtime serves a turn", async () => {
+    const child = example("runtime", ["--turns", "1", "--lane", live.INTERNAL_LANE], live.TOKEN_FILE);
     let out = "";
     const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
     const ready = new Promise<void>((resolve) => {
