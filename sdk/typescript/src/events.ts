@@ -116,6 +116,7 @@ export class EventStream implements AsyncIterableIterator<Event> {
   readonly #stop = new AbortController();
   #backoffMs = 0;
   #closed = false;
+  #unlisten: () => void = () => {};
   #res: IncomingMessage | undefined;
   #reader: FrameReader | undefined;
   /** A frame read by #connect, for next() to take first. */
@@ -152,11 +153,11 @@ export class EventStream implements AsyncIterableIterator<Event> {
     signal?.throwIfAborted();
     const onAbort = (): void => s.close();
     signal?.addEventListener("abort", onAbort, { once: true });
+    s.#unlisten = () => signal?.removeEventListener("abort", onAbort);
     try {
       await s.#connect();
     } catch (err) {
       s.close();
-      signal?.removeEventListener("abort", onAbort);
       if (signal?.aborted) {
         throw signal.reason;
       }
@@ -182,6 +183,7 @@ export class EventStream implements AsyncIterableIterator<Event> {
 
   /** Ends the stream; a pending next() resolves done. */
   close(): void {
+    this.#unlisten();
     this.#closed = true;
     this.#stop.abort();
     this.#disconnect();

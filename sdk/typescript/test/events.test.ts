@@ -3,6 +3,7 @@
 // filters, idle connections, close and abort.
 
 import assert from "node:assert/strict";
+import { getEventListeners } from "node:events";
 import { afterEach, describe, test } from "node:test";
 
 import { ApiError, Client, EventStreamError, FrameReader, type Event, type EventStream, type Frame } from "../src/index.js";
@@ -231,6 +232,14 @@ describe("EventStream", () => {
     ctl.abort(new Error("shutting down"));
     await assert.rejects(waiting, /shutting down/);
     await srv2.until(() => srv2.requests[0]!.closed);
+  });
+
+  test("a closed stream lets go of the caller's signal", async () => {
+    const ctl = new AbortController();
+    const { stream } = await open([{ status: 200, body: ": hi\n\n", hold: true }], { signal: ctl.signal });
+    assert.equal(getEventListeners(ctl.signal, "abort").length, 1);
+    stream.close();
+    assert.equal(getEventListeners(ctl.signal, "abort").length, 0);
   });
 
   test("breaking out of for await closes the connection", async () => {
