@@ -88,3 +88,34 @@ func TestInboxKeeperBatchesRememberedIDs(t *testing.T) {
 		t.Errorf("the queued message's id is written once, with its message: %s", got[1])
 	}
 }
+
+// A runtime that toggles a lane's handler in a loop makes the manager write
+// no more than the namespace's write budget lets it: once the budget
+// refuses a write, the toggles that follow are written together, once,
+// with the switch in force at the end.
+func TestInboxKeeperCoalescesLaneHandlerToggles(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	key := types.NamespacedName{Namespace: "tenant-a", Name: "s1"}
+	inbox := lanequeue.NewInbox(lanequeue.InboxOptions{Clock: clk, IDs: &lanequeue.SequentialIDs{Prefix: "run"}})
+	store := &refusingInboxStore{refuse: 1}
+	k := &inboxKeeper{store: store, log: logr.Discard(), clock: clk, sessions: map[types.NamespacedName]*keptInbox{}}
+	ctx := context.Background()
+	for i := range 1000 {
+		mode := laneHandlerExternal
+		if i%2 == 1 {
+			mode = ""
+		}
+		k.session(key).setLaneHandler("execute", mode)
+		k.save(ctx, key, inbox)
+	}
+	k.session(key).setLaneHandler("execute", laneHandlerInternal)
+	k.save(ctx, key, inbox)
+	if n := len(store.saved()); n != 0 {
+		t.Fatalf("%d records saved while the budget refused them, want 0", n)
+	}
+	clk.Step(2 * time.Second)
+	got := awaitSaves(t, store, 1)
+	if len(got) != 1 || got[0] != `{"laneHandlers":{"execute":"Internal"}}` {
+		t.Fatalf("records saved = %q, want one with the last switch", got)
+	}
+}
