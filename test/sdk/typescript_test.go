@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -76,6 +77,10 @@ func TestTypeScriptClient(t *testing.T) {
 			t.Fatalf("%s %s (in %s): %v\n%s", filepath.Base(name), strings.Join(args, " "), cwd, err, out)
 		}
 		return out
+	}
+	version := strings.TrimSpace(string(run(time.Minute, dir, node, "--version")))
+	if major, _, _ := strings.Cut(strings.TrimPrefix(version, "v"), "."); atoi(major) < 20 {
+		t.Fatalf("node %s: the TypeScript client needs node 20 or newer", version)
 	}
 	run(10*time.Minute, dir, npm, "ci")
 	run(5*time.Minute, dir, npm, "run", "build")
@@ -186,4 +191,13 @@ console.log("imported");`
 	if _, err := os.Stat(filepath.Join(installed, "dist", "test")); err == nil {
 		t.Error("the package holds the client's tests")
 	}
+}
+
+// atoi is s as a number, 0 when it is not one.
+func atoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0
+	}
+	return n
 }
