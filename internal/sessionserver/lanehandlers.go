@@ -71,7 +71,8 @@ const (
 // server has not read it yet: at most once per restoreRetry per session
 // while the reads fail, each bounded by restoreOnSubmitTimeout, so that a
 // session store the API server cannot serve (an outage) delays few submits
-// and by at most a few seconds. Meanwhile the lanes run as if no switch were set.
+// and by at most a few seconds. Meanwhile the lanes run as if no switch
+// were set.
 const (
 	restoreRetry           = 10 * time.Second
 	restoreOnSubmitTimeout = 5 * time.Second
