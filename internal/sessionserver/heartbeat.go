@@ -209,7 +209,7 @@ func (s *Server) extendCommand(w http.ResponseWriter, r *http.Request, sc *sessi
 func (s *Server) recordExtension(r *http.Request, sc *sessionCall, task *agentlanev1alpha1.ExternalTask, x lanequeue.Extension) error {
 	for range completeTries {
 		scope := taskstate.NewScope(task)
-		if err := taskstate.Extend(&task.Status, int32(x.Attempt), x.Deadline, x.Extensions); err != nil {
+		if !recordable(&task.Status, x) {
 			return nil
 		}
 		err := scope.Write(r.Context(), s.Client, nil, false)
@@ -224,6 +224,12 @@ func (s *Server) recordExtension(r *http.Request, sc *sessionCall, task *agentla
 		}
 	}
 	return apiErrorf(http.StatusConflict, sessionapi.CodeStaleAttempt, "task %q kept changing while the extension was recorded; the scheduler has it", task.Name)
+}
+
+// recordable records x in st, and tells whether st's attempt is still the
+// extended one, which taskstate.Extend checks.
+func recordable(st *agentlanev1alpha1.ExternalTaskStatus, x lanequeue.Extension) bool {
+	return taskstate.Extend(st, int32(x.Attempt), x.Deadline, x.Extensions) == nil
 }
 
 // extended shows the new deadline of attempt on the call's grant, when the

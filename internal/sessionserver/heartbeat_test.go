@@ -43,7 +43,7 @@ func heartbeatLanes() agentlanev1alpha1.LaneQueueSpec {
 	spec := handlerLanes()
 	spec.Lanes[0].HeartbeatTimeout = &metav1.Duration{Duration: 5 * time.Second}
 	spec.Lanes = append(spec.Lanes, agentlanev1alpha1.Lane{Name: "execute", Priority: 2,
-		Timeout: &metav1.Duration{Duration: 2 * time.Second},
+		Timeout:     &metav1.Duration{Duration: 2 * time.Second},
 		RetryPolicy: &agentlanev1alpha1.RetryPolicy{Strategy: agentlanev1alpha1.RetryNone}})
 	return spec
 }

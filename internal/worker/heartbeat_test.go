@@ -156,4 +156,3 @@ var _ = Describe("Worker heartbeats", func() {
 		Expect(output(cur).Stdout).To(Equal("done\n"))
 	})
 })
-
