@@ -154,3 +154,50 @@ func TestNoHeartbeatFileUnlessAsked(t *testing.T) {
 		t.Errorf("a payload set the heartbeat file: %+v, %v", out, err)
 	}
 }
+
+// TestHeartbeatThroughTheRunner: a task run in the runner's sandbox gets
+// its heartbeat file there, and its heartbeats reach the worker's
+// Heartbeat as lines of the run's answer, before the answer.
+func TestHeartbeatThroughTheRunner(t *testing.T) {
+	served := NewSandboxedRegistry(0, Sandbox{Root: t.TempDir()})
+	runner, socket := listenRunner(t, 1<<20)
+	startRunner(t, socket, served)
+	reg, err := runner.Registry(context.Background(), 10*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syncDir := t.TempDir()
+	beats := make(chan string, 16)
+	ctx := WithHeartbeat(context.Background(), 20*time.Millisecond, func(p string) { beats <- p })
+	cmd := `for i in 1 2; do echo "step $i" >> "$AGENTLANE_HEARTBEAT_FILE"; while [ ! -e "$SYNC/go$i" ]; do sleep 0.02; done; done; echo done`
+	done := make(chan Output, 1)
+	go func() {
+		out, err := reg.Run(ctx, Task{CommandType: "bash", Payload: bashPayload(t, cmd, map[string]string{"SYNC": syncDir})})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- out
+	}()
+	for i := 1; i <= 2; i++ {
+		select {
+		case got := <-beats:
+			if want := "step " + string(rune('0'+i)); got != want {
+				t.Errorf("heartbeat %d: %q, want %q", i, got, want)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("no heartbeat %d through the runner", i)
+		}
+		if err := os.WriteFile(filepath.Join(syncDir, "go"+string(rune('0'+i))), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out := <-done; !out.Success || out.Stdout != "done\n" {
+		t.Fatalf("run through the runner: %+v", out)
+	}
+
+	// Without WithHeartbeat the runner gives no heartbeat file.
+	out, err := reg.Run(context.Background(), Task{CommandType: "bash", Payload: bashPayload(t, `echo "[$AGENTLANE_HEARTBEAT_FILE]"`, nil)})
+	if err != nil || out.Stdout != "[]\n" {
+		t.Errorf("without heartbeats: %+v, %v", out, err)
+	}
+}

@@ -17,6 +17,7 @@ limitations under the License.
 package executor
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -26,6 +27,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -38,8 +40,16 @@ import (
 // dials in and is the HTTP server (RunnerServer, ServeRunner):
 //
 //	GET  /v1/command-types  -> {"commandTypes": ["bash", ...]}
-//	POST /v1/run            {"commandType": "bash", "payload": {...}}
-//	                        -> {"output": {...}, "error": "..."}
+//	POST /v1/run            {"commandType": "bash", "payload": {...},
+//	                         "heartbeatIntervalMs": 500}
+//	                        -> {"heartbeat": "3/10"} ...  (one line each)
+//	                           {"output": {...}, "error": "..."}
+//
+// A run that asks for heartbeats (heartbeatIntervalMs, when the worker's
+// context carries WithHeartbeat) gets its command's heartbeat file in the
+// runner's sandbox; each heartbeat the runner sees is one line of the
+// answer before its last, which the worker hands to its Heartbeat. A
+// heartbeat line is at most maxHeartbeatLine bytes.
 //
 // The direction keeps the socket out of the tasks' reach: the runner needs
 // no write access to the directory (in a pod it mounts it read-only), so a
@@ -65,7 +75,18 @@ const (
 type runRequest struct {
 	CommandType string          `json:"commandType"`
 	Payload     json.RawMessage `json:"payload,omitempty"`
+	// HeartbeatIntervalMs asks for heartbeats, looked for that often.
+	HeartbeatIntervalMs int64 `json:"heartbeatIntervalMs,omitempty"`
 }
+
+// heartbeatFrame is a heartbeat line of a run's answer.
+type heartbeatFrame struct {
+	Heartbeat string `json:"heartbeat"`
+}
+
+// maxHeartbeatLine bounds a heartbeat line of a run's answer: a note of
+// HeartbeatTail bytes, each escaped in JSON to at most 6.
+const maxHeartbeatLine = 8 * HeartbeatTail
 
 // wireOutput is an Output with every field, as the runner answers it.
 // Output(w) and wireOutput(o) convert between the two, so a field added to
@@ -168,12 +189,29 @@ func (s *RunnerServer) run(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("invalid run request: %v", err), http.StatusBadRequest)
 		return
 	}
-	out, err := s.Registry.Run(r.Context(), Task(req))
+	ctx := r.Context()
+	if req.HeartbeatIntervalMs > 0 {
+		ctx = WithHeartbeat(ctx, time.Duration(req.HeartbeatIntervalMs)*time.Millisecond, heartbeatLines(w))
+	}
+	out, err := s.Registry.Run(ctx, Task{CommandType: req.CommandType, Payload: req.Payload})
 	resp := runResponse{Output: wireOutput(out)}
 	if err != nil {
 		resp.Error = err.Error()
 	}
 	writeJSON(w, resp)
+}
+
+// heartbeatLines writes each heartbeat of a run as one line of its answer,
+// at once. The heartbeats of a run end before its answer is written
+// (watchHeartbeat's stop waits for them).
+func heartbeatLines(w http.ResponseWriter) Heartbeat {
+	return func(progress string) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(heartbeatFrame{Heartbeat: progress})
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+	}
 }
 
 // writeJSON answers v; a client that went away does not read it.
@@ -456,7 +494,12 @@ func (r *Runner) Registry(ctx context.Context, interval time.Duration) (*Registr
 // stops the task, and the error wraps ctx's cause.
 func (r *Runner) Run(ctx context.Context, t Task) (Output, error) {
 	var resp runResponse
-	err := r.call(ctx, http.MethodPost, runPath, runRequest(t), &resp)
+	req := runRequest{CommandType: t.CommandType, Payload: t.Payload}
+	hb, beats := ctx.Value(heartbeatKey{}).(heartbeatConfig)
+	if beats {
+		req.HeartbeatIntervalMs = max(hb.interval.Milliseconds(), 1)
+	}
+	err := r.call(ctx, http.MethodPost, runPath, req, &resp)
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil {
 			return Output{ExitCode: -1}, fmt.Errorf("process stopped: %w", cause)
@@ -505,10 +548,36 @@ func (r *Runner) call(ctx context.Context, method, path string, in, out any) err
 		msg, _ := io.ReadAll(io.LimitReader(limited, 1024))
 		return fmt.Errorf("runner answered %s: %s", resp.Status, bytes.TrimSpace(msg))
 	}
+	if run, ok := out.(*runResponse); ok {
+		return r.readRun(ctx, resp.Body, run)
+	}
 	if err := json.NewDecoder(limited).Decode(out); err != nil {
 		return fmt.Errorf("decode the runner's answer: %w", err)
 	}
 	return nil
+}
+
+// readRun reads a run's answer: its heartbeat lines, each handed to the
+// context's Heartbeat, then the answer, bounded as any answer is.
+func (r *Runner) readRun(ctx context.Context, body io.Reader, out *runResponse) error {
+	hb, _ := ctx.Value(heartbeatKey{}).(heartbeatConfig)
+	br := bufio.NewReaderSize(body, maxHeartbeatLine)
+	for {
+		line, err := br.ReadSlice('\n')
+		if err == nil && bytes.HasPrefix(line, []byte(`{"heartbeat"`)) {
+			var f heartbeatFrame
+			if json.Unmarshal(line, &f) == nil && hb.beat != nil {
+				hb.beat(f.Heartbeat)
+			}
+			continue
+		}
+		// The answer: what was read of it, then the rest.
+		rest := io.MultiReader(bytes.NewReader(slices.Clone(line)), br)
+		if derr := json.NewDecoder(io.LimitReader(rest, r.maxResponseBytes())).Decode(out); derr != nil {
+			return fmt.Errorf("decode the runner's answer: %w", derr)
+		}
+		return nil
+	}
 }
 
 // remoteExecutor runs one command type in a runner.
