@@ -60,10 +60,9 @@ func (p *caPublisher) Start(ctx context.Context) error {
 	for {
 		wait := caPublishInterval
 		if ca := p.CA(); len(ca) > 0 {
-			if err := ensureCAConfigMap(ctx, p.Reader, p.Client, p.Namespace, ca); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
+			// A write cut short by the end of ctx is no error: the
+			// select below returns.
+			if err := ensureCAConfigMap(ctx, p.Reader, p.Client, p.Namespace, ca); err != nil && ctx.Err() == nil {
 				log.Error(err, "Publishing the Session API's CA bundle", "namespace", p.Namespace)
 				wait = caRetryInterval
 			}
