@@ -211,6 +211,30 @@ var _ = Describe("config/policy worker rules, installed", Ordered, func() {
 			}
 		})
 
+		It("cannot lengthen or loosen its attempt's time budget, while its heartbeats are admitted", func() {
+			t := dispatched("worker-a", 1)
+			setStatus(t, func(st *agentlanev1alpha1.ExternalTaskStatus) {
+				st.HeartbeatTimeout = &metav1.Duration{Duration: 5 * time.Second}
+			})
+			a := workerPod("worker-a")
+			for _, patch := range []string{
+				`{"status":{"deadline":"2099-01-01T00:00:00Z"}}`,
+				`{"status":{"extensions":8}}`,
+				`{"status":{"heartbeatTimeout":"1h"}}`,
+				`{"status":{"heartbeatTimeout":null}}`,
+			} {
+				expectRefused(patchStatus(a, t, types.MergePatchType, patch), "status.heartbeatTimeout, status.deadline or status.extensions")
+			}
+			By("while its claim and heartbeat of that attempt are admitted")
+			claim := must(workerproto.ClaimPatch(workerproto.WorkerFence("worker-a", 1), metav1.Now()))
+			Expect(patchStatus(a, t, types.JSONPatchType, string(claim))).To(Succeed())
+			beat := must(workerproto.HeartbeatPatch(workerproto.WorkerFence("worker-a", 1), metav1.Now(), "half way"))
+			Expect(patchStatus(a, t, types.JSONPatchType, string(beat))).To(Succeed())
+			Expect(admin.Get(ctx, client.ObjectKeyFromObject(t), t)).To(Succeed())
+			Expect(t.Status.LastHeartbeatAt).NotTo(BeNil())
+			Expect(t.Status.HeartbeatTimeout.Duration).To(Equal(5 * time.Second))
+		})
+
 		It("cannot rewrite the worker process its attempt was dispatched to", func() {
 			t := dispatched("worker-a", 1)
 			setStatus(t, func(st *agentlanev1alpha1.ExternalTaskStatus) { st.WorkerIncarnation = "PROCESSA" })
