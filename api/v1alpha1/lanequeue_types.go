@@ -104,6 +104,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.maxConcurrency) || !has(self.maxConcurrencyPerSession) || self.maxConcurrency <= 0 || self.maxConcurrencyPerSession <= self.maxConcurrency",message="maxConcurrencyPerSession must not exceed maxConcurrency (0 means unlimited)",fieldPath=".maxConcurrencyPerSession"
 // +kubebuilder:validation:XValidation:rule="!has(self.externalTarget) || !has(self.externalTarget.type) || self.externalTarget.type != 'Delegate' || (has(self.maxConcurrency) && self.maxConcurrency >= 1)",message="a Delegate lane needs maxConcurrency of 1 or more: it is how many worker sessions may run at once",fieldPath=".maxConcurrency"
 // +kubebuilder:validation:XValidation:rule="!has(self.heartbeatTimeout) || !has(self.timeout) || duration(self.heartbeatTimeout) < duration(self.timeout)",message="heartbeatTimeout must be shorter than the lane's timeout",fieldPath=".heartbeatTimeout"
+// +kubebuilder:validation:XValidation:rule="!has(self.heartbeatTimeout) || !has(self.externalTarget) || !has(self.externalTarget.type) || !(self.externalTarget.type in ['Direct', 'Delegate'])",message="heartbeatTimeout applies to the lanes whose attempts report heartbeats (pool workers, Jobs, handlers): a Direct or Delegate lane's attempts send none",fieldPath=".heartbeatTimeout"
 type Lane struct {
 	// name identifies the lane in routing rules, ExternalTasks, session lane
 	// overrides and status. It is a DNS label, such as query or execute, and
@@ -195,7 +196,8 @@ type Lane struct {
 	// timeout would end it. The attempt's start counts as its first
 	// heartbeat. When it is not set, only the timeout bounds a stuck
 	// attempt. Between 2s and 1h, and below the lane's timeout when both
-	// are set.
+	// are set. Not on a lane whose externalTarget is Direct or Delegate:
+	// their attempts send no heartbeats.
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('2s') && duration(self) <= duration('1h')",message="heartbeatTimeout must be a duration between 2s and 1h, such as 10s"
 	// +optional
 	HeartbeatTimeout *metav1.Duration `json:"heartbeatTimeout,omitempty"`

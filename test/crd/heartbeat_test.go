@@ -55,6 +55,22 @@ spec:
   lanes:
   - {name: execute, priority: 0, handlerMode: External, heartbeatTimeout: 30s, timeout: 30s}
 `, "heartbeatTimeout must be shorter than the lane's timeout"),
+		Entry("on a Direct lane, whose attempts send no heartbeats", `
+apiVersion: agentlane.io/v1alpha1
+kind: LaneQueue
+metadata: {generateName: bad-}
+spec:
+  lanes:
+  - {name: execute, priority: 0, handlerMode: External, heartbeatTimeout: 10s, externalTarget: {type: Direct}}
+`, "a Direct or Delegate lane's attempts send none"),
+		Entry("on a Delegate lane", `
+apiVersion: agentlane.io/v1alpha1
+kind: LaneQueue
+metadata: {generateName: bad-}
+spec:
+  lanes:
+  - {name: execute, priority: 0, handlerMode: External, maxConcurrency: 2, heartbeatTimeout: 10s, externalTarget: {type: Delegate}}
+`, "a Direct or Delegate lane's attempts send none"),
 	)
 
 	It("is accepted within its bounds", func() {
