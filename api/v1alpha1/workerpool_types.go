@@ -72,25 +72,6 @@ const (
 	WorkerPoolAutoscalingExternal WorkerPoolAutoscaling = "External"
 )
 
-// WorkerPoolQueue names a LaneQueue of the pool's namespace and the lanes of
-// it the pool serves.
-type WorkerPoolQueue struct {
-	// name is the LaneQueue's name, in the pool's namespace.
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=63
-	// +required
-	Name string `json:"name"`
-
-	// lanes are the lanes served; empty serves every lane of the queue
-	// whose external target is Workers. Lanes with another target are
-	// never counted.
-	// +kubebuilder:validation:MaxItems=64
-	// +kubebuilder:validation:items:MaxLength=63
-	// +listType=set
-	// +optional
-	Lanes []string `json:"lanes,omitempty"`
-}
-
 // WorkerPoolScalingRules is how fast the pool follows its backlog in one
 // direction, as an HPA's behavior.
 type WorkerPoolScalingRules struct {
@@ -117,14 +98,26 @@ type WorkerPoolBehavior struct {
 // WorkerPoolSpec is the desired state of a WorkerPool.
 // +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || self.minReplicas <= self.maxReplicas",message="minReplicas must not exceed maxReplicas"
 type WorkerPoolSpec struct {
-	// queues are the LaneQueues, and lanes of them, the pool's workers
-	// serve; all in the pool's namespace.
+	// queues are the names of the LaneQueues, in the pool's namespace,
+	// whose tasks the pool's workers run (the worker's --queues).
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
-	// +listType=map
-	// +listMapKey=name
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +listType=set
 	// +required
-	Queues []WorkerPoolQueue `json:"queues"`
+	Queues []string `json:"queues"`
+
+	// lanes are the lanes of those queues the workers serve (the worker's
+	// --lanes); empty serves every lane. Only the lanes whose external
+	// target is Workers are counted: the tasks of Job, Handler, Delegate
+	// and Direct lanes never reach a pool worker.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +listType=set
+	// +optional
+	Lanes []string `json:"lanes,omitempty"`
 
 	// capacity is how many tasks one worker runs at once (--capacity).
 	// +kubebuilder:default=4
