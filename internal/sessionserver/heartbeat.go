@@ -61,6 +61,9 @@ func (s *Server) heartbeatExternal(w http.ResponseWriter, r *http.Request, sc *s
 		return apiErrorf(http.StatusRequestEntityTooLarge, sessionapi.CodeTooLarge,
 			"the progress note is %d bytes, over the limit of %d", len(req.Progress), sessionapi.MaxProgressBytes)
 	}
+	if c := s.selfCall(sc, id); c != nil {
+		return s.heartbeatSelf(w, sc, c, req)
+	}
 	progress := taskstate.ProgressNote(req.Progress)
 	// The manager's cache first: the fence (a Handler task of the session,
 	// its current attempt, without a result) and the coalescing need no

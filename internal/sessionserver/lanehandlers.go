@@ -164,25 +164,14 @@ func (s *Server) laneSwitch(ctx context.Context, sc *sessionCall, lane string) s
 // handles itself: req.Attempt, or the pending one when it is 0.
 func (s *Server) completeSelf(w http.ResponseWriter, r *http.Request, sc *sessionCall, c *call, req sessionapi.Completion) error {
 	id := c.ticket.ID()
-	attempt := req.Attempt
-	if attempt == 0 {
-		for _, t := range sc.queue.PendingExternal() {
-			if t.ID == id {
-				attempt = t.Attempt
-			}
-		}
-	}
-	if attempt == 0 {
-		if o, final := c.ticket.Outcome(); final {
-			return apiErrorf(http.StatusConflict, sessionapi.CodeAlreadyCompleted, "task %q has finished: %s", id, o.State)
-		}
-		return apiErrorf(http.StatusConflict, sessionapi.CodeNotRunning, "no attempt of task %q waits for a completion (it waits for a retry or a slot)", id)
+	attempt, err := selfAttempt(sc, c, req.Attempt)
+	if err != nil {
+		return err
 	}
 	res := lanequeue.Result{Success: req.Success, Output: req.Result, Error: req.Error}
 	if req.ExitCode != nil {
 		res.ExitCode = int(*req.ExitCode)
 	}
-	var err error
 	if req.Success {
 		err = sc.queue.CompleteAttempt(id, attempt, res)
 	} else {
@@ -210,13 +199,53 @@ func (s *Server) completeSelf(w http.ResponseWriter, r *http.Request, sc *sessio
 	return nil
 }
 
-// verbOfCompletion marks the completion route, whose access depends on the
-// task (completionVerb).
+// selfAttempt is the attempt a completion or heartbeat of c, a command
+// the session handles itself, is for: requested, or when that is 0 the one
+// waiting for a completion.
+func selfAttempt(sc *sessionCall, c *call, requested int) (int, error) {
+	id := c.ticket.ID()
+	if requested != 0 {
+		return requested, nil
+	}
+	for _, t := range sc.queue.PendingExternal() {
+		if t.ID == id {
+			return t.Attempt, nil
+		}
+	}
+	if o, final := c.ticket.Outcome(); final {
+		return 0, apiErrorf(http.StatusConflict, sessionapi.CodeAlreadyCompleted, "task %q has finished: %s", id, o.State)
+	}
+	return 0, apiErrorf(http.StatusConflict, sessionapi.CodeNotRunning, "no attempt of task %q waits for a completion (it waits for a retry or a slot)", id)
+}
+
+// heartbeatSelf answers a heartbeat for c, a command the session handles
+// itself: the scheduler takes it; there is no task to record it on.
+func (s *Server) heartbeatSelf(w http.ResponseWriter, sc *sessionCall, c *call, req sessionapi.Heartbeat) error {
+	id := c.ticket.ID()
+	attempt, err := selfAttempt(sc, c, req.Attempt)
+	if err != nil {
+		return err
+	}
+	if err := sc.queue.Heartbeat(id, attempt); err != nil {
+		return heartbeatSchedulerError(id, int32(attempt), err)
+	}
+	out := sessionapi.HeartbeatResult{ID: id, Attempt: attempt}
+	for _, l := range sc.queue.Config().Lanes {
+		if l.Name == c.ticket.Lane() {
+			out.HeartbeatTimeoutSeconds = l.HeartbeatTimeout.Seconds()
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// verbOfCompletion marks the completion and heartbeat routes, whose access
+// depends on the task (completionVerb).
 const verbOfCompletion = "(completion)"
 
-// completionVerb is the access a completion needs: VerbWrite, the access
-// that submits, for a command of a lane the session handles itself;
-// VerbComplete for any other task (a Handler lane's).
+// completionVerb is the access a completion or heartbeat needs: VerbWrite,
+// the access that submits, for a command of a lane the session handles
+// itself; VerbComplete for any other task (a Handler lane's).
 func (s *Server) completionVerb(r *http.Request) string {
 	c := s.calls.get(r.PathValue("namespace"), r.PathValue("id"))
 	if c != nil && c.self && c.session.Name == r.PathValue("session") {

@@ -204,3 +204,50 @@ var _ = Describe("A lane the session handles itself", func() {
 })
 
 func ptrTo[T any](v T) *T { return &v }
+
+var _ = Describe("Heartbeats of a lane the session handles itself", func() {
+	It("keep a command alive past the lane's heartbeatTimeout, from the session's own token only, and a silent one times out", func() {
+		t := newTenant()
+		t.newQueue(agentlanev1alpha1.LaneQueueSpec{Lanes: []agentlanev1alpha1.Lane{
+			{Name: "execute", Priority: 0, MaxConcurrencyPerSession: 2,
+				Timeout:          &metav1.Duration{Duration: 2 * time.Minute},
+				HeartbeatTimeout: &metav1.Duration{Duration: 3 * time.Second},
+				RetryPolicy:      &agentlanev1alpha1.RetryPolicy{Strategy: agentlanev1alpha1.RetryNone}},
+		}})
+		t.newSession("s", nil)
+		s := t.session("s")
+		_, err := s.SetLaneHandler(ctx, "execute", sessionapi.LaneHandlerExternal)
+		Expect(err).NotTo(HaveOccurred())
+
+		alive := submitAsync(s, sessionapi.SubmitRequest{ID: "alive", Type: "bash", Wait: &metav1.Duration{Duration: 2 * time.Minute}})
+		pendingTask(s, "alive", 1)
+		By("heartbeating for more than twice the heartbeatTimeout")
+		for start := time.Now(); time.Since(start) < 7*time.Second; time.Sleep(300 * time.Millisecond) {
+			res, err := s.Heartbeat(ctx, "alive", sessionapi.Heartbeat{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(*res).To(Equal(sessionapi.HeartbeatResult{ID: "alive", Attempt: 1, HeartbeatTimeoutSeconds: 3}))
+		}
+		By("refusing another session's heartbeat: it needs a Handler task's access")
+		t.newSession("s2", nil)
+		_, err = t.session("s2").Heartbeat(ctx, "alive", sessionapi.Heartbeat{})
+		expectCode(err, http.StatusForbidden, sessionapi.CodeForbidden)
+
+		res, err := s.CompleteExternalTask(ctx, "alive", json.RawMessage(`{"done":true}`))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(*res).To(Equal(sessionapi.CompletionResult{ID: "alive", Attempt: 1, Phase: "Succeeded"}))
+		var cmd *sessionapi.Command
+		Eventually(alive.cmd, 30*time.Second).Should(Receive(&cmd))
+		Expect(<-alive.err).NotTo(HaveOccurred())
+		Expect(cmd.State).To(Equal(sessionapi.StateSucceeded))
+
+		By("timing out a command nobody heartbeats, naming the budget")
+		silent := submitAsync(s, sessionapi.SubmitRequest{ID: "silent", Type: "bash", Wait: &metav1.Duration{Duration: 2 * time.Minute}})
+		Eventually(silent.cmd, time.Minute).Should(Receive(&cmd))
+		Expect(<-silent.err).NotTo(HaveOccurred())
+		// Its one attempt timed out; the queue keeps dead letters.
+		Expect(cmd.State).To(Equal(sessionapi.StateDeadLettered))
+		Expect(cmd.Error).To(ContainSubstring("no heartbeat"))
+		_, err = s.Heartbeat(ctx, "silent", sessionapi.Heartbeat{})
+		Expect(err).To(HaveOccurred(), "a finished command takes no heartbeat")
+	})
+})

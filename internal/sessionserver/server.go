@@ -501,7 +501,7 @@ func (s *Server) routes() []route {
 		{http.MethodGet, "/stats", VerbRead, s.stats, shortCall},
 		{http.MethodGet, "/external", VerbRead, s.pendingExternal, shortCall},
 		{http.MethodPost, "/external/{id}/complete", verbOfCompletion, s.completeExternal, shortCall},
-		{http.MethodPost, "/external/{id}/heartbeat", VerbComplete, s.heartbeatExternal, shortCall},
+		{http.MethodPost, "/external/{id}/heartbeat", verbOfCompletion, s.heartbeatExternal, shortCall},
 		{http.MethodPut, "/lanes/{lane}/handler", VerbWrite, s.setLaneHandler, shortCall},
 		{http.MethodGet, "/deadletters", VerbRead, s.deadLetters, shortCall},
 		{http.MethodGet, "/budget", VerbRead, s.getBudget, shortCall},
