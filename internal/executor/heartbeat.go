@@ -86,7 +86,7 @@ func heartbeatPath(ctx context.Context) string {
 
 // watchHeartbeat looks at the heartbeat file at path every interval until
 // the returned stop is called, and calls the context's Heartbeat for each
-// change it sees.
+// change it sees since the call. Call it before the process starts.
 func watchHeartbeat(ctx context.Context, path string) (stop func()) {
 	cfg, ok := ctx.Value(heartbeatKey{}).(heartbeatConfig)
 	if !ok || path == "" {
@@ -94,11 +94,13 @@ func watchHeartbeat(ctx context.Context, path string) (stop func()) {
 	}
 	done := make(chan struct{})
 	ended := make(chan struct{})
+	// Taken before the process starts, so that its first write is a change
+	// however late the goroutine below first runs.
+	last, _ := statHeartbeat(path)
 	go func() {
 		defer close(ended)
 		t := time.NewTicker(cfg.interval)
 		defer t.Stop()
-		last, _ := statHeartbeat(path)
 		for {
 			select {
 			case <-done:
