@@ -61,7 +61,10 @@ const MaxPayloadBytes = workerproto.MaxDirectFrameBytes - 4<<10
 // Options configure a Hub. Admit is required; zero values of the others
 // take their defaults.
 type Options struct {
-	Admit   Admitter
+	Admit Admitter
+	// Refresh checks the rotated token of a Token frame; nil ends a stream
+	// that sends one, as a protocol violation.
+	Refresh Refresher
 	Manager string
 	Clock   clock.WithTicker
 	Log     logr.Logger

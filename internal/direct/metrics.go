@@ -59,11 +59,17 @@ const (
 	EndWrite      = "write_error" // writing to the worker failed
 	EndDead       = "dead"        // nothing heard for DeadAfter
 	EndContext    = "context"     // the request's context ended
-	EndTooLarge   = "too_large"   // a frame over workerproto.MaxDirectFrameBytes
+	EndTooLarge   = "too_large"   // a frame over workerproto.MaxDirectFrameBytes, or a token over MaxDirectTokenBytes
 	EndProtocol   = "protocol"    // a frame that is not valid JSON, or a second Hello
 	EndReplaced   = "replaced"    // a newer stream of the same worker
 	EndClosed     = "closed"      // the hub stopped leading
 	EndWorkerDone = "drained"     // the worker drained and closed its body
+	// EndTokenRefused: a Token frame's token is not valid, names another
+	// identity than the stream's, or may not serve its namespace.
+	EndTokenRefused = "token_refused"
+	// EndTokenFlood: a Token frame came sooner than
+	// workerproto.DirectMinTokenInterval after the previous one.
+	EndTokenFlood = "token_flood"
 )
 
 // WaitBuckets are the wait histogram's buckets, in seconds: from 100µs (a
@@ -101,7 +107,7 @@ var (
 	}, []string{LabelReason})
 	StreamsEnded = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "agentlane_direct_streams_ended_total",
-		Help: "Admitted Direct streams that ended, by reason: eof, drained, read_error, write_error, dead, context, too_large, protocol, replaced, closed.",
+		Help: "Admitted Direct streams that ended, by reason: eof, drained, read_error, write_error, dead, context, too_large, protocol, replaced, closed, token_refused (a rotated token refused), token_flood (Token frames too often).",
 	}, []string{LabelReason})
 	WaitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "agentlane_direct_wait_duration_seconds",

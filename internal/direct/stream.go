@@ -44,6 +44,13 @@ import (
 // error is a 500.
 type Admitter func(ctx context.Context, r *http.Request, hello workerproto.DirectHello) error
 
+// Refresher checks the token of a Token frame that the stream of r sent:
+// nil lets the stream go on (checked with that token from then on, or,
+// when the token could not be reviewed for now, again later), an error
+// ends it (EndTokenRefused). ctx ends with the stream. The hub calls it
+// for one frame of a stream at a time, never on the stream's reader.
+type Refresher func(ctx context.Context, r *http.Request, token string) error
+
 const (
 	// helloTimeout bounds the wait for the Hello.
 	helloTimeout = 5 * time.Second
@@ -109,6 +116,20 @@ type stream struct {
 	quit   chan struct{}
 	// lastRecv is when the last frame arrived (Hub clock, Unix nanos).
 	lastRecv atomic.Int64
+
+	// req is the stream's request, which Refresh is given.
+	req *http.Request
+	// lastToken is when the last Token frame came (Hub clock); the reader
+	// only uses it.
+	lastToken time.Time
+	// tokenMu guards nextToken, the token Refresh has not taken yet,
+	// refreshing, set while a goroutine runs Refresh, and tokensDone, set
+	// once the stream's handler waits for that goroutine (refreshes).
+	tokenMu    sync.Mutex
+	nextToken  string
+	refreshing bool
+	tokensDone bool
+	refreshes  sync.WaitGroup
 }
 
 func (s *stream) enqueue(f outFrame) {
@@ -167,11 +188,15 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, apiErr)
 		return
 	}
+	// refreshCtx ends with the stream: a Refresh in flight then returns.
+	refreshCtx, endRefresh := context.WithCancel(r.Context())
+	defer endRefresh()
 	s := &stream{
 		hello:  *hello,
 		since:  h.clock.Now(),
 		notify: make(chan struct{}, 1),
 		quit:   make(chan struct{}),
+		req:    r.WithContext(refreshCtx),
 	}
 	s.lastRecv.Store(s.since.UnixNano())
 	if err := h.register(s); err != nil {
@@ -198,6 +223,11 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rc.SetReadDeadline(time.Now().Add(-time.Second)) == nil {
 		<-readerDone
 	}
+	endRefresh()
+	s.tokenMu.Lock()
+	s.tokensDone = true
+	s.tokenMu.Unlock()
+	s.refreshes.Wait()
 }
 
 func (h *Hub) leads() bool {
@@ -416,7 +446,76 @@ func (h *Hub) readFrames(s *stream, fr *frameReader, dl *deadlines) {
 			h.deliver(s, f.Result)
 		case f.Drain:
 			h.drain(s)
+		case f.Token != "":
+			if !h.takeToken(s, f.Token) {
+				return
+			}
 		}
+	}
+}
+
+// takeToken hands the rotated token of a Token frame to Refresh, on a
+// goroutine of its own so that a slow review holds no Result up. A token
+// over workerproto.MaxDirectTokenBytes, or one that comes sooner than
+// workerproto.DirectMinTokenInterval after the previous one, ends the
+// stream; false then.
+func (h *Hub) takeToken(s *stream, token string) bool {
+	now := h.clock.Now()
+	reason, why := "", ""
+	switch {
+	case h.o.Refresh == nil:
+		reason, why = EndProtocol, "this manager takes no Token frame"
+	case len(token) > workerproto.MaxDirectTokenBytes:
+		reason, why = EndTooLarge, fmt.Sprintf("a Token frame's token is over %d bytes", workerproto.MaxDirectTokenBytes)
+	case !s.lastToken.IsZero() && now.Sub(s.lastToken) < workerproto.DirectMinTokenInterval:
+		reason, why = EndTokenFlood, fmt.Sprintf("a Token frame came %s after the previous one, sooner than %s",
+			now.Sub(s.lastToken), workerproto.DirectMinTokenInterval)
+	}
+	if reason != "" {
+		h.o.Log.Info("Ending a Direct stream: its Token frame is refused", "namespace", s.hello.Namespace,
+			"worker", s.hello.Worker, "reason", why)
+		h.lose(s, reason)
+		return false
+	}
+	s.lastToken = now
+	s.tokenMu.Lock()
+	defer s.tokenMu.Unlock()
+	if s.tokensDone {
+		return false
+	}
+	s.nextToken = token
+	if !s.refreshing {
+		s.refreshing = true
+		s.refreshes.Add(1)
+		go h.refresh(s)
+	}
+	return true
+}
+
+// refresh runs Refresh on the tokens takeToken hands over until none is
+// left, and ends the stream if one is refused.
+func (h *Hub) refresh(s *stream) {
+	defer s.refreshes.Done()
+	for {
+		s.tokenMu.Lock()
+		token := s.nextToken
+		s.nextToken = ""
+		if token == "" {
+			s.refreshing = false
+			s.tokenMu.Unlock()
+			return
+		}
+		s.tokenMu.Unlock()
+		err := h.o.Refresh(s.req.Context(), s.req, token)
+		if err == nil {
+			continue
+		}
+		if s.req.Context().Err() == nil {
+			h.o.Log.Info("Ending a Direct stream: its rotated token is refused", "namespace", s.hello.Namespace,
+				"worker", s.hello.Worker, "reason", err.Error())
+		}
+		h.lose(s, EndTokenRefused)
+		return
 	}
 }
 

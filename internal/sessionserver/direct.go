@@ -183,14 +183,22 @@ type admittedWorker struct {
 	caller    *Caller
 	namespace string
 	name      types.NamespacedName
+	hello     workerproto.DirectHello
+	// creds carries the token the stream is checked with: the one it
+	// connected with until a Token frame's replaced it
+	// (refreshWorkerToken). pending is a rotated token that could not be
+	// reviewed yet, reviewed again at the next check.
+	creds   *http.Request
+	pending string
 }
 
 type admittedWorkerKey struct{}
 
 // reauthorizeWorker ends a worker's stream (cancel) once its token or its
 // right to serve its namespace no longer holds, checked every
-// reauthorizeInterval as for every long-lived call. An answer that is not a
-// refusal (the API server unreachable) leaves the stream open.
+// reauthorizeInterval as for every long-lived call, with the worker's
+// latest token (refreshWorkerToken). An answer that is not a refusal (the
+// API server unreachable) leaves the stream open.
 func (s *Server) reauthorizeWorker(ctx context.Context, cancel func(), r *http.Request, admitted *admittedWorker) {
 	t := s.Clock.NewTicker(s.reauthorizeInterval())
 	defer t.Stop()
@@ -202,12 +210,22 @@ func (s *Server) reauthorizeWorker(ctx context.Context, cancel func(), r *http.R
 		case <-t.C():
 		}
 		admitted.mu.Lock()
-		caller, ns := admitted.caller, admitted.namespace
+		caller, ns, pending := admitted.caller, admitted.namespace, admitted.pending
 		admitted.mu.Unlock()
 		if caller == nil {
 			continue
 		}
-		c, err := s.Auth.Authenticate(check, r)
+		if pending != "" {
+			if err := s.refreshWorkerToken(ctx, r, pending); err != nil {
+				s.log.Info("Direct worker's rotated token refused; ending its stream", "user", caller.Username, "namespace", ns, "reason", err.Error())
+				cancel()
+				return
+			}
+		}
+		admitted.mu.Lock()
+		creds := admitted.creds
+		admitted.mu.Unlock()
+		c, err := s.Auth.Authenticate(check, creds)
 		if err == nil {
 			err = s.Auth.(workerAuthorizer).AuthorizeWorker(check, c, ns)
 		}
@@ -247,6 +265,7 @@ func (s *Server) admitWorker(ctx context.Context, r *http.Request, hello workerp
 	}
 	admitted.mu.Lock()
 	admitted.caller, admitted.namespace, admitted.name = &caller, hello.Namespace, name
+	admitted.hello, admitted.creds = hello, r
 	admitted.mu.Unlock()
 	return nil
 }

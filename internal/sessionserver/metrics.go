@@ -83,7 +83,7 @@ var (
 // controller-runtime registry); cmd/manager calls it once.
 func RegisterMetrics(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{requests, requestDuration, requestErrors, connections, connectionsRefused, longCalls,
-		directRecords, directRecordFailures} {
+		directRecords, directRecordFailures, directTokenRefreshes} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("register the Session API metrics: %w", err)
 		}

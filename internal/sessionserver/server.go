@@ -347,7 +347,7 @@ func New(cfg Config) (*Server, error) {
 	s.hub.inboxes = s.inboxes
 	s.initStoreBounds()
 	s.stopping = make(chan struct{})
-	s.direct = direct.NewHub(direct.Options{Admit: s.admitWorker, Manager: s.Replica, Clock: s.Clock,
+	s.direct = direct.NewHub(direct.Options{Admit: s.admitWorker, Refresh: s.refreshWorkerToken, Manager: s.Replica, Clock: s.Clock,
 		Log: s.log.WithName("direct"), MaxWorkers: s.MaxDirectWorkers, MaxWorkersPerNamespace: s.MaxDirectWorkersPerNamespace})
 	if ka, ok := s.Auth.(*KubeAuthorizer); ok {
 		ka.MaxReviewsInFlight = cmp.Or(ka.MaxReviewsInFlight, s.MaxReviewsInFlight)

@@ -19,6 +19,7 @@ package worker
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -109,9 +110,18 @@ type DirectOptions struct {
 	// connection, so a rotated CA is picked up.
 	CAFile string
 	// TokenFile holds the bearer token, a projected service-account token
-	// for audience agentlane; read again at each connection. The tasks
-	// never see it: they run in the Registry's sandbox or runner.
+	// for audience agentlane; read again at each connection, and every
+	// TokenCheckInterval while a stream is open: a rotated token is sent
+	// on the stream (a Token frame), which then outlives the token it
+	// connected with. The tasks never see it: they run in the Registry's
+	// sandbox or runner.
 	TokenFile string
+	// TokenCheckInterval is how often an open stream reads TokenFile for a
+	// rotated token; workerproto.DirectTokenCheckInterval when zero. The
+	// manager ends a stream that sends tokens more often than
+	// workerproto.DirectMinTokenInterval, so a shorter interval only
+	// helps a test.
+	TokenCheckInterval time.Duration
 
 	Name        string
 	NodeName    string
@@ -160,6 +170,9 @@ func (o *DirectOptions) Validate() error {
 	}
 	if o.GracePeriod < 0 {
 		errs.add("grace-period", "grace period", "must not be negative, got %s", o.GracePeriod)
+	}
+	if o.TokenCheckInterval < 0 {
+		errs.add("direct-token-check-interval", "Direct token check interval", "must not be negative, got %s", o.TokenCheckInterval)
 	}
 	if o.Incarnation != "" && !workerproto.ValidIncarnation(o.Incarnation) {
 		errs.add("incarnation", "incarnation", "%q is not a valid incarnation", o.Incarnation)
@@ -331,14 +344,51 @@ func (c *DirectClient) httpClient() (*http.Client, error) {
 
 // token reads the bearer token from its file.
 func (c *DirectClient) token() (string, error) {
-	b, err := os.ReadFile(c.opts.TokenFile)
+	return readToken(c.opts.TokenFile)
+}
+
+// readToken reads a bearer token from file: at most
+// workerproto.MaxDirectTokenBytes, the most the manager takes in a Token
+// frame (a projected token is about 1 KiB).
+func readToken(file string) (string, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return "", fmt.Errorf("read the token file: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, workerproto.MaxDirectTokenBytes+1))
 	if err != nil {
 		return "", fmt.Errorf("read the token file: %w", err)
 	}
 	token := strings.TrimSpace(string(b))
-	if token == "" {
-		return "", fmt.Errorf("the token file %s is empty", c.opts.TokenFile)
+	switch {
+	case token == "":
+		return "", fmt.Errorf("the token file %s is empty", file)
+	case len(token) > workerproto.MaxDirectTokenBytes:
+		return "", fmt.Errorf("the token file %s holds more than %d bytes", file, workerproto.MaxDirectTokenBytes)
 	}
+	return token, nil
+}
+
+// tokenWatch tells when the token file holds another token than the one
+// the stream sent last: the kubelet rotated it.
+type tokenWatch struct {
+	file string
+	// sent is the token the manager has: the stream's, then the last one
+	// sent in a Token frame.
+	sent string
+}
+
+// changed reads the file and returns its token if it is not the one sent;
+// "" when it is, or when the file cannot be read (the kubelet swaps it
+// whole; the next check reads it again). A token it returns counts as
+// sent.
+func (w *tokenWatch) changed() (string, error) {
+	token, err := readToken(w.file)
+	if err != nil || token == w.sent {
+		return "", err
+	}
+	w.sent = token
 	return token, nil
 }
 
@@ -389,6 +439,7 @@ func (c *DirectClient) stream(ctx context.Context) (welcomed bool, err error) {
 	streamCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(errStreamClosed)
 	s := newDirectStream(c, cancel)
+	s.tokens = &tokenWatch{file: c.opts.TokenFile, sent: token}
 	s.out <- hello
 	go s.write()
 	defer s.wait()
@@ -535,6 +586,10 @@ type directStream struct {
 	sending int
 	// draining is set once the worker sent Drain.
 	draining bool
+
+	// tokens watches the token file for a rotated token, which serve
+	// sends in a Token frame.
+	tokens *tokenWatch
 }
 
 func newDirectStream(c *DirectClient, cancelRequest context.CancelCauseFunc) *directStream {
@@ -752,6 +807,8 @@ func (s *directStream) serve(ctx context.Context, frames <-chan managerFrame, op
 		return errStreamLost
 	}
 	dead.Reset(s.c.deadAfter)
+	tokenCheck := time.NewTicker(cmp.Or(s.c.opts.TokenCheckInterval, workerproto.DirectTokenCheckInterval))
+	defer tokenCheck.Stop()
 	var grace <-chan time.Time
 	graceTimer := time.NewTimer(time.Hour)
 	graceTimer.Stop()
@@ -788,11 +845,35 @@ func (s *directStream) serve(ctx context.Context, frames <-chan managerFrame, op
 		case <-grace:
 			grace = nil
 			s.stopRuns(errShuttingDown)
+		case <-tokenCheck.C:
+			s.sendRotatedToken()
 		case <-s.runEnded:
 		}
 		if stopping == nil && s.idle() {
 			return s.close(frames)
 		}
+	}
+}
+
+// sendRotatedToken sends the token file's token in a Token frame if it is
+// not the one the manager has: the manager checks the stream with it from
+// then on, and the stream outlives the token it connected with.
+func (s *directStream) sendRotatedToken() {
+	token, err := s.tokens.changed()
+	if err != nil {
+		s.log.Info("Could not read the token file for a rotated token; the stream goes on with the token it has", "error", err.Error())
+		return
+	}
+	if token == "" {
+		return
+	}
+	frame, err := encodeFrame(workerproto.WorkerFrame{Token: token})
+	if err != nil {
+		return
+	}
+	if s.send(frame) {
+		directTokenRotations.Inc()
+		s.log.Info("Sent the rotated token on the Direct stream")
 	}
 }
 

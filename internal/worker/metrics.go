@@ -102,6 +102,12 @@ var (
 		Name:      "direct_stream_connected",
 		Help:      "1 while the worker's Direct stream to the manager is open (welcomed), 0 otherwise.",
 	})
+	directTokenRotations = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: metricsNamespace,
+		Subsystem: metricsSubsystem,
+		Name:      "direct_token_rotations_total",
+		Help:      "Rotated tokens the worker sent on its Direct stream (Token frames), so that the stream outlives the token it connected with.",
+	})
 )
 
 // The label values exported from the start, at 0, so that a rate or an
@@ -121,7 +127,7 @@ var registerOnce sync.Once
 func RegisterMetrics() {
 	registerOnce.Do(func() {
 		ctrlmetrics.Registry.MustRegister(tasksStarted, tasksFinished, fencedWritesRejected, tasksRunning, capacityGauge,
-			directTasksStarted, directTasksFinished, directTasksRefused, directConnected)
+			directTasksStarted, directTasksFinished, directTasksRefused, directConnected, directTokenRotations)
 		buildinfo.Register(ctrlmetrics.Registry)
 		for _, o := range outcomes {
 			tasksFinished.WithLabelValues(o)

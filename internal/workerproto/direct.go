@@ -49,6 +49,22 @@ import (
 //  5. A worker that is told to stop sends a Drain frame: the manager hands
 //     it nothing more, and the worker closes the stream once its attempts
 //     ended.
+//  6. The manager checks the stream's token again every few seconds and
+//     ends the stream once it is no longer valid. A worker whose token file
+//     changed (the kubelet rotates a projected token at 80% of its life)
+//     sends the new token in a Token frame, at most one per
+//     DirectMinTokenInterval and at most MaxDirectTokenBytes long; it
+//     checks its file every DirectTokenCheckInterval. The manager reviews
+//     the token as it reviews a stream's, requires it to name the identity
+//     the stream was admitted with (the same user and UID, the same pod,
+//     pod UID and node for a pod-bound token) with the same right to serve
+//     the Hello's namespace, and checks the stream with it from then on: a
+//     rotation loses no attempt. A Token frame whose token is not valid,
+//     names another identity or lacks that right, that is too long, or that
+//     comes sooner than DirectMinTokenInterval after the previous one, ends
+//     the stream (as a lost stream: item 4). A token the manager cannot
+//     review for now (the API server unreachable) is reviewed again at the
+//     next check, while the stream goes on with the token it has.
 const (
 	// DirectPath is the Session API path of the Direct stream.
 	DirectPath = "/v1/direct/stream"
@@ -66,6 +82,15 @@ const (
 	// MaxDirectFrameBytes bounds one frame of either side: a task's
 	// payload, or a result's output, with room for the frame around it.
 	MaxDirectFrameBytes = 4 << 20
+
+	// MaxDirectTokenBytes bounds the token of a Token frame.
+	MaxDirectTokenBytes = 16 << 10
+	// DirectMinTokenInterval is the least time between two Token frames of
+	// a stream; one that comes sooner ends the stream.
+	DirectMinTokenInterval = 10 * time.Second
+	// DirectTokenCheckInterval is how often a worker reads its token file
+	// for a rotated token.
+	DirectTokenCheckInterval = 30 * time.Second
 )
 
 // DirectHello introduces a worker on its stream.
@@ -120,6 +145,9 @@ type WorkerFrame struct {
 	Result *DirectResult `json:"result,omitempty"`
 	Ping   bool          `json:"ping,omitempty"`
 	Drain  bool          `json:"drain,omitempty"`
+	// Token is the worker's rotated token, which the manager checks the
+	// stream with from then on (item 6 of the protocol).
+	Token string `json:"token,omitempty"`
 }
 
 // DirectWelcome accepts a worker's stream.
