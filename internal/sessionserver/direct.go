@@ -216,7 +216,7 @@ func (s *Server) reauthorizeWorker(ctx context.Context, cancel func(), r *http.R
 			continue
 		}
 		if pending != "" {
-			if err := s.refreshWorkerToken(ctx, r, pending); err != nil {
+			if err := s.refreshAdmitted(ctx, r, admitted, pending); err != nil {
 				s.log.Info("Direct worker's rotated token refused; ending its stream", "user", caller.Username, "namespace", ns, "reason", err.Error())
 				cancel()
 				return

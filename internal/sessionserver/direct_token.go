@@ -75,6 +75,12 @@ func (s *Server) refreshWorkerToken(ctx context.Context, r *http.Request, token 
 	if !ok {
 		return apiError(http.StatusInternalServerError, sessionapi.CodeInternal, "a Direct stream's token was refreshed outside its route")
 	}
+	return s.refreshAdmitted(ctx, r, admitted, token)
+}
+
+// refreshAdmitted is refreshWorkerToken for the stream admitted as
+// admitted; reauthorizeWorker calls it for a token kept for its check.
+func (s *Server) refreshAdmitted(ctx context.Context, r *http.Request, admitted *admittedWorker, token string) error {
 	admitted.mu.Lock()
 	prev, ns, hello := admitted.caller, admitted.namespace, admitted.hello
 	admitted.mu.Unlock()

@@ -22,11 +22,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -97,6 +99,38 @@ func writeAtomically(file, content string) {
 	tmp := file + ".new"
 	Expect(os.WriteFile(tmp, []byte(content), 0o600)).To(Succeed())
 	Expect(os.Rename(tmp, file)).To(Succeed())
+}
+
+// startCheckingServer starts a Session API with auth that checks its
+// long-lived calls every 200ms, and returns it and its URL.
+func startCheckingServer(auth Authorizer, tlsName string) (*Server, string) {
+	GinkgoHelper()
+	srv := mustNew(Config{Addr: "127.0.0.1:0", Client: server.Client, Reader: server.Reader, Schedulers: server.Schedulers,
+		Budgets: server.Budgets, Auth: auth, RetainedEvents: retainedEvents, ReauthorizeInterval: 200 * time.Millisecond,
+		TLS: TLS{Secret: types.NamespacedName{Namespace: tlsSecret.Namespace, Name: tlsName}, Hosts: []string{"127.0.0.1"}}})
+	sctx, stop := context.WithCancel(ctx)
+	DeferCleanup(stop)
+	go func() {
+		defer GinkgoRecover()
+		Expect(srv.Start(sctx)).To(Succeed())
+	}()
+	addr, err := srv.BoundAddr(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	return srv, "https://" + addr
+}
+
+// unreachableAuth is a KubeAuthorizer whose token reviews fail, as when
+// the API server does not answer, while down is set.
+type unreachableAuth struct {
+	*KubeAuthorizer
+	down atomic.Bool
+}
+
+func (a *unreachableAuth) Authenticate(ctx context.Context, r *http.Request) (Caller, error) {
+	if a.down.Load() {
+		return Caller{}, reviewError("TokenReview", errors.New("dial tcp: connection refused"))
+	}
+	return a.KubeAuthorizer.Authenticate(ctx, r)
 }
 
 // workerOf is the connected worker name of namespace ns of srv, or nil.
@@ -190,19 +224,7 @@ var _ = Describe("Direct lanes: token rotation", func() {
 		first := boundToken(t.ns, "worker", "token-1")
 
 		By("a Session API that checks its streams every 200ms, with answers reused for 1s")
-		srv := mustNew(Config{Addr: "127.0.0.1:0", Client: server.Client, Reader: server.Reader, Schedulers: server.Schedulers,
-			Budgets: server.Budgets, Auth: &KubeAuthorizer{Client: reviews, TTL: time.Second}, RetainedEvents: retainedEvents,
-			ReauthorizeInterval: 200 * time.Millisecond,
-			TLS:                 TLS{Secret: types.NamespacedName{Namespace: tlsSecret.Namespace, Name: "direct-rotation-tls"}, Hosts: []string{"127.0.0.1"}}})
-		sctx, stop := context.WithCancel(ctx)
-		DeferCleanup(stop)
-		go func() {
-			defer GinkgoRecover()
-			Expect(srv.Start(sctx)).To(Succeed())
-		}()
-		addr, err := srv.BoundAddr(ctx)
-		Expect(err).NotTo(HaveOccurred())
-		url := "https://" + addr
+		srv, url := startCheckingServer(&KubeAuthorizer{Client: reviews, TTL: time.Second}, "direct-rotation-tls")
 		tokenFile := startRotatingWorker(srv, url, t.ns, "w1", first, 100*time.Millisecond)
 		since := workerOf(srv, t.ns, "w1").Since
 		// w2 connected with the same token never rotates it: its stream
@@ -248,6 +270,31 @@ var _ = Describe("Direct lanes: token rotation", func() {
 		Expect(cmd.State).To(Equal(sessionapi.StateSucceeded), "%+v", cmd)
 		Expect(cmd.Attempt).To(BeEquivalentTo(1), "no retry")
 		Expect(workerOf(srv, t.ns, "w1")).To(HaveField("Since", since), "the same stream")
+	})
+
+	It("reviews a rotated token again at the next check when the API server could not review it", func() {
+		t := newTenant()
+		workerToken(t.ns, "worker", true)
+		first := boundToken(t.ns, "worker", "token-1")
+		auth := &unreachableAuth{KubeAuthorizer: &KubeAuthorizer{Client: reviews, TTL: time.Second}}
+		srv, url := startCheckingServer(auth, "direct-deferred-tls")
+		tokenFile := startRotatingWorker(srv, url, t.ns, "w1", first, 100*time.Millisecond)
+		since := workerOf(srv, t.ns, "w1").Since
+
+		By("the API server does not answer when the worker sends its rotated token: the stream goes on")
+		refreshes := func(outcome string) float64 { return testutil.ToFloat64(directTokenRefreshes.WithLabelValues(outcome)) }
+		deferred, accepted := refreshes(tokenDeferred), refreshes(tokenAccepted)
+		auth.down.Store(true)
+		writeAtomically(tokenFile, boundToken(t.ns, "worker", "token-2"))
+		Eventually(func() float64 { return refreshes(tokenDeferred) }, "20s").Should(BeNumerically(">", deferred))
+		Expect(workerOf(srv, t.ns, "w1")).To(HaveField("Since", since))
+
+		By("the first token ends while the API server is away; once it answers, the kept token is accepted at the next check")
+		Expect(k8sClient.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: t.ns, Name: "token-1"}})).To(Succeed())
+		auth.down.Store(false)
+		Eventually(func() float64 { return refreshes(tokenAccepted) }, "20s").Should(Equal(accepted + 1))
+		Consistently(func() *direct.WorkerInfo { return workerOf(srv, t.ns, "w1") }, "2s").Should(
+			And(Not(BeNil()), HaveField("Since", since)), "w1 keeps its stream, checked with its new token")
 	})
 
 	It("ends a stream whose Token frame is not a valid token of its own identity", func() {
