@@ -541,6 +541,25 @@ func TestDirectSilentManagerIsTakenAsLost(t *testing.T) {
 	}, 10*time.Second).Should(BeTrue())
 }
 
+// The reader starts Task frames' runs itself: a manager that sends only
+// Tasks, no Ping, for longer than deadAfter is still heard.
+func TestDirectTasksKeepTheStreamAlive(t *testing.T) {
+	g := NewWithT(t)
+	m := newFakeManager(t)
+	m.silent.Store(true)
+	d := startDirect(t, m, nil)
+	s := m.nextStream(t)
+	start := time.Now()
+	for i := 0; time.Since(start) < 2*d.client.deadAfter+d.client.deadAfter/2; i++ {
+		g.Expect(s.send(workerproto.ManagerFrame{Task: task(fmt.Sprintf("t-%d", i), "noop", nil)})).To(Succeed())
+		got := s.result(t)
+		g.Expect(got.ID).To(Equal(fmt.Sprintf("t-%d", i)))
+		g.Expect(got.Success).To(BeTrue(), "error %q", got.Error)
+		time.Sleep(d.client.pingInterval)
+	}
+	g.Expect(m.connects.Load()).To(BeEquivalentTo(1), "the stream was never taken as lost")
+}
+
 func TestDirectRefusesTasksItMustNotRun(t *testing.T) {
 	g := NewWithT(t)
 	m := newFakeManager(t)
