@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -75,6 +76,7 @@ type options struct {
 	store            storeOptions
 	idGenerator      string
 	delegation       delegation.Bounds
+	workerPools      controller.WorkerPoolOptions
 	zap              zap.Options
 }
 
@@ -116,6 +118,17 @@ func parseFlags() *options {
 	flag.IntVar(&o.delegation.MaxDepth, "delegation-max-depth", delegation.DefaultMaxDepth, "How deep chains of delegation may go: a worker session this many delegations deep cannot delegate.")
 	flag.IntVar(&o.delegation.MaxChildren, "delegation-max-children", delegation.DefaultMaxChildren, "The most worker sessions one producer session may have running at once, across all Delegate lanes; its further delegations wait.")
 	flag.DurationVar(&o.delegation.Timeout, "delegation-timeout", delegation.DefaultTimeout, "How long a worker session may take when neither its task, its lane nor its queue sets a timeout; past it the delegation ends TimedOut.")
+	flag.StringVar(&o.workerPools.Image, "workerpool-image", controller.DefaultWorkerPoolImage, "Image of a WorkerPool's workers when its spec.image is empty.")
+	flag.StringVar(&o.workerPools.WorkerRole, "workerpool-worker-role", controller.DefaultWorkerRole, "ClusterRole bound to the WorkerPool workers' service account in each namespace with a pool.")
+	flag.Func("workerpool-max-replicas", fmt.Sprintf("The most workers any WorkerPool runs, whatever its maxReplicas (default %d).", controller.DefaultWorkerPoolMaxReplicas), func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 1 {
+			return fmt.Errorf("want a positive number, not %q", v)
+		}
+		o.workerPools.MaxReplicas = int32(n)
+		return nil
+	})
+	flag.IntVar(&o.workerPools.PerNamespace, "workerpool-max-per-namespace", controller.DefaultWorkerPoolsPerNamespace, "The most WorkerPools a namespace runs; the newer ones are held at zero workers.")
 	flag.StringVar(&o.sessionAPIURL, "session-api-url", "", "Session API address as session runtime pods reach it, such as https://agentlane-session-api.agentlane-system.svc:8443; set in their environment as "+controller.EnvSessionAPIURL+".")
 	flag.StringVar(&o.sessionStore, "session-store", "configmap", "Where runtimes' checkpoints are kept: configmap (one ConfigMap per session, deleted with it) or none (checkpoint calls answer NoStore).")
 	flag.StringVar(&o.idGenerator, "id-generator", "ulid", "How the schedulers and the Session API name commands, runs and messages: ulid, or sequential (cmd-0000000001, ...) to make replays of the same inputs name things identically.")
@@ -202,7 +215,7 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	access = append(access, controller.WithDelegationBounds(o.delegation))
+	access = append(access, controller.WithDelegationBounds(o.delegation), controller.WithWorkerPools(o.workerPools))
 	controllers, err := controller.Setup(ctx, mgr, shared, access...)
 	if err != nil {
 		log.Error(err, "unable to set up the controllers")

@@ -211,6 +211,10 @@ func (s *Sizer) Recommend(work int64, capacity int32, current int32, b Bounds, w
 		held = upUntil
 	}
 	out, limit := b.Clamp(desired)
+	if _, rawLimit := b.Clamp(raw); limit == LimitNone && out == b.max() && (rawLimit == LimitMax || rawLimit == LimitManager) {
+		// The stored recommendations are cut to the upper bound already.
+		limit = rawLimit
+	}
 	if limit != LimitNone {
 		reason += "; " + string(limit)
 	}

@@ -250,3 +250,25 @@ func TestExternal(t *testing.T) {
 		})
 	}
 }
+
+// TestSizerLimit: a pool held at a bound says which one.
+func TestSizerLimit(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := NewSizer(clk)
+	w := Windows{Down: time.Minute}
+	if d := s.Recommend(40, 4, 0, Bounds{Max: 3}, w); d.Replicas != 3 || d.Limit != LimitMax {
+		t.Fatalf("first: %+v, want 3 at max", d)
+	}
+	clk.SetTime(clk.Now().Add(time.Second))
+	if d := s.Recommend(40, 4, 3, Bounds{Max: 3}, w); d.Replicas != 3 || d.Limit != LimitMax {
+		t.Fatalf("held at max: %+v, want 3 at max", d)
+	}
+	clk.SetTime(clk.Now().Add(time.Second))
+	if d := s.Recommend(40, 4, 3, Bounds{Max: 30, Manager: 3}, w); d.Replicas != 3 || d.Limit != LimitManager {
+		t.Fatalf("held by the manager: %+v, want 3 at the manager's bound", d)
+	}
+	clk.SetTime(clk.Now().Add(time.Second))
+	if d := s.Recommend(12, 4, 3, Bounds{Max: 3}, w); d.Replicas != 3 || d.Limit != LimitNone {
+		t.Fatalf("needs exactly max: %+v, want 3 within bounds", d)
+	}
+}

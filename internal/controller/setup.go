@@ -22,6 +22,7 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -72,6 +73,8 @@ type Controllers struct {
 	// Tasks is the ExternalTask controller; its Rebuild is the schedulers'
 	// Rebuild hook.
 	Tasks *ExternalTaskReconciler
+	// Pools is the WorkerPool controller.
+	Pools *WorkerPoolReconciler
 }
 
 // Setup registers agentlane's field indexes, the schedulers and every
@@ -130,7 +133,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, shared Shared, options ...Setu
 			return nil, fmt.Errorf("add the Session API's CA publisher: %w", err)
 		}
 	}
-	return &Controllers{Sessions: sessions, Tasks: tasks}, nil
+	pools := &WorkerPoolReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Schedulers: schedulers,
+		Recorder: mgr.GetEventRecorder("agentlane-workerpool"), Clock: clk, Options: opts.WorkerPools}
+	if err := pools.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up the WorkerPool controller: %w", err)
+	}
+	return &Controllers{Sessions: sessions, Tasks: tasks, Pools: pools}, nil
 }
 
 // RegisterMetrics adds the controllers' metrics (the worker pools as the
@@ -139,6 +147,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, shared Shared, options ...Setu
 func (c *Controllers) RegisterMetrics(reg prometheus.Registerer) error {
 	if err := reg.Register(&workerPools{source: c.Tasks}); err != nil {
 		return fmt.Errorf("register the worker pool metrics: %w", err)
+	}
+	if c.Pools != nil {
+		if err := c.Pools.metrics.Register(reg); err != nil {
+			return fmt.Errorf("register the WorkerPool metrics: %w", err)
+		}
 	}
 	return nil
 }
@@ -155,10 +168,16 @@ type SetupOption func(*setupOptions)
 
 type setupOptions struct {
 	Delegation         delegation.Bounds
+	WorkerPools        WorkerPoolOptions
 	SessionAPIURL      string
 	SessionAPIAudience string
 	SessionAPICA       func() []byte
 	CANamespace        string
+}
+
+// WithWorkerPools sets the manager's settings for WorkerPools.
+func WithWorkerPools(o WorkerPoolOptions) SetupOption {
+	return func(opts *setupOptions) { opts.WorkerPools = o }
 }
 
 // WithSessionAPIURL sets the Session API address put in runtime pods'
@@ -189,7 +208,8 @@ func WithSessionAPICAIn(namespace string) SetupOption {
 // CacheOptions limits what the manager's cache holds of objects that are
 // not agentlane's: only worker Leases, session runtime pods and their
 // disruption budgets, Nodes without their status (not every node's
-// heartbeat) and only the Jobs agentlane creates for Job-target lanes. Of
+// heartbeat), only the Jobs agentlane creates for Job-target lanes and only
+// the Deployments of WorkerPools. Of
 // ExternalTasks and AgentSessions it keeps what the controllers read, with
 // their repeated strings shared (cache_transforms.go). ConfigMaps and
 // Secrets are read around the cache.
@@ -207,6 +227,7 @@ func CacheOptions() cache.Options {
 			&agentlanev1alpha1.AgentSession{}: {Transform: leanSession},
 			&corev1.Node{}:                    {Transform: leanNode},
 			&coordinationv1.Lease{}:           {Label: labels.SelectorFromSet(labels.Set{workerproto.WorkerLabel: "true"})},
+			&appsv1.Deployment{}:              {Label: labels.SelectorFromValidatedSet(nil).Add(mustRequirement(agentlanev1alpha1.WorkerPoolLabel, selection.Exists))},
 			&batchv1.Job{}:                    {Label: labels.SelectorFromValidatedSet(nil).Add(mustRequirement(TaskLabel, selection.Exists))},
 			&corev1.Pod{}:                     {Label: labels.SelectorFromValidatedSet(nil).Add(mustRequirement(RuntimeLabel, selection.Exists))},
 			&policyv1.PodDisruptionBudget{}:   {Label: labels.SelectorFromValidatedSet(nil).Add(mustRequirement(RuntimeLabel, selection.Exists))},
