@@ -170,8 +170,9 @@ func openRawStream(token, ns, name string) *rawStream {
 		s.send(workerproto.WorkerFrame{Hello: &workerproto.DirectHello{Worker: name, Namespace: ns, Capacity: 1,
 			CommandTypes: []string{executor.NoopCommandType}}})
 	}()
-	resp, err := hc.Do(req)
+	resp, err := hc.Do(req) //nolint:bodyclose // closed by the DeferCleanup below, when the spec ends
 	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { _ = resp.Body.Close() })
 	Expect(resp.StatusCode).To(Equal(http.StatusOK))
 	body := bufio.NewReader(resp.Body)
 	line, err := body.ReadBytes('\n')
@@ -181,7 +182,6 @@ func openRawStream(token, ns, name string) *rawStream {
 	Expect(welcome.Welcome).NotTo(BeNil())
 	go func() {
 		defer close(s.ended)
-		defer resp.Body.Close()
 		_, _ = io.Copy(io.Discard, body)
 	}()
 	go func() {
