@@ -148,10 +148,12 @@ func (c *Controllers) RegisterMetrics(reg prometheus.Registerer) error {
 	if err := reg.Register(&workerPools{source: c.Tasks}); err != nil {
 		return fmt.Errorf("register the worker pool metrics: %w", err)
 	}
-	if c.Pools != nil {
-		if err := c.Pools.metrics.Register(reg); err != nil {
-			return fmt.Errorf("register the WorkerPool metrics: %w", err)
-		}
+	pools := newWorkerPoolMetrics()
+	if c.Pools != nil && c.Pools.metrics != nil {
+		pools = c.Pools.metrics
+	}
+	if err := pools.Register(reg); err != nil {
+		return fmt.Errorf("register the WorkerPool metrics: %w", err)
 	}
 	return nil
 }

@@ -24,7 +24,8 @@ import (
 )
 
 // workerPoolMetrics are the agentlane_workerpool_* series, one set per
-// pool (labels namespace and workerpool; the pools a namespace runs are
+// pool (labels pool_namespace, not namespace, which a scrape of the
+// manager's pod would rename, and workerpool; the pools a namespace runs are
 // bounded by WorkerPoolOptions.PerNamespace). A deleted pool's series go
 // with it.
 type workerPoolMetrics struct {
@@ -36,7 +37,7 @@ type workerPoolMetrics struct {
 }
 
 func newWorkerPoolMetrics() *workerPoolMetrics {
-	labels := []string{"namespace", "workerpool"}
+	labels := []string{"pool_namespace", "workerpool"}
 	return &workerPoolMetrics{
 		desired: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "agentlane", Subsystem: "workerpool", Name: "desired_replicas",
 			Help: "Workers the manager asks of the pool's Deployment."}, labels),
@@ -80,5 +81,5 @@ func (m *workerPoolMetrics) forget(key types.NamespacedName) {
 	for _, g := range []*prometheus.GaugeVec{m.desired, m.ready, m.busy, m.backlog} {
 		g.DeleteLabelValues(key.Namespace, key.Name)
 	}
-	m.scales.DeletePartialMatch(prometheus.Labels{"namespace": key.Namespace, "workerpool": key.Name})
+	m.scales.DeletePartialMatch(prometheus.Labels{"pool_namespace": key.Namespace, "workerpool": key.Name})
 }
