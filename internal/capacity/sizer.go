@@ -64,16 +64,18 @@ func (b Bounds) max() int32 {
 // bound wins over Min when the two cross.
 func (b Bounds) Clamp(replicas int32) (int32, Limit) {
 	hi := b.max()
+	upper := LimitMax
+	if b.Manager > 0 && b.Manager < b.Max {
+		upper = LimitManager
+	}
 	replicas = max(replicas, 0)
 	switch {
-	case replicas > hi && b.Manager > 0 && b.Manager < b.Max:
-		return hi, LimitManager
 	case replicas > hi:
-		return hi, LimitMax
+		return hi, upper
 	case replicas < b.Min && b.Min <= hi:
 		return b.Min, LimitMin
 	case replicas < b.Min:
-		return hi, LimitMax
+		return hi, upper
 	}
 	return replicas, LimitNone
 }

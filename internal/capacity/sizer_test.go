@@ -76,7 +76,7 @@ func TestClamp(t *testing.T) {
 		"below min":                  {b: Bounds{Min: 2, Max: 10}, in: 0, want: out{2, LimitMin}},
 		"manager bound below max":    {b: Bounds{Min: 0, Max: 1000, Manager: 100}, in: 500, want: out{100, LimitManager}},
 		"manager bound above max":    {b: Bounds{Min: 0, Max: 5, Manager: 100}, in: 50, want: out{5, LimitMax}},
-		"min above manager bound":    {b: Bounds{Min: 200, Max: 1000, Manager: 100}, in: 0, want: out{100, LimitMax}},
+		"min above manager bound":    {b: Bounds{Min: 200, Max: 1000, Manager: 100}, in: 0, want: out{100, LimitManager}},
 		"max zero keeps pool empty":  {b: Bounds{Min: 0, Max: 0}, in: 7, want: out{0, LimitMax}},
 		"negative is raised to zero": {b: Bounds{Min: 0, Max: 3}, in: -1, want: out{0, LimitNone}},
 	}

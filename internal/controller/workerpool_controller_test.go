@@ -186,4 +186,45 @@ var _ = Describe("WorkerPool controller", func() {
 		}).Should(Succeed())
 		Expect(poolReplicas(pool)(Default)).To(BeZero())
 	})
+	It("bounds what a tenant may ask: maxReplicas at admission, the manager's bound, and the pools of a namespace", func() {
+		ns := taskNamespace()
+		taskQueue(ns, nil)
+
+		By("maxReplicas above 1000, or below minReplicas, is refused at admission")
+		huge := newWorkerPool(ns, "huge", 1, 1001, 0)
+		Expect(k8sClient.Create(ctx, huge)).NotTo(Succeed())
+		crossed := newWorkerPool(ns, "crossed", 1, 2, 0)
+		crossed.Spec.MinReplicas = ptr.To[int32](3)
+		err := k8sClient.Create(ctx, crossed)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("minReplicas must not exceed maxReplicas"))
+
+		By("a pool that keeps more workers than the manager allows any pool gets the manager's bound")
+		big := newWorkerPool(ns, "big", 1, 1000, 0)
+		big.Spec.MinReplicas = ptr.To[int32](500)
+		Expect(k8sClient.Create(ctx, big)).To(Succeed())
+		Eventually(poolReplicas(big)).Should(Equal(int32(DefaultWorkerPoolMaxReplicas)))
+		Eventually(func(g Gomega) {
+			limited := meta.FindStatusCondition(getPool(big)(g).Status.Conditions, agentlanev1alpha1.WorkerPoolScalingLimitedCondition)
+			g.Expect(limited).NotTo(BeNil())
+			g.Expect(limited.Reason).To(Equal(agentlanev1alpha1.WorkerPoolManagerBoundReason))
+		}).Should(Succeed())
+
+		By("past the pools a namespace may run, the newest run no worker")
+		for i := 1; i < DefaultWorkerPoolsPerNamespace; i++ {
+			p := newWorkerPool(ns, fmt.Sprintf("p%02d", i), 1, 1, 0)
+			Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		}
+		// Pools created in the same second rank by name: this one last.
+		extra := newWorkerPool(ns, "zz-extra", 1, 1, 0)
+		extra.Spec.MinReplicas = ptr.To[int32](1)
+		Expect(k8sClient.Create(ctx, extra)).To(Succeed())
+		Eventually(func(g Gomega) {
+			ready := meta.FindStatusCondition(getPool(extra)(g).Status.Conditions, agentlanev1alpha1.WorkerPoolReadyCondition)
+			g.Expect(ready).NotTo(BeNil())
+			g.Expect(ready.Reason).To(Equal(agentlanev1alpha1.WorkerPoolTooManyReason))
+		}).Should(Succeed())
+		Expect(poolReplicas(extra)(Default)).To(BeZero())
+		Expect(poolReplicas(big)(Default)).To(Equal(int32(DefaultWorkerPoolMaxReplicas)))
+	})
 })
