@@ -378,9 +378,18 @@ func laneSpec(lq *agentlanev1alpha1.LaneQueue, name string) *agentlanev1alpha1.L
 	return nil
 }
 
-// workersTarget tells whether the lane's tasks go to pool workers.
+// workersTarget tells whether the lane's tasks go to a pool's workers:
+// its target is Workers and it selects no worker by label (a pool's
+// workers advertise none, so they never claim such a lane's tasks).
 func workersTarget(l *agentlanev1alpha1.Lane) bool {
-	return l.ExternalTarget == nil || l.ExternalTarget.Type == "" || l.ExternalTarget.Type == agentlanev1alpha1.ExternalTargetWorkers
+	t := l.ExternalTarget
+	if t == nil {
+		return true
+	}
+	if t.Type != "" && t.Type != agentlanev1alpha1.ExternalTargetWorkers {
+		return false
+	}
+	return t.WorkerSelector == nil || (len(t.WorkerSelector.MatchLabels) == 0 && len(t.WorkerSelector.MatchExpressions) == 0)
 }
 
 // busy counts the pool's workers that hold a task: the distinct workers,

@@ -18,6 +18,8 @@ package controller
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -30,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 )
@@ -226,5 +229,21 @@ var _ = Describe("WorkerPool controller", func() {
 		}).Should(Succeed())
 		Expect(poolReplicas(extra)(Default)).To(BeZero())
 		Expect(poolReplicas(big)(Default)).To(Equal(int32(DefaultWorkerPoolMaxReplicas)))
+	})
+	It("accepts the sample WorkerPool", func() {
+		ns := taskNamespace()
+		data, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", "workerpool", "agentlane_v1alpha1_workerpool.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		pool := &agentlanev1alpha1.WorkerPool{}
+		Expect(yaml.UnmarshalStrict(data, pool)).To(Succeed())
+		pool.Namespace = ns
+		Expect(k8sClient.Create(ctx, pool)).To(Succeed())
+		Eventually(func(g Gomega) {
+			ready := meta.FindStatusCondition(getPool(pool)(g).Status.Conditions, agentlanev1alpha1.WorkerPoolReadyCondition)
+			g.Expect(ready).NotTo(BeNil())
+			g.Expect(ready.Reason).To(Equal(agentlanev1alpha1.WorkerPoolAvailableReason))
+		}).Should(Succeed())
+		runner := poolDeployment(pool)(Default).Spec.Template.Spec.Containers[1]
+		Expect(runner.Resources.Limits.Memory().String()).To(Equal("1Gi"))
 	})
 })
