@@ -561,6 +561,17 @@ spec:
             spec:
 %s
 `, 14},
+	"pool": {`
+apiVersion: agentlane.io/v1alpha1
+kind: WorkerPool
+metadata: {name: %s, namespace: %s}
+spec:
+  queues: [q]
+  maxReplicas: 1
+  podTemplate:
+    spec:
+%s
+`, 6},
 	"delegate": {`
 apiVersion: agentlane.io/v1alpha1
 kind: LaneQueue

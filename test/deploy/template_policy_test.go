@@ -53,8 +53,9 @@ var _ = Describe("config/policy template levels, installed", Ordered, func() {
 		"session":  "spec.runtime.podTemplate",
 		"job":      "spec.lanes[build].externalTarget.jobTemplate",
 		"delegate": "spec.lanes[review].externalTarget.delegate.sessionTemplate.spec.runtime.podTemplate",
+		"pool":     "spec.podTemplate",
 	}
-	kinds := []string{"session", "job", "delegate"}
+	kinds := []string{"session", "job", "delegate", "pool"}
 	// pod is a pod spec in flow style with one container, agent, and more.
 	pod := func(podFields, containerFields string) string {
 		c := "{name: agent, image: agentlane:dev"
