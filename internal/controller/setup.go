@@ -133,7 +133,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, shared Shared, options ...Setu
 			return nil, fmt.Errorf("add the Session API's CA publisher: %w", err)
 		}
 	}
-	pools := &WorkerPoolReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Schedulers: schedulers,
+	pools := &WorkerPoolReconciler{Client: mgr.GetClient(), Schedulers: schedulers,
 		Recorder: mgr.GetEventRecorder("agentlane-workerpool"), Clock: clk, Options: opts.WorkerPools}
 	if err := pools.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up the WorkerPool controller: %w", err)

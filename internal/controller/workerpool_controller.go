@@ -101,10 +101,9 @@ func (o *WorkerPoolOptions) defaults() {
 // and LaneQueues of a pool's namespace, so a task that arrives sizes its
 // pool at once, not at the next poll.
 type WorkerPoolReconciler struct {
+	// Client reads through the manager's cache; the service accounts and
+	// RoleBindings, which it does not cache, are only created.
 	client.Client
-	// APIReader reads the service accounts and RoleBindings, which the
-	// manager does not cache.
-	APIReader  client.Reader
 	Schedulers *scheduling.Schedulers
 	Recorder   events.EventRecorder
 	Clock      clock.PassiveClock
@@ -125,8 +124,8 @@ type WorkerPoolReconciler struct {
 // is woken by their Deployments and by every change of a task or queue of a
 // namespace with pools.
 func (r *WorkerPoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if r.Client == nil || r.APIReader == nil || r.Schedulers == nil || r.Recorder == nil {
-		return errors.New("WorkerPoolReconciler needs a Client, an APIReader, the Schedulers and a Recorder")
+	if r.Client == nil || r.Schedulers == nil || r.Recorder == nil {
+		return errors.New("WorkerPoolReconciler needs a Client, the Schedulers and a Recorder")
 	}
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
