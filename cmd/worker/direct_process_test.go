@@ -118,7 +118,11 @@ func testDirectProcess(t *testing.T, c client.Client, bin, kubeconfig string) {
 	var f workerproto.WorkerFrame
 	g.Eventually(m.frames, 10*time.Second).Should(Receive(&f))
 	g.Expect(f.Result).NotTo(BeNil())
-	g.Expect(*f.Result).To(Equal(workerproto.DirectResult{ID: "direct-1", Attempt: 1, Success: true, Output: json.RawMessage(`{}`)}))
+	res := *f.Result
+	g.Expect(res.StartedAt).To(BeNumerically(">", 0), "the worker tells when the run started")
+	g.Expect(time.Unix(0, res.StartedAt)).To(BeTemporally("<=", time.Now()))
+	res.StartedAt = 0
+	g.Expect(res).To(Equal(workerproto.DirectResult{ID: "direct-1", Attempt: 1, Success: true, Output: json.RawMessage(`{}`)}))
 
 	g.Expect(p.cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
 	g.Eventually(m.frames, 10*time.Second).Should(Receive(&f))

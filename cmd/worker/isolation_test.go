@@ -91,8 +91,9 @@ func testIsolation(t *testing.T, c client.Client, bin, kubeconfig string, runner
 	g.Expect(vars).To(HaveKeyWithValue("DECLARED", "by-the-operator"))
 	g.Expect(vars).To(HaveKeyWithValue("PATH", executor.DefaultPath))
 	g.Expect(filepath.Dir(vars["HOME"])).To(Equal(taskRoot), "HOME is the attempt's own directory")
+	g.Expect(filepath.Dir(vars[executor.HeartbeatEnv])).To(Equal(vars["HOME"]), "the heartbeat file is the attempt's own")
 	for k := range vars {
-		g.Expect([]string{"PATH", "HOME", "TMPDIR", "DECLARED", "PWD", "SHLVL", "_"}).To(ContainElement(k), "variable %s reached the task", k)
+		g.Expect([]string{"PATH", "HOME", "TMPDIR", "DECLARED", executor.HeartbeatEnv, "PWD", "SHLVL", "_"}).To(ContainElement(k), "variable %s reached the task", k)
 	}
 
 	g.Expect(words.Status.Result.Success).To(BeTrue())
