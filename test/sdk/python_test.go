@@ -31,18 +31,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/yaml"
 
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/testenv"
-	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
 // pythonTimeout bounds the whole Python test run.
@@ -62,73 +58,22 @@ func TestPythonClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logf.SetLogger(logr.Discard())
 	work := t.TempDir()
-	managerBin := goBuild(t, root, work)
-
-	env, _, k8s, err := testenv.Start(testenv.Scheme())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stop the control plane: %v", err)
-		}
-	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-
-	mgr := startManager(ctx, t, env, k8s, root, managerBin, work)
-	tenant := newTenant(ctx, t, k8s)
-	tenant.newSession(ctx, t, k8s, "s1")
-
-	openapiJSON, err := yaml.YAMLToJSON(sessionapi.OpenAPI)
-	if err != nil {
-		t.Fatalf("openapi.yaml: %v", err)
-	}
-	files := map[string][]byte{
-		"ca.crt":          mgr.ca,
-		"token":           []byte(tenant.token),
-		"forbidden-token": []byte(tenant.outsiderToken),
-		"handler-token":   []byte(tenant.handlerToken),
-		"openapi.json":    openapiJSON,
-	}
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(work, name), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	l := startLive(ctx, t, root, work)
 
 	runCtx, stop := context.WithTimeout(ctx, pythonTimeout)
 	defer stop()
 	cmd := exec.CommandContext(runCtx, python, "-m", "unittest", "discover", "-v", "-s", "tests", "-t", ".")
 	cmd.Dir = filepath.Join(root, "sdk", "python")
-	cmd.Env = append(os.Environ(),
-		"PYTHONDONTWRITEBYTECODE=1",
-		"AGENTLANE_SDK_REQUIRE_LIVE=1",
-		"AGENTLANE_OPENAPI_JSON="+filepath.Join(work, "openapi.json"),
-		"AGENTLANE_TEST_URL="+mgr.url,
-		"AGENTLANE_TEST_CA_FILE="+filepath.Join(work, "ca.crt"),
-		"AGENTLANE_TEST_TOKEN_FILE="+filepath.Join(work, "token"),
-		"AGENTLANE_TEST_FORBIDDEN_TOKEN_FILE="+filepath.Join(work, "forbidden-token"),
-		"AGENTLANE_TEST_NAMESPACE="+tenant.ns,
-		"AGENTLANE_TEST_SESSION=s1",
-		"AGENTLANE_TEST_INTERNAL_LANE=query",
-		"AGENTLANE_TEST_EXTERNAL_LANE=remote",
-		"AGENTLANE_TEST_HANDLER_LANE=handled",
-		"AGENTLANE_TEST_DELEGATE_LANE=review",
-		"AGENTLANE_TEST_HANDLER_TOKEN_FILE="+filepath.Join(work, "handler-token"),
-	)
+	cmd.Env = append(append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1"), l.Env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("python3 -m unittest failed: %v\n%s", err, out) // the manager's log follows
 	}
 	t.Logf("python3 -m unittest:\n%s", out)
-	for _, secret := range []string{tenant.token, tenant.outsiderToken, tenant.handlerToken} {
-		if bytes.Contains(out, []byte(secret)) || bytes.Contains(mgr.log(), []byte(secret)) {
-			t.Error("a bearer token appears in the Python tests' output or the manager's log")
-		}
-	}
+	l.checkNoTokens(t, out, "Python")
 	if !bytes.Contains(out, []byte("test_forbidden")) || bytes.Contains(out, []byte("skipped")) {
 		t.Errorf("the live tests did not all run:\n%s", out)
 	}

@@ -27,13 +27,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/go-logr/logr"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/yaml"
-
-	"github.com/agentlane/agentlane/internal/testenv"
-	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
 // typescriptTimeout bounds the TypeScript client's test run (npm ci and
@@ -86,37 +79,7 @@ func TestTypeScriptClient(t *testing.T) {
 	run(5*time.Minute, dir, npm, "run", "build")
 	checkPackage(t, run, npm, node, dir, work)
 
-	logf.SetLogger(logr.Discard())
-	managerBin := goBuild(t, root, work)
-	env, _, k8s, err := testenv.Start(testenv.Scheme())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stop the control plane: %v", err)
-		}
-	})
-	mgr := startManager(ctx, t, env, k8s, root, managerBin, work)
-	tenant := newTenant(ctx, t, k8s)
-	tenant.newSession(ctx, t, k8s, "s1")
-
-	openapiJSON, err := yaml.YAMLToJSON(sessionapi.OpenAPI)
-	if err != nil {
-		t.Fatalf("openapi.yaml: %v", err)
-	}
-	files := map[string][]byte{
-		"ca.crt":          mgr.ca,
-		"token":           []byte(tenant.token),
-		"forbidden-token": []byte(tenant.outsiderToken),
-		"handler-token":   []byte(tenant.handlerToken),
-		"openapi.json":    openapiJSON,
-	}
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(work, name), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	l := startLive(ctx, t, root, work)
 
 	tests, err := filepath.Glob(filepath.Join(dir, "dist", "test", "*.test.js"))
 	if err != nil || len(tests) == 0 {
@@ -126,32 +89,14 @@ func TestTypeScriptClient(t *testing.T) {
 	defer stop()
 	cmd := exec.CommandContext(runCtx, node, append([]string{"--test", "--test-reporter=tap"}, tests...)...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
-		"AGENTLANE_SDK_REQUIRE_LIVE=1",
-		"AGENTLANE_OPENAPI_JSON="+filepath.Join(work, "openapi.json"),
-		"AGENTLANE_TEST_URL="+mgr.url,
-		"AGENTLANE_TEST_CA_FILE="+filepath.Join(work, "ca.crt"),
-		"AGENTLANE_TEST_TOKEN_FILE="+filepath.Join(work, "token"),
-		"AGENTLANE_TEST_FORBIDDEN_TOKEN_FILE="+filepath.Join(work, "forbidden-token"),
-		"AGENTLANE_TEST_NAMESPACE="+tenant.ns,
-		"AGENTLANE_TEST_SESSION=s1",
-		"AGENTLANE_TEST_INTERNAL_LANE=query",
-		"AGENTLANE_TEST_EXTERNAL_LANE=remote",
-		"AGENTLANE_TEST_HANDLER_LANE=handled",
-		"AGENTLANE_TEST_DELEGATE_LANE=review",
-		"AGENTLANE_TEST_HANDLER_TOKEN_FILE="+filepath.Join(work, "handler-token"),
-	)
+	cmd.Env = append(os.Environ(), l.Env...)
 	started := time.Now()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("node --test failed: %v\n%s", err, out) // the manager's log follows
 	}
 	t.Logf("node --test (%s):\n%s", time.Since(started).Round(time.Second), out)
-	for _, secret := range []string{tenant.token, tenant.outsiderToken, tenant.handlerToken} {
-		if bytes.Contains(out, []byte(secret)) || bytes.Contains(mgr.log(), []byte(secret)) {
-			t.Error("a bearer token appears in the TypeScript tests' output or the manager's log")
-		}
-	}
+	l.checkNoTokens(t, out, "TypeScript")
 	for _, want := range []string{`(?m)^ok \d+ - live manager$`, `(?m)^\s*ok \d+ - the example runtime serves a turn$`,
 		`(?m)^# fail 0$`, `(?m)^# skipped 0$`, `(?m)^# todo 0$`} {
 		if !regexp.MustCompile(want).Match(out) {
