@@ -24,7 +24,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -382,21 +381,21 @@ func runOnce(t *testing.T, bin, kubeconfig string, args ...string) string {
 type process struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
-	out    *lockedBuffer
+	out    *testenv.LockedBuffer
 	exited chan error
 }
 
 func start(t *testing.T, bin, kubeconfig string, args ...string) *process {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"--kubeconfig=" + kubeconfig}, args...)...)
-	p := &process{cmd: cmd, out: &lockedBuffer{}, exited: make(chan error, 1)}
+	p := &process{cmd: cmd, out: &testenv.LockedBuffer{}, exited: make(chan error, 1)}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.stdin = stdin
 	cmd.Stdout = p.out
-	var stderr lockedBuffer
+	var stderr testenv.LockedBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -450,22 +449,4 @@ func (p *process) lastLine() string {
 		return ""
 	}
 	return lines[len(lines)-1]
-}
-
-// lockedBuffer is a bytes.Buffer safe for one writer and one reader.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

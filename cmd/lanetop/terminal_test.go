@@ -31,6 +31,8 @@ import (
 	"unsafe"
 
 	. "github.com/onsi/gomega"
+
+	"github.com/agentlane/agentlane/internal/testenv"
 )
 
 // pty is a pseudo-terminal: lanetop gets the terminal end, the test the
@@ -85,7 +87,7 @@ func (p *pty) lineMode(t *testing.T) bool {
 }
 
 // startOnTerminal runs lanetop with stdin, stdout and stderr on p.
-func startOnTerminal(t *testing.T, p *pty, bin string, args ...string) (*exec.Cmd, *lockedBuffer, chan error) {
+func startOnTerminal(t *testing.T, p *pty, bin string, args ...string) (*exec.Cmd, *testenv.LockedBuffer, chan error) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = p.term, p.term, p.term
@@ -93,7 +95,7 @@ func startOnTerminal(t *testing.T, p *pty, bin string, args ...string) (*exec.Cm
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	out := &lockedBuffer{}
+	out := &testenv.LockedBuffer{}
 	go func() {
 		buf := make([]byte, 4096)
 		for {
@@ -126,7 +128,7 @@ func screenFrames(out string) [][]string {
 
 // lastScreen is the last complete frame: the one before the frame being
 // drawn.
-func lastScreen(out *lockedBuffer) func() string {
+func lastScreen(out *testenv.LockedBuffer) func() string {
 	return func() string {
 		frames := screenFrames(out.String())
 		if len(frames) < 2 {

@@ -26,7 +26,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -411,7 +410,7 @@ func TestVerbs(t *testing.T) {
 		g := NewWithT(t)
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		out := &lockedBuffer{}
+		out := &testenv.LockedBuffer{}
 		cmd := NewCommand("kubectl agentlane", genericiooptions.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: out})
 		cmd.SetArgs([]string{"--kubeconfig", cl.viewer, "top", "-n", teamA, "--view", "strip", "--watch"})
 		done := make(chan error, 1)
@@ -717,22 +716,4 @@ func lanePaused(t *testing.T, c client.Client) map[string]bool {
 		out[string(l.Name)] = l.Paused
 	}
 	return out
-}
-
-// lockedBuffer is a bytes.Buffer safe for a writer and a reader.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -89,7 +89,7 @@ func TestAgainstAPIServer(t *testing.T) {
 
 	t.Run("Follow writes the strip when it changes, and only then, from one list and a watch of each kind", func(t *testing.T) {
 		g := NewWithT(t)
-		var out lockedBuffer
+		var out testenv.LockedBuffer
 		fctx, stop := context.WithCancel(ctx)
 		defer stop()
 		requests := &requestCounter{}
@@ -146,7 +146,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		nobody, err := NewWatcher(user.Config(), "team-a")
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(nobody.Start(fctx)).To(Succeed())
-		var out lockedBuffer
+		var out testenv.LockedBuffer
 		go func() { _ = Follow(fctx, nobody, &out, StripOptions{}) }()
 		g.Eventually(out.String, 10*time.Second).Should(And(
 			HavePrefix("laneview: "), ContainSubstring("forbidden")))
@@ -206,21 +206,3 @@ func (r *requestCounter) counts() (lists, watches map[string]int) {
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
-
-// lockedBuffer is a bytes.Buffer safe for one writer and one reader.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
