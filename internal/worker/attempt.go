@@ -366,7 +366,7 @@ func (a *attempts) settle(ctx context.Context, task *agentlanev1alpha1.ExternalT
 		}
 		return outcomeHandedBack, nil
 	case runErr != nil && errors.Is(cause, errShuttingDown) && !errors.Is(runErr, errNotStarted):
-		runErr = fmt.Errorf("interrupted: %s stopped the command at shutdown: %w", f.Holder, runErr)
+		runErr = interruptedAtShutdown(f.Holder, runErr)
 	}
 	result := taskResult(out, runErr)
 	outcome := outcomeFailed
@@ -377,6 +377,13 @@ func (a *attempts) settle(ctx context.Context, task *agentlanev1alpha1.ExternalT
 		return lostOr(err, outcome)
 	}
 	return outcome, nil
+}
+
+// interruptedAtShutdown is the error of a run that worker stopped at its
+// own shutdown (the grace period ran out), on either path: the run started,
+// so its attempt is reported failed, not handed back.
+func interruptedAtShutdown(worker string, err error) error {
+	return fmt.Errorf("interrupted: %s stopped the command at shutdown: %w", worker, err)
 }
 
 // handBackRun hands back a stopped run's attempt from the phase its claim

@@ -1070,7 +1070,7 @@ func (s *directStream) run(ctx context.Context, key directKey, r *directRun, t *
 	case runErr != nil && errors.Is(cause, errShuttingDown):
 		outcome, directOutcome = outcomeFailed, outcomeCancelled
 		if !errors.Is(runErr, executor.ErrNotStarted) {
-			runErr = fmt.Errorf("interrupted: %s stopped the command at shutdown: %w", s.c.opts.Name, runErr)
+			runErr = interruptedAtShutdown(s.c.opts.Name, runErr)
 		}
 	}
 	res := directResult(t, out, runErr)
