@@ -295,7 +295,7 @@ var _ = Describe("config/default", func() {
 			}
 			Expect(k8sClient.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), fieldOwner)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
 		}
-		Expect(crds).To(ConsistOf("agentsessions.agentlane.io", "externaltasks.agentlane.io", "lanequeues.agentlane.io", "workerpools.agentlane.io"))
+		Expect(crds).To(ConsistOf("agentsessions.agentlane.io", "externaltasks.agentlane.io", "lanequeues.agentlane.io", "workerpools.agentlane.io", "runtimepools.agentlane.io"))
 		for _, name := range crds {
 			Eventually(func(g Gomega) {
 				crd := &apiextensionsv1.CustomResourceDefinition{}
