@@ -294,6 +294,9 @@ func (o *options) sessionAPI(ctx context.Context, mgr ctrl.Manager, shared contr
 	if o.sessionStore == "configmap" {
 		cfg.Store = o.newStore(mgr)
 	}
+	// Warm runtime pods learn their assignment from the API, which reads
+	// them from the manager's cache of runtime pods.
+	cfg.RuntimePods = mgr.GetCache()
 	setup = append(setup, controller.WithSessionAPIAudience(audiences[0]))
 	if !cfg.TLS.InsecureHTTP {
 		var urlHost string

@@ -108,7 +108,7 @@ var _ = Describe("Session API metrics", func() {
 			rawCall(fmt.Sprintf("BREW%d", i), fmt.Sprintf("/v1/namespaces/%s/sessions/secret-%d/stats", a.ns, i), a.token)
 			rawCall(http.MethodGet, fmt.Sprintf("/no/such/secret-%d", i), a.token)
 		}
-		routes := []string{routeUnknown, routeDirectStream}
+		routes := []string{routeUnknown, routeDirectStream, routeAssignment}
 		for _, rt := range server.routes() {
 			routes = append(routes, rt.path)
 		}

@@ -199,6 +199,11 @@ type Config struct {
 	// defaults.
 	MaxDirectWorkers             int
 	MaxDirectWorkersPerNamespace int
+	// RuntimePods is the cache of runtime pods, warm and adopted, that the
+	// assignment route reads (assignment.go), the manager's; without it the
+	// route answers 503. Assignments bound its waiting calls.
+	RuntimePods PodCache
+	Assignments AssignmentBounds
 }
 
 // Server is the Session API: agent runtimes submit commands into their
@@ -256,6 +261,8 @@ type Server struct {
 	// stopping is closed when the server stops: calls waiting for a
 	// Direct command answer Interrupted.
 	stopping chan struct{}
+	// assignments are the calls of warm pods waiting for an assignment.
+	assignments assignmentWaits
 }
 
 // CheckpointObserver is told when a session saved a checkpoint through the
@@ -529,6 +536,7 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle(prefix+path, s.instrument(path, s.sessionHandler(rts...)))
 	}
 	mux.Handle(workerproto.DirectPath, s.instrument(routeDirectStream, http.HandlerFunc(s.directStream)))
+	mux.Handle(assignmentPath, s.instrument(routeAssignment, http.HandlerFunc(s.assignment)))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok"))

@@ -54,4 +54,9 @@ const (
 	// one of its own.
 	EnvPodName  = "AGENTLANE_POD_NAME"
 	EnvNodeName = "AGENTLANE_NODE_NAME"
+	// EnvWarmPool names the RuntimePool of a warm runtime pod: a pod built
+	// ahead of any session, without EnvSession and the session's identity
+	// and checkpoint. Such a pod learns the session that adopts it from the
+	// Session API (Client.AwaitAssignment) and acts for no session before.
+	EnvWarmPool = "AGENTLANE_WARM_POOL"
 )
