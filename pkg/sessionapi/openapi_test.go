@@ -120,6 +120,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 		"POST " + s + "/delegations",
 		"GET " + s + "/delegations",
 		"GET " + s + "/delegations/{id}",
+		"GET /v1/namespaces/{namespace}/runtime/assignment",
 	}
 	var got []string
 	for path, item := range doc.Paths {
@@ -152,7 +153,7 @@ func TestOpenAPISchemasMirrorTypes(t *testing.T) {
 		Usage{}, Consumed{}, BudgetCheckRequest{}, BudgetCheck{}, TokenLimits{}, CostLimits{}, BudgetStatus{},
 		Event{}, BudgetThreshold{}, PassivationRequest{}, PeerInvocation{}, SessionRef{},
 		Error{}, Checkpoint{}, CheckpointSaved{},
-		RunOutcome{}, DelegationRequest{}, Delegation{}, DelegationList{},
+		RunOutcome{}, DelegationRequest{}, Delegation{}, DelegationList{}, Assignment{},
 	} {
 		typ := reflect.TypeOf(v)
 		t.Run(typ.Name(), func(t *testing.T) {

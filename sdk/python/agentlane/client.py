@@ -65,6 +65,7 @@ OPERATIONS: Dict[str, Tuple[str, str, Optional[type], Optional[type], str]] = {
     "getBudget": ("GET", _SESSION + "/budget", None, t.BudgetStatus, "get_budget"),
     "checkBudget": ("POST", _SESSION + "/budget/check", t.BudgetCheckRequest, t.BudgetCheck, "check_budget"),
     "recordUsage": ("POST", _SESSION + "/budget/record", t.Usage, t.Consumed, "record_usage"),
+    "getAssignment": ("GET", "/v1/namespaces/{namespace}/runtime/assignment", None, t.Assignment, "get_assignment"),
 }
 
 # Environment variables the operator sets in runtime pods.
@@ -73,6 +74,9 @@ ENV_TOKEN_FILE = "AGENTLANE_SESSION_API_TOKEN_FILE"
 ENV_CA_FILE = "AGENTLANE_SESSION_API_CA_FILE"
 ENV_NAMESPACE = "AGENTLANE_NAMESPACE"
 ENV_SESSION = "AGENTLANE_SESSION"
+# Set instead of ENV_SESSION in a warm runtime pod: the name of its
+# RuntimePool. Such a pod learns its session from Client.get_assignment.
+ENV_WARM_POOL = "AGENTLANE_WARM_POOL"
 
 # The wait of each long poll of await_command and run_command, in seconds.
 POLL_WAIT = 30.0
@@ -181,6 +185,19 @@ class Client:
     def get_openapi(self) -> str:
         """The OpenAPI document the server was built with, as YAML."""
         return self.call("getOpenAPI", {}, auth=False).decode("utf-8")
+
+    def get_assignment(self, namespace: str, wait: Optional[Seconds] = None) -> Optional[t.Assignment]:
+        """Asks which session adopted the calling pod, a warm runtime pod of
+        namespace (ENV_WARM_POOL is set), with the pod's own projected token.
+        With wait (at most 60s) the server holds the call until the pod is
+        adopted or wait runs out. Returns the assignment, or None while no
+        session adopted the pod: ask again. A runtime attaches to the
+        assigned session only then."""
+        query = {"wait": format_duration(wait)} if wait else None
+        raw = self.call("getAssignment", {"namespace": namespace}, query, timeout=_seconds(wait, 0) + _WAIT_SLACK)
+        if not raw:
+            return None
+        return from_wire(t.Assignment, json.loads(raw.decode("utf-8")))
 
     def call(
         self,

@@ -517,6 +517,20 @@ class Checkpoint:
 
 
 @dataclass
+class Assignment:
+    """The session that adopted a warm runtime pod (Client.get_assignment),
+    with what a session's own runtime pod finds in its environment."""
+    namespace: str = ""
+    session: str = ""
+    tenant_id: Optional[str] = None
+    principal: Optional[str] = None
+    agent_template_id: Optional[str] = None
+    correlation_id: Optional[str] = None
+    resume_run_id: Optional[str] = None
+    checkpoint_location: Optional[str] = None
+
+
+@dataclass
 class CheckpointSaved:
     checkpoint: Checkpoint = field(default_factory=Checkpoint)
     location: str = ""

@@ -289,6 +289,16 @@ class NotLeaderRetryTest(unittest.TestCase):
                           "/v1/namespaces/ns/sessions/s1/delegations?continue=100.t2"],
                          [req["path"] for req in server.requests])
 
+    def test_get_assignment_waits_and_tells_204_from_an_assignment(self) -> None:
+        reply = json.dumps({"namespace": "ns", "session": "s1", "tenantId": "t", "resumeRunId": "r7"}).encode()
+        server, client, _ = self.serve([(204, b""), (200, reply)])
+        self.assertIsNone(client.get_assignment("ns", wait=60))
+        got = client.get_assignment("ns")
+        self.assertEqual(agentlane.Assignment(namespace="ns", session="s1", tenant_id="t", resume_run_id="r7"), got)
+        self.assertEqual([("GET", "/v1/namespaces/ns/runtime/assignment?wait=60s", "Bearer tok"),
+                          ("GET", "/v1/namespaces/ns/runtime/assignment", "Bearer tok")],
+                         [(r["method"], r["path"], r["authorization"]) for r in server.requests])
+
     def test_negative_retries_are_refused(self) -> None:
         with self.assertRaises(ValueError):
             Client("https://h", not_leader_retries=-1)

@@ -19,6 +19,7 @@ import { StaticToken, TokenFile, type TokenSource } from "./auth.js";
 import { ApiError, Code, MAX_ERROR_BODY } from "./errors.js";
 import { EventStream, type EventStreamOptions } from "./events.js";
 import type {
+  Assignment,
   BudgetCheck,
   BudgetCheckRequest,
   BudgetStatus,
@@ -105,6 +106,7 @@ export const OPERATIONS = {
   getBudget: { method: "GET", path: "/v1/namespaces/{namespace}/sessions/{session}/budget" },
   checkBudget: { method: "POST", path: "/v1/namespaces/{namespace}/sessions/{session}/budget/check" },
   recordUsage: { method: "POST", path: "/v1/namespaces/{namespace}/sessions/{session}/budget/record" },
+  getAssignment: { method: "GET", path: "/v1/namespaces/{namespace}/runtime/assignment" },
 } as const satisfies Record<keyof operations, Operation>;
 const checkedOperations: CheckedOperations<typeof OPERATIONS> = OPERATIONS;
 void checkedOperations;
@@ -290,6 +292,21 @@ export class Client {
   /** The OpenAPI document the server was built with, as YAML. */
   async getOpenAPI(options: CallOptions = {}): Promise<string> {
     return new TextDecoder().decode(await this.call("getOpenAPI", {}, { ...options, auth: false }));
+  }
+
+  /**
+   * Asks which session adopted the calling pod, a warm runtime pod of
+   * namespace (its containers have AGENTLANE_WARM_POOL), with the pod's own
+   * projected token. With wait (at most 60s) the server holds the call
+   * until the pod is adopted or wait runs out. Resolves to the assignment,
+   * or undefined while no session adopted the pod: ask again. A runtime
+   * attaches to the assigned session only then.
+   */
+  async getAssignment(namespace: string, options: CallOptions & { wait?: Wait } = {}): Promise<Assignment | undefined> {
+    const { wait, ...rest } = options;
+    const timeoutMs = rest.timeoutMs ?? (wait ? waitMs(wait, 0) + WAIT_SLACK_MS : undefined);
+    const raw = await this.call("getAssignment", { namespace }, { ...rest, timeoutMs, query: { wait: wait ? formatDuration(wait) : undefined } });
+    return raw.length === 0 ? undefined : (JSON.parse(raw.toString("utf8")) as Assignment);
   }
 
   /** Calls an operation and returns the body of its 2xx reply; a non-2xx

@@ -732,6 +732,47 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/namespaces/{namespace}/runtime/assignment": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Namespace of the calling pod. */
+                namespace: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * Learn which session adopted the calling warm runtime pod, waiting for it.
+         * @description A warm runtime pod (built by a RuntimePool ahead of any session, its
+         *     containers given AGENTLANE_WARM_POOL instead of AGENTLANE_SESSION)
+         *     calls this with its own projected token
+         *     (AGENTLANE_SESSION_API_TOKEN_FILE). The token must be bound to the
+         *     pod (its TokenReview names the pod's name and UID): the server
+         *     finds the pod by it, in this namespace, run as the token's service
+         *     account, not being deleted, and a runtime pod (warm or adopted);
+         *     else 403 Forbidden.
+         *
+         *     While no session has adopted the pod the call waits up to `wait`
+         *     (at most 60s; absent means reply at once) and answers 204 when the
+         *     wait runs out; the pod's adoption ends the wait at once. One call
+         *     per pod may wait, and the waiting calls of a namespace and of the
+         *     server are bounded (429 RateLimited). Once a session adopted the pod
+         *     the answer is 200 with the session's name, identity and checkpoint,
+         *     to a caller that may `get` and `create` that session's
+         *     `agentsessions/api` (as its runtime); else 403 Forbidden. From then
+         *     on the pod is that session's runtime pod and uses the session's
+         *     routes.
+         */
+        get: operations["getAssignment"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -761,6 +802,29 @@ export interface components {
             principal?: string;
             agentTemplateId?: string;
             correlationId?: string;
+        };
+        /**
+         * @description The session that adopted a warm runtime pod, with what a session's
+         *     own runtime pod finds in its environment: the session
+         *     (AGENTLANE_SESSION), its identity (AGENTLANE_TENANT_ID, ...) and
+         *     its last checkpoint (AGENTLANE_RESUME_RUN_ID,
+         *     AGENTLANE_CHECKPOINT_LOCATION).
+         */
+        Assignment: {
+            namespace: string;
+            /** @description Name of the AgentSession. */
+            session: string;
+            tenantId?: string;
+            principal?: string;
+            agentTemplateId?: string;
+            correlationId?: string;
+            /**
+             * @description The run of the session's last checkpoint, when it saved one: the
+             *     runtime resumes from it rather than start fresh.
+             */
+            resumeRunId?: string;
+            /** @description Where that checkpoint is stored in the session store. */
+            checkpointLocation?: string;
         };
         /** @description One command (a tool call or an LLM call) for the session's lanes. */
         SubmitRequest: {
@@ -1534,7 +1598,9 @@ export interface components {
          * @description RateLimited: the caller (on any route) or its client address (with a
          *     token that failed authentication) is over its request rate, or the
          *     call would pass a bound on open event streams or waiting calls (of
-         *     the caller or the session) or on access reviews in flight.
+         *     the caller or the session), on calls waiting for an assignment (of
+         *     the pod, its namespace or the server) or on access reviews in
+         *     flight.
          *     QueueFull (on submissions): the session's pending commands, their
          *     payload bytes, or the pending payload bytes of the whole server are
          *     at their bound; on delegations, the delegations of the session or of
@@ -1650,6 +1716,7 @@ export type Duration = components['schemas']['Duration'];
 export type Mode = components['schemas']['Mode'];
 export type State = components['schemas']['State'];
 export type Identity = components['schemas']['Identity'];
+export type Assignment = components['schemas']['Assignment'];
 export type SubmitRequest = components['schemas']['SubmitRequest'];
 export type Grant = components['schemas']['Grant'];
 export type Result = components['schemas']['Result'];
@@ -2747,6 +2814,49 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["SessionNotFound"];
             413: components["responses"]["TooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["SessionNotReady"];
+        };
+    };
+    getAssignment: {
+        parameters: {
+            query?: {
+                /**
+                 * @description How long to wait for the pod's adoption, as a duration such as
+                 *     30s; at most 60s. Absent means reply at once.
+                 */
+                wait?: components["schemas"]["Duration"];
+            };
+            header?: never;
+            path: {
+                /** @description Namespace of the calling pod. */
+                namespace: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session that adopted the pod. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Assignment"];
+                };
+            };
+            /** @description No session adopted the pod yet (the wait ran out); ask again. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["SessionNotFound"];
+            429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["SessionNotReady"];
         };

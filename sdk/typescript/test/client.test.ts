@@ -131,6 +131,20 @@ describe("calls", () => {
     ]);
   });
 
+  test("getAssignment waits as asked and tells a 204 from an assignment", async () => {
+    const srv = await serve(
+      { status: 204 },
+      { status: 200, body: JSON.stringify({ namespace: "team a", session: "s1", resumeRunId: "r7" }) },
+    );
+    const c = new Client(srv.url, { token: "pod-token", insecureHttp: true });
+    assert.equal(await c.getAssignment("team a", { wait: 60 }), undefined);
+    assert.deepEqual(await c.getAssignment("team a"), { namespace: "team a", session: "s1", resumeRunId: "r7" });
+    assert.equal(srv.requests[0]!.method, "GET");
+    assert.equal(srv.requests[0]!.path, "/v1/namespaces/team%20a/runtime/assignment?wait=60s");
+    assert.equal(srv.requests[0]!.headers.authorization, "Bearer pod-token");
+    assert.equal(srv.requests[1]!.path, "/v1/namespaces/team%20a/runtime/assignment");
+  });
+
   test("listDelegations reads every page", async () => {
     const srv = await serve(
       { status: 200, body: JSON.stringify({ items: [{ id: "a" }], continue: "next page" }) },
