@@ -31,6 +31,13 @@ limitations under the License.
 // in both modes (--resume): a pod created on resume continues the run the
 // previous pod left, and a restarted container continues its own.
 //
+// In a warm runtime pod (AGENTLANE_WARM_POOL set, or --warm-pool), built
+// by a RuntimePool before any session chose it, the agent has no session
+// yet: it waits until the Session API tells it the session that adopted
+// its pod (GET .../runtime/assignment, with the pod's own token) and only
+// then runs as that session's runtime, exactly as with --session, resuming
+// from the session's checkpoint when the assignment names one.
+//
 // Both modes follow the session's events: on PassivationRequested the
 // agent finishes the tool round in progress, saves a checkpoint at that
 // boundary, leaves the commands that had not started queued for the agent
@@ -91,6 +98,7 @@ type options struct {
 	report    string
 	pod       string
 	resume    bool
+	warmPool  string
 	log       logOptions
 }
 
@@ -105,7 +113,7 @@ func (o *options) validate() error {
 	if o.namespace == "" {
 		errs = append(errs, errors.New("--namespace is required"))
 	}
-	if o.session == "" {
+	if o.session == "" && o.warmPool == "" {
 		errs = append(errs, errors.New("--session is required"))
 	}
 	if o.script == "" {
@@ -148,6 +156,7 @@ func parseFlags(args []string, output io.Writer, getenv func(string) string) (op
 	fs.StringVar(&o.pod, "pod", getenv(sessionapi.EnvPodName), "Name of the runtime pod the agent runs in; a passivation request for another pod is ignored. Defaults to $"+sessionapi.EnvPodName+".")
 	inPod := getenv(sessionapi.EnvPodName) != "" || getenv(sessionapi.EnvResumeRunID) != ""
 	fs.BoolVar(&o.resume, "resume", inPod, "Script mode: start from the session's latest checkpoint (serve mode always does). Defaults to true in a runtime pod ($"+sessionapi.EnvPodName+" or $"+sessionapi.EnvResumeRunID+" set), so that a restarted container continues rather than starts over.")
+	fs.StringVar(&o.warmPool, "warm-pool", getenv(sessionapi.EnvWarmPool), "The RuntimePool of the warm pod the agent runs in: without --session, the agent waits for the session that adopts the pod (the Session API's assignment) before it does anything. Defaults to $"+sessionapi.EnvWarmPool+".")
 	o.log.bindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -199,6 +208,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stderr, "agent: --server: %v\n", err)
 		return exitInvalid
 	}
+	if o.session == "" {
+		a, err := awaitAssignment(ctx, client, &o, o.log.logger(stderr).WithName("agent"))
+		if err != nil {
+			fmt.Fprintln(stderr, "agent:", err)
+			return exitFailed
+		}
+		o.session = a.Session
+		if a.ResumeRunID != "" {
+			o.resume = true
+		}
+	}
 	log := o.log.logger(stderr).WithName("agent").WithValues("session", o.namespace+"/"+o.session)
 	rt := &agentscript.Runtime{Session: client.Session(o.namespace, o.session), Script: script, Log: log,
 		Pod: o.pod, Resume: o.resume}
@@ -233,6 +253,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	logSummary(log, rep)
 	return exitOK
+}
+
+// awaitAssignment waits, in a warm pod of pool o.warmPool, until a session
+// adopts the pod, and returns the assignment.
+func awaitAssignment(ctx context.Context, client *sessionapi.Client, o *options, log logr.Logger) (*sessionapi.Assignment, error) {
+	log = log.WithValues("pool", o.warmPool, "namespace", o.namespace, "pod", o.pod)
+	log.Info("Warm pod: waiting for a session to adopt it")
+	a, err := client.AwaitAssignment(ctx, o.namespace)
+	if err != nil {
+		return nil, fmt.Errorf("waiting for the warm pod's assignment: %w", err)
+	}
+	if a.Namespace != o.namespace || a.Session == "" {
+		return nil, fmt.Errorf("the assignment names session %q of namespace %q, not one of namespace %q", a.Session, a.Namespace, o.namespace)
+	}
+	log.Info("Adopted", "session", a.Session, "resumeRunID", a.ResumeRunID)
+	return a, nil
 }
 
 // passivationLine says that the agent passivated and what it left for the

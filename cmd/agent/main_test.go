@@ -22,9 +22,12 @@ import (
 	"encoding/json"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agentlane/agentlane/internal/agentscript"
@@ -98,6 +101,14 @@ func TestParseFlags(t *testing.T) {
 		"serve with turns": {
 			args: append([]string{"--mode", "serve", "--turns", "3", "--token-file", "/t"}, base...),
 			want: func(o options) bool { return o.mode == modeServe && o.turns == 3 && o.tokenFile == "/t" },
+		},
+		"a warm pod waits for its session": {
+			args: []string{"--script", "s.yaml"},
+			env: envMap{sessionapi.EnvSessionAPIURL: "https://session-api:8443", sessionapi.EnvNamespace: "team-a",
+				sessionapi.EnvWarmPool: "pool-a", sessionapi.EnvPodName: "pool-a-warm-x"},
+			want: func(o options) bool {
+				return o.session == "" && o.warmPool == "pool-a" && o.namespace == "team-a" && o.resume
+			},
 		},
 		"missing required flags": {
 			args:    nil,
@@ -241,5 +252,46 @@ func TestRunWritesTheReport(t *testing.T) {
 	first := rep.Turns[0]
 	if first.RunID == "" || len(first.Commands) == 0 || first.Commands[0].Type != "llm" || first.Commands[0].Error == "" {
 		t.Errorf("first turn = %+v, want a run ID and the failed llm call first", first)
+	}
+}
+
+// A warm pod's agent calls nothing of a session before its assignment,
+// then runs as the assigned session.
+func TestRunWarmPodWaitsForItsAssignment(t *testing.T) {
+	var mu sync.Mutex
+	var paths []string
+	assignments := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		paths = append(paths, r.URL.Path)
+		if r.URL.Path == "/v1/namespaces/team-a/runtime/assignment" {
+			if assignments++; assignments == 1 {
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
+			_ = json.NewEncoder(w).Encode(sessionapi.Assignment{Namespace: "team-a", Session: "s7"})
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		_ = json.NewEncoder(w).Encode(sessionapi.Error{Code: sessionapi.CodeForbidden, Message: "not in this test"})
+	}))
+	defer srv.Close()
+	env := envMap{sessionapi.EnvNamespace: "team-a", sessionapi.EnvWarmPool: "pool-a"}
+	args := []string{"--server", srv.URL, "--script", sample, "--mode", "serve", "--zap-log-level", "error"}
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), args, env.get, &stdout, &stderr); code != exitFailed {
+		t.Fatalf("exit code %d, want %d (the session's calls refused); stderr %q", code, exitFailed, stderr.String())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(paths) < 3 || paths[0] != paths[1] || !strings.HasSuffix(paths[1], "/runtime/assignment") {
+		t.Fatalf("calls %q: want two assignment calls first", paths)
+	}
+	for _, p := range paths[2:] {
+		if !strings.HasPrefix(p, "/v1/namespaces/team-a/sessions/s7/") {
+			t.Errorf("call %q after the assignment: want the assigned session's routes only", p)
+		}
 	}
 }
