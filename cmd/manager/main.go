@@ -77,6 +77,7 @@ type options struct {
 	idGenerator      string
 	delegation       delegation.Bounds
 	workerPools      controller.WorkerPoolOptions
+	runtimePools     controller.RuntimePoolOptions
 	zap              zap.Options
 }
 
@@ -129,6 +130,7 @@ func parseFlags() *options {
 		return nil
 	})
 	flag.IntVar(&o.workerPools.PerNamespace, "workerpool-max-per-namespace", controller.DefaultWorkerPoolsPerNamespace, "The most WorkerPools a namespace runs; the newer ones are held at zero workers.")
+	bindRuntimePoolFlags(flag.CommandLine, &o.runtimePools)
 	flag.StringVar(&o.sessionAPIURL, "session-api-url", "", "Session API address as session runtime pods reach it, such as https://agentlane-session-api.agentlane-system.svc:8443; set in their environment as "+controller.EnvSessionAPIURL+".")
 	flag.StringVar(&o.sessionStore, "session-store", "configmap", "Where runtimes' checkpoints are kept: configmap (one ConfigMap per session, deleted with it) or none (checkpoint calls answer NoStore).")
 	flag.StringVar(&o.idGenerator, "id-generator", "ulid", "How the schedulers and the Session API name commands, runs and messages: ulid, or sequential (cmd-0000000001, ...) to make replays of the same inputs name things identically.")
@@ -215,7 +217,8 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	access = append(access, controller.WithDelegationBounds(o.delegation), controller.WithWorkerPools(o.workerPools))
+	access = append(access, controller.WithDelegationBounds(o.delegation), controller.WithWorkerPools(o.workerPools),
+		controller.WithRuntimePools(o.runtimePools))
 	controllers, err := controller.Setup(ctx, mgr, shared, access...)
 	if err != nil {
 		log.Error(err, "unable to set up the controllers")

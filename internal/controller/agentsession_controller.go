@@ -99,6 +99,9 @@ type AgentSessionReconciler struct {
 	refresh *sessionRefresh
 	// written skips the watch events of the reconciler's own status writes.
 	written ownWrites
+	// warm, when set, lets sessions adopt the warm pods of RuntimePools
+	// (runtimepool_adopt.go); it is shared with the RuntimePool controller.
+	warm *warmPools
 }
 
 var _ reconcile.Reconciler = &AgentSessionReconciler{}

@@ -56,17 +56,24 @@ const (
 	tokenLifetime int64 = 3600
 )
 
-// sessionAPIAccess adds the Session API's token and CA to the pod: the
-// projected volume, its mount in every container and the variables that
-// name the files. The pod's own service-account token is not mounted
+// sessionAPIAccess is how runtime pods reach the Session API: its URL
+// and the audience of their projected token.
+type sessionAPIAccess struct {
+	URL      string
+	Audience string
+}
+
+// mount adds the Session API's token and CA to the pod: the projected
+// volume, its mount in every container and the variables that name the
+// files. The pod's own service-account token is not mounted
 // unless the template asks for it (automountServiceAccountToken: true), so
 // the runtime holds no credential the API server accepts.
-func (r *AgentSessionReconciler) sessionAPIAccess(pod *corev1.Pod, ca []byte) []corev1.EnvVar {
+func (a sessionAPIAccess) mount(pod *corev1.Pod, ca []byte) []corev1.EnvVar {
 	var sources []corev1.VolumeProjection
 	var env []corev1.EnvVar
-	if r.SessionAPIAudience != "" {
+	if a.Audience != "" {
 		sources = append(sources, corev1.VolumeProjection{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
-			Audience: r.SessionAPIAudience, ExpirationSeconds: ptr.To(tokenLifetime), Path: tokenFile}})
+			Audience: a.Audience, ExpirationSeconds: ptr.To(tokenLifetime), Path: tokenFile}})
 		env = append(env, corev1.EnvVar{Name: EnvSessionAPITokenFile, Value: path.Join(SessionAPIMountPath, tokenFile)})
 		if pod.Spec.AutomountServiceAccountToken == nil {
 			pod.Spec.AutomountServiceAccountToken = ptr.To(false)

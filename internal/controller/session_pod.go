@@ -98,7 +98,8 @@ func (r *AgentSessionReconciler) runtimePod(ctx context.Context, s *agentlanev1a
 }
 
 // ensureRuntime creates the session's runtime pod and its disruption budget
-// when they are missing.
+// when they are missing; the pod is a ready warm pod of a RuntimePool that
+// matches the session's template when there is one (adoptWarmPod).
 func (r *AgentSessionReconciler) ensureRuntime(ctx context.Context, s *agentlanev1alpha1.AgentSession, lc *lifecycle, pod *corev1.Pod) (*corev1.Pod, error) {
 	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: runtimeBudgetName(s)}}
 	if err := r.Get(ctx, client.ObjectKeyFromObject(pdb), pdb); apierrors.IsNotFound(err) {
@@ -129,6 +130,9 @@ func (r *AgentSessionReconciler) ensureRuntime(ctx context.Context, s *agentlane
 		r.event(s, corev1.EventTypeWarning, agentlanev1alpha1.AgentSessionPodFailedReason, "CreatePod", "%s", msg)
 		return nil, nil
 	}
+	if warm, err := r.adoptWarmPod(ctx, s); err != nil || warm != nil {
+		return warm, err
+	}
 	ca := r.sessionAPICA()
 	if len(ca) > 0 {
 		if err := r.ensureCAConfigMap(ctx, s.Namespace, ca); err != nil {
@@ -153,52 +157,67 @@ func (r *AgentSessionReconciler) ensureRuntime(ctx context.Context, s *agentlane
 	return pod, nil
 }
 
-// newRuntimePod builds the session's pod from its template, with the
-// session's identity, the Session API's address and the means to reach it
-// (sessionAPIAccess: a token for its audience, its CA bundle ca) in every
-// container.
+// newRuntimePod builds the session's pod from its template
+// (buildRuntimePod), with the session's name, identity and checkpoint in
+// every container, kept off the node a migration moves it from.
 func (r *AgentSessionReconciler) newRuntimePod(s *agentlanev1alpha1.AgentSession, ca []byte) *corev1.Pod {
-	tmpl := s.Spec.Runtime.PodTemplate.DeepCopy()
+	vars := []corev1.EnvVar{{Name: EnvSession, Value: s.Name}}
+	if id := s.Spec.Identity; id != nil {
+		for name, v := range map[string]string{EnvTenantID: id.TenantID, EnvPrincipal: id.Principal,
+			EnvAgentTemplateID: id.AgentTemplateID, EnvCorrelationID: id.CorrelationID} {
+			if v != "" {
+				vars = append(vars, corev1.EnvVar{Name: name, Value: v})
+			}
+		}
+	}
+	if cp := s.Status.LastCheckpoint; cp != nil {
+		vars = append(vars, corev1.EnvVar{Name: EnvResumeRunID, Value: cp.RunID})
+		if cp.Location != "" {
+			vars = append(vars, corev1.EnvVar{Name: EnvCheckpointLocation, Value: cp.Location})
+		}
+	}
+	pod := buildRuntimePod(s.Namespace, &s.Spec.Runtime.PodTemplate, r.apiAccess(), ca, vars)
+	pod.GenerateName = s.Name + "-"
+	pod.Labels[RuntimeLabel] = s.Name
+	pod.Labels[agentlanev1alpha1.SessionLabel] = s.Name
+	if p := s.Status.Passivation; p != nil && p.Reason == agentlanev1alpha1.PassivationMigration && s.Status.NodeName != "" {
+		avoidNode(&pod.Spec, s.Status.NodeName)
+	}
+	return pod
+}
+
+// apiAccess is how the reconciler's runtime pods reach the Session API.
+func (r *AgentSessionReconciler) apiAccess() sessionAPIAccess {
+	return sessionAPIAccess{URL: r.SessionAPIURL, Audience: r.SessionAPIAudience}
+}
+
+// buildRuntimePod builds a runtime pod of namespace from tmpl, for a
+// session or a RuntimePool: the template's pod with the restricted
+// settings it leaves unset (RestrictPodSpec), the Session API's address and
+// the means to reach it (a token for its audience, its CA bundle ca) and
+// the pod's namespace, name and node in every container, with vars between
+// them. A variable a container of the template sets itself is kept. The
+// caller names the pod and adds its own labels.
+func buildRuntimePod(namespace string, tmpl *corev1.PodTemplateSpec, api sessionAPIAccess, ca []byte, vars []corev1.EnvVar) *corev1.Pod {
+	tmpl = tmpl.DeepCopy()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace:    s.Namespace,
-			GenerateName: s.Name + "-",
-			Labels:       maps.Clone(tmpl.Labels),
-			Annotations:  tmpl.Annotations,
+			Namespace:   namespace,
+			Labels:      maps.Clone(tmpl.Labels),
+			Annotations: tmpl.Annotations,
 		},
 		Spec: tmpl.Spec,
 	}
 	if pod.Labels == nil {
 		pod.Labels = map[string]string{}
 	}
-	pod.Labels[RuntimeLabel] = s.Name
 	RestrictPodSpec(&pod.Spec)
-	if p := s.Status.Passivation; p != nil && p.Reason == agentlanev1alpha1.PassivationMigration && s.Status.NodeName != "" {
-		avoidNode(&pod.Spec, s.Status.NodeName)
+	env := []corev1.EnvVar{{Name: EnvNamespace, Value: namespace}}
+	if api.URL != "" {
+		env = append(env, corev1.EnvVar{Name: EnvSessionAPIURL, Value: api.URL})
 	}
-	pod.Labels[agentlanev1alpha1.SessionLabel] = s.Name
-	env := []corev1.EnvVar{
-		{Name: EnvNamespace, Value: s.Namespace},
-		{Name: EnvSession, Value: s.Name},
-	}
-	if r.SessionAPIURL != "" {
-		env = append(env, corev1.EnvVar{Name: EnvSessionAPIURL, Value: r.SessionAPIURL})
-	}
-	env = append(env, r.sessionAPIAccess(pod, ca)...)
-	if id := s.Spec.Identity; id != nil {
-		for name, v := range map[string]string{EnvTenantID: id.TenantID, EnvPrincipal: id.Principal,
-			EnvAgentTemplateID: id.AgentTemplateID, EnvCorrelationID: id.CorrelationID} {
-			if v != "" {
-				env = append(env, corev1.EnvVar{Name: name, Value: v})
-			}
-		}
-	}
-	if cp := s.Status.LastCheckpoint; cp != nil {
-		env = append(env, corev1.EnvVar{Name: EnvResumeRunID, Value: cp.RunID})
-		if cp.Location != "" {
-			env = append(env, corev1.EnvVar{Name: EnvCheckpointLocation, Value: cp.Location})
-		}
-	}
+	env = append(env, api.mount(pod, ca)...)
+	env = append(env, vars...)
 	env = append(env,
 		corev1.EnvVar{Name: EnvPodName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 		corev1.EnvVar{Name: EnvNodeName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},

@@ -75,6 +75,8 @@ type Controllers struct {
 	Tasks *ExternalTaskReconciler
 	// Pools is the WorkerPool controller.
 	Pools *WorkerPoolReconciler
+	// RuntimePools is the RuntimePool controller.
+	RuntimePools *RuntimePoolReconciler
 }
 
 // Setup registers agentlane's field indexes, the schedulers and every
@@ -110,7 +112,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, shared Shared, options ...Setu
 	sessions := &AgentSessionReconciler{Client: mgr.GetClient(), Schedulers: schedulers, Budgets: shared.Budgets,
 		Passivations: shared.Passivations, Recorder: mgr.GetEventRecorder("agentlane-session"),
 		SessionAPIURL: opts.SessionAPIURL, SessionAPIAudience: opts.SessionAPIAudience, SessionAPICA: opts.SessionAPICA,
-		APIReader: mgr.GetAPIReader(), Clock: clk}
+		APIReader: mgr.GetAPIReader(), Clock: clk, warm: newWarmPools()}
 	if err := sessions.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up the AgentSession controller: %w", err)
 	}
@@ -138,7 +140,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, shared Shared, options ...Setu
 	if err := pools.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up the WorkerPool controller: %w", err)
 	}
-	return &Controllers{Sessions: sessions, Tasks: tasks, Pools: pools}, nil
+	runtimePools := &RuntimePoolReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Recorder: mgr.GetEventRecorder("agentlane-runtimepool"), Clock: clk, Options: opts.RuntimePools,
+		SessionAPIURL: opts.SessionAPIURL, SessionAPIAudience: opts.SessionAPIAudience, SessionAPICA: opts.SessionAPICA,
+		warm: sessions.warm}
+	if err := runtimePools.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up the RuntimePool controller: %w", err)
+	}
+	return &Controllers{Sessions: sessions, Tasks: tasks, Pools: pools, RuntimePools: runtimePools}, nil
 }
 
 // RegisterMetrics adds the controllers' metrics (the worker pools as the
@@ -154,6 +163,13 @@ func (c *Controllers) RegisterMetrics(reg prometheus.Registerer) error {
 	}
 	if err := pools.Register(reg); err != nil {
 		return fmt.Errorf("register the WorkerPool metrics: %w", err)
+	}
+	warm := newRuntimePoolMetrics()
+	if c.RuntimePools != nil && c.RuntimePools.warm != nil {
+		warm = c.RuntimePools.warm.metrics
+	}
+	if err := warm.Register(reg); err != nil {
+		return fmt.Errorf("register the RuntimePool metrics: %w", err)
 	}
 	return nil
 }
@@ -171,6 +187,7 @@ type SetupOption func(*setupOptions)
 type setupOptions struct {
 	Delegation         delegation.Bounds
 	WorkerPools        WorkerPoolOptions
+	RuntimePools       RuntimePoolOptions
 	SessionAPIURL      string
 	SessionAPIAudience string
 	SessionAPICA       func() []byte
@@ -180,6 +197,11 @@ type setupOptions struct {
 // WithWorkerPools sets the manager's settings for WorkerPools.
 func WithWorkerPools(o WorkerPoolOptions) SetupOption {
 	return func(opts *setupOptions) { opts.WorkerPools = o }
+}
+
+// WithRuntimePools sets the manager's settings for RuntimePools.
+func WithRuntimePools(o RuntimePoolOptions) SetupOption {
+	return func(opts *setupOptions) { opts.RuntimePools = o }
 }
 
 // WithSessionAPIURL sets the Session API address put in runtime pods'
@@ -208,8 +230,9 @@ func WithSessionAPICAIn(namespace string) SetupOption {
 }
 
 // CacheOptions limits what the manager's cache holds of objects that are
-// not agentlane's: only worker Leases, session runtime pods and their
-// disruption budgets, Nodes without their status (not every node's
+// not agentlane's: only worker Leases, session runtime pods (warm pods of
+// RuntimePools among them: their agentlane.io/session-runtime label is
+// empty) and their disruption budgets, Nodes without their status (not every node's
 // heartbeat), only the Jobs agentlane creates for Job-target lanes and only
 // the Deployments of WorkerPools. Of
 // ExternalTasks and AgentSessions it keeps what the controllers read, with
