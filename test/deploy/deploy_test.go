@@ -572,6 +572,15 @@ spec:
     spec:
 %s
 `, 6},
+	"rpool": {`
+apiVersion: agentlane.io/v1alpha1
+kind: RuntimePool
+metadata: {name: %s, namespace: %s}
+spec:
+  template:
+    spec:
+%s
+`, 6},
 	"delegate": {`
 apiVersion: agentlane.io/v1alpha1
 kind: LaneQueue

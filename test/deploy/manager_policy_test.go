@@ -78,6 +78,14 @@ var _ = Describe("config/policy manager rules, installed", Ordered, func() {
 		}).WithTimeout(30 * time.Second).Should(Succeed())
 	})
 
+	It("admits the manager's warm pods of a RuntimePool, and holds them to the same rules", func() {
+		Expect(manager.Create(ctx, runtimePod(func(p *corev1.Pod) { p.OwnerReferences = controlledBy("RuntimePool") }), client.DryRunAll)).To(Succeed())
+		expectRefused(manager.Create(ctx, runtimePod(func(p *corev1.Pod) {
+			p.OwnerReferences = controlledBy("RuntimePool")
+			p.Spec.HostPID = true
+		}), client.DryRunAll), "hostNetwork, hostPID and hostIPC are not allowed")
+	})
+
 	It("refuses the manager a pod that is not a session's runtime pod", func() {
 		expectRefused(manager.Create(ctx, runtimePod(func(p *corev1.Pod) { p.OwnerReferences = nil }), client.DryRunAll),
 			"the manager creates only runtime pods of AgentSessions")

@@ -54,8 +54,9 @@ var _ = Describe("config/policy template levels, installed", Ordered, func() {
 		"job":      "spec.lanes[build].externalTarget.jobTemplate",
 		"delegate": "spec.lanes[review].externalTarget.delegate.sessionTemplate.spec.runtime.podTemplate",
 		"pool":     "spec.podTemplate",
+		"rpool":    "spec.template",
 	}
-	kinds := []string{"session", "job", "delegate", "pool"}
+	kinds := []string{"session", "job", "delegate", "pool", "rpool"}
 	// pod is a pod spec in flow style with one container, agent, and more.
 	pod := func(podFields, containerFields string) string {
 		c := "{name: agent, image: agentlane:dev"
