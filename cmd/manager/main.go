@@ -47,6 +47,7 @@ import (
 	"github.com/agentlane/agentlane/internal/scheduling"
 	"github.com/agentlane/agentlane/internal/servingcert"
 	"github.com/agentlane/agentlane/internal/sessionserver"
+	"github.com/agentlane/agentlane/internal/tracing"
 )
 
 // newScheme holds the Kubernetes types and agentlane's.
@@ -195,6 +196,13 @@ func main() {
 		}
 	}
 	ctx := ctrl.SetupSignalHandler()
+	// Traces are exported only when the OTEL_* variables ask for it
+	// (docs/observability.md).
+	stopTracing, err := tracing.Setup(ctx, tracing.Options{Service: "agentlane-manager", Getenv: os.Getenv, Log: ctrl.Log.WithName("tracing")})
+	if err != nil {
+		log.Error(err, "invalid OTEL_* settings")
+		os.Exit(2)
+	}
 	// The state the controllers and the Session API share, each part built
 	// once here (docs/architecture.md).
 	schedulers := &scheduling.Schedulers{}
@@ -253,7 +261,9 @@ func main() {
 	}
 
 	log.Info("starting manager")
-	if err := mgr.Start(ctx); err != nil {
+	err = mgr.Start(ctx)
+	flushTraces(stopTracing)
+	if err != nil {
 		log.Error(err, "manager stopped with an error")
 		os.Exit(1)
 	}

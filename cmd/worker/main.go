@@ -46,6 +46,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/agentlane/agentlane/internal/executor"
+	"github.com/agentlane/agentlane/internal/tracing"
 	"github.com/agentlane/agentlane/internal/worker"
 	"github.com/agentlane/agentlane/internal/workerproto"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
@@ -229,7 +230,17 @@ func main() {
 		log.Error(err, "Unable to load a kubeconfig")
 		os.Exit(1)
 	}
-	if err := run(ctrl.SetupSignalHandler(), cfg, o); err != nil {
+	ctx := ctrl.SetupSignalHandler()
+	// Traces are exported only when the OTEL_* variables ask for it
+	// (docs/observability.md).
+	stopTracing, err := tracing.Setup(ctx, tracing.Options{Service: "agentlane-worker", Getenv: os.Getenv, Log: ctrl.Log.WithName("tracing")})
+	if err != nil {
+		log.Error(err, "Invalid OTEL_* settings")
+		os.Exit(2)
+	}
+	err = run(ctx, cfg, o)
+	flushTraces(stopTracing)
+	if err != nil {
 		log.Error(err, "Worker failed")
 		os.Exit(1)
 	}

@@ -169,7 +169,12 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, s *tas
 		if err := taskstate.Dispatch(st, task.Generation, now, taskstate.Dispatched{Attempt: n, HeartbeatTimeout: laneHeartbeatTimeout(b.lq, lane), Holder: agentlanev1alpha1.HolderJob, Job: job.Name}); err != nil {
 			return ctrl.Result{}, err
 		}
-		s.AfterWrite(func() { markStarted(ctx, b, task.Name, n, now.Time) })
+		s.AfterWrite(func() {
+			markStarted(ctx, b, task.Name, n, now.Time)
+			if tp := traceTask(task); tp != "" {
+				traceDispatched(tp, task, lane, n, now.Time, r.Clock.Now(), agentlanev1alpha1.HolderJob, "")
+			}
+		})
 		return ctrl.Result{}, nil
 	}
 
@@ -182,7 +187,12 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, s *tas
 		if err := taskstate.Dispatch(st, task.Generation, now, taskstate.Dispatched{Attempt: n, HeartbeatTimeout: laneHeartbeatTimeout(b.lq, lane), Holder: agentlanev1alpha1.HolderHandler}); err != nil {
 			return ctrl.Result{}, err
 		}
-		s.AfterWrite(func() { markStarted(ctx, b, task.Name, n, now.Time) })
+		s.AfterWrite(func() {
+			markStarted(ctx, b, task.Name, n, now.Time)
+			if tp := traceTask(task); tp != "" {
+				traceDispatched(tp, task, lane, n, now.Time, r.Clock.Now(), agentlanev1alpha1.HolderHandler, "")
+			}
+		})
 		return ctrl.Result{}, nil
 	}
 
@@ -216,6 +226,9 @@ func (r *ExternalTaskReconciler) dispatch(ctx context.Context, b binding, s *tas
 	s.AfterWrite(func() {
 		markStarted(ctx, b, task.Name, n, now.Time)
 		logf.FromContext(ctx).V(1).Info("Dispatched", "attempt", n, "worker", w.name, "node", w.node)
+		if tp := traceTask(task); tp != "" {
+			traceDispatched(tp, task, lane, n, now.Time, r.Clock.Now(), agentlanev1alpha1.HolderWorkers, w.name)
+		}
 	})
 	return ctrl.Result{RequeueAfter: min(w.expires.Sub(r.Clock.Now())+100*time.Millisecond, maxHeldCheck)}, nil
 }

@@ -98,8 +98,12 @@ func (r *ExternalTaskReconciler) converge(ctx context.Context, b binding, s *tas
 				// workers were busy, find out whether any is left.
 				r.wakeAwaiting(task.Namespace, -1)
 			}
+			taken := r.Clock.Now()
 			if err := closeAttempt(b, task, n, *end, st.Result); err != nil {
 				return ctrl.Result{}, err
+			}
+			if tp := traceTask(task); tp != "" {
+				traceResult(tp, task, n, end.Outcome, taken, r.Clock.Now())
 			}
 
 		case o.State == lanequeue.StateRunning:

@@ -32,6 +32,9 @@ import (
 type Task struct {
 	Namespace, Queue, Lane, Session, ID, CommandType, RunID string
 	Payload                                                 json.RawMessage
+	// Traceparent is the trace context the Task frame carries to the
+	// worker (workerproto.DirectTask.Traceparent); empty when not traced.
+	Traceparent string
 	// Selector is matched against the worker's Hello.Labels; nil matches
 	// any worker.
 	Selector labels.Selector

@@ -586,7 +586,8 @@ func (h *Hub) writeFrames(ctx context.Context, s *stream, w http.ResponseWriter,
 				c := f.c
 				t := c.t
 				task = workerproto.DirectTask{ID: t.ID, Attempt: c.key.attempt, Namespace: t.Namespace, Queue: t.Queue,
-					Lane: t.Lane, Session: t.Session, CommandType: t.CommandType, RunID: t.RunID, Payload: t.Payload}
+					Lane: t.Lane, Session: t.Session, CommandType: t.CommandType, RunID: t.RunID, Payload: t.Payload,
+					Traceparent: t.Traceparent}
 				if !c.deadline.IsZero() {
 					task.TimeoutMillis = max(c.deadline.Sub(now).Milliseconds(), 1)
 				}

@@ -61,6 +61,22 @@ type Task struct {
 	CommandType string
 	// Payload is the command's JSON payload.
 	Payload json.RawMessage
+	// Traceparent, when set, is the W3C traceparent of the worker's run of
+	// the task: processes find it as $TRACEPARENT (TraceparentEnv), set
+	// after the payload's variables so that a payload cannot replace it.
+	// The caller passes only a value it formatted itself.
+	Traceparent string
+}
+
+// TraceparentEnv is the variable a process finds its run's traceparent in.
+const TraceparentEnv = "TRACEPARENT"
+
+type traceparentKey struct{}
+
+// WithTraceparent returns a context whose processes see tp as
+// $TRACEPARENT.
+func WithTraceparent(ctx context.Context, tp string) context.Context {
+	return context.WithValue(ctx, traceparentKey{}, tp)
 }
 
 // Output is the result of running a task. A task that ran to completion has
@@ -176,6 +192,9 @@ func (r *Registry) Run(ctx context.Context, t Task) (out Output, err error) {
 	if !ok {
 		return Output{}, fmt.Errorf("%w %q", ErrUnknownCommandType, t.CommandType)
 	}
+	if t.Traceparent != "" {
+		ctx = WithTraceparent(ctx, t.Traceparent)
+	}
 	if _, runsNothing := e.(runsNothing); r.sandbox == nil || runsNothing {
 		return e.Execute(ctx, t.Payload)
 	}
@@ -273,6 +292,10 @@ func command(ctx context.Context, pl ProcessPayload, argv []string, stdout, stde
 		cmd.Env = slices.Clone(a.Env)
 	}
 	cmd.Env = append(cmd.Env, extra...)
+	if tp, _ := ctx.Value(traceparentKey{}).(string); tp != "" {
+		// After the payload's variables: the last of a name wins.
+		cmd.Env = append(cmd.Env, TraceparentEnv+"="+tp)
+	}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if pl.Stdin != "" {
 		cmd.Stdin = bytes.NewBufferString(pl.Stdin)

@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,6 +38,7 @@ import (
 	"github.com/agentlane/agentlane/internal/direct"
 	"github.com/agentlane/agentlane/internal/lanequeue"
 	"github.com/agentlane/agentlane/internal/taskstate"
+	"github.com/agentlane/agentlane/internal/tracing"
 	"github.com/agentlane/agentlane/internal/workerproto"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
@@ -298,6 +300,11 @@ type directCall struct {
 	cmd      lanequeue.Command
 	owner    metav1.OwnerReference
 	identity *agentlanev1alpha1.Identity
+	// traceparent is the command's submit span, set when tracing is on,
+	// and queuedAt when its next attempt began waiting in its lane (Run
+	// only, one attempt at a time).
+	traceparent string
+	queuedAt    time.Time
 	// ticket is set once Submit returned; ready is closed then. settled
 	// is closed once the end of a watched command was recorded, if it
 	// must be (watch).
@@ -390,7 +397,14 @@ func (d *directCall) Run(ctx context.Context, a lanequeue.Attempt) (lanequeue.Re
 		MaterializeAfter: d.after, OnRecord: d.onRecord,
 	}}
 	at.task.Sent, at.task.Started = &at.sent, &at.started
+	var span trace.Span
+	if d.traceparent != "" && tracing.Enabled() {
+		span = d.startDispatchSpan(&at.task, a)
+	}
 	r, err := d.s.direct.Run(ctx, &at.task, a)
+	if span != nil {
+		d.endDispatchSpan(span, at, a, r, err)
+	}
 	if at.sent.Worker != "" {
 		d.ran(at.sent)
 	}

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,6 +37,7 @@ import (
 	agentlanev1alpha1 "github.com/agentlane/agentlane/api/v1alpha1"
 	"github.com/agentlane/agentlane/internal/identity"
 	"github.com/agentlane/agentlane/internal/lanequeue"
+	"github.com/agentlane/agentlane/internal/tracing"
 	"github.com/agentlane/agentlane/pkg/sessionapi"
 )
 
@@ -47,7 +49,13 @@ import (
 const reportSettle = 2 * time.Second
 
 // submit answers POST /commands.
-func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall) error {
+func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall) (err error) {
+	var span trace.Span
+	state := ""
+	if tracing.Enabled() {
+		r, span = startSubmitSpan(r, sc)
+		defer func() { endSubmitSpan(span, state, err) }()
+	}
 	req, err := readSubmit(r)
 	if err != nil {
 		return err
@@ -90,6 +98,11 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 		return s.delegateCommand(w, r, sc, id, lane, req.Payload)
 	}
 	isDirect := mode == lanequeue.External && target != nil && target.Type == agentlanev1alpha1.ExternalTargetDirect
+	traceparent := ""
+	if span != nil {
+		routedSpan(span, id, req.Type, lane, isDirect)
+		traceparent = tracing.FromContext(r.Context())
+	}
 	if req.Type == DelegateCommandType {
 		// The type names delegated work: a task of it outside a Delegate
 		// lane would be one label away from being taken as delegated,
@@ -139,6 +152,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 			if err != nil {
 				return err
 			}
+			d.traceparent, d.queuedAt = traceparent, s.Clock.Now()
 			c.direct, c.stop = d, s.stopping
 			cmd.Handler, cmd.InHandler = d, true
 		} else if self {
@@ -158,7 +172,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 	}
 	if mode == lanequeue.External && !isDirect && !self {
 		c.ticket, err = s.Schedulers.SubmitTask(sc.queueKey, cmd, func(lane string) error {
-			return s.Client.Create(r.Context(), newTask(sc, cmd, lane))
+			return s.Client.Create(r.Context(), withTraceparent(newTask(sc, cmd, lane), traceparent))
 		})
 	} else {
 		c.ticket, err = sc.queue.Submit(cmd)
@@ -192,6 +206,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, sc *sessionCall)
 	if !ok {
 		status = http.StatusAccepted
 	}
+	state = v.State
 	writeJSON(w, status, v)
 	return nil
 }

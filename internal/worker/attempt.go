@@ -416,13 +416,16 @@ func (a *attempts) execute(ctx context.Context, task *agentlanev1alpha1.External
 	if task.Spec.Payload != nil {
 		payload = task.Spec.Payload.Raw
 	}
+	tp, span := startRun(task.Annotations[workerproto.TraceparentAnnotation], task.Status.Worker, taskRunCommand(task))
 	t := task.Spec.Timeout
-	if t == nil || t.Duration <= 0 {
-		return runCommand(ctx, a.registry, string(task.Spec.CommandType), payload, 0)
+	if t != nil && t.Duration > 0 {
+		var stop func()
+		ctx, stop = a.bound(ctx, task, t.Duration)
+		defer stop()
 	}
-	ctx, stop := a.bound(ctx, task, t.Duration)
-	defer stop()
-	return runCommand(ctx, a.registry, string(task.Spec.CommandType), payload, 0)
+	out, err := runCommand(ctx, a.registry, executor.Task{CommandType: string(task.Spec.CommandType), Payload: payload, Traceparent: tp}, 0)
+	endRun(span, out, err)
+	return out, err
 }
 
 // runCommand runs one command through registry under ctx, bounded by
@@ -430,7 +433,7 @@ func (a *attempts) execute(ctx context.Context, task *agentlanev1alpha1.External
 // instead of the worker. Attempts of ExternalTasks and of the Direct stream
 // both run through it, so that taskResult makes the same result of the
 // same run on either path.
-func runCommand(ctx context.Context, registry *executor.Registry, commandType string, payload json.RawMessage, timeout time.Duration) (out executor.Output, err error) {
+func runCommand(ctx context.Context, registry *executor.Registry, task executor.Task, timeout time.Duration) (out executor.Output, err error) {
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, timeout, fmt.Errorf("attempt timed out after %s", timeout))
@@ -438,10 +441,10 @@ func runCommand(ctx context.Context, registry *executor.Registry, commandType st
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			out, err = executor.Output{}, fmt.Errorf("executor for %q panicked: %v", commandType, r)
+			out, err = executor.Output{}, fmt.Errorf("executor for %q panicked: %v", task.CommandType, r)
 		}
 	}()
-	return registry.Run(ctx, executor.Task{CommandType: commandType, Payload: payload})
+	return registry.Run(ctx, task)
 }
 
 // taskResult turns what an executor returned into the result reported on the

@@ -1053,7 +1053,9 @@ func (s *directStream) run(ctx context.Context, key directKey, r *directRun, t *
 	tasksRunning.Inc()
 	timeout := time.Duration(t.TimeoutMillis) * time.Millisecond
 	started := time.Now()
-	out, runErr := runCommand(ctx, s.c.opts.Registry, t.CommandType, t.Payload, timeout)
+	tp, span := startRun(t.Traceparent, s.c.opts.Name, directRunCommand(t))
+	out, runErr := runCommand(ctx, s.c.opts.Registry, executor.Task{CommandType: t.CommandType, Payload: t.Payload, Traceparent: tp}, timeout)
+	endRun(span, out, runErr)
 	tasksRunning.Dec()
 
 	cause := context.Cause(ctx)

@@ -430,7 +430,7 @@ func TestDirectHelloAndRoundTrip(t *testing.T) {
 				g.Expect(string(got.Output)).To(MatchJSON(tc.wantOutput))
 			}
 			// The ExternalTask path reports the same run the same way.
-			out, err := runCommand(t.Context(), registry, tc.task.CommandType, tc.task.Payload, 0)
+			out, err := runCommand(t.Context(), registry, executor.Task{CommandType: tc.task.CommandType, Payload: tc.task.Payload}, 0)
 			cr := taskResult(out, err)
 			g.Expect(got.Success).To(Equal(cr.Success))
 			g.Expect(got.Error).To(Equal(cr.Error))

@@ -173,6 +173,11 @@ type DirectTask struct {
 	// Timeout is how long the attempt may still run, in milliseconds; the
 	// manager cancels it then in any case.
 	TimeoutMillis int64 `json:"timeoutMillis,omitempty"`
+	// Traceparent is the W3C traceparent of the manager's dispatch span of
+	// this attempt, the parent of the worker's run span; empty when the
+	// manager does not trace. A worker accepts only a valid version-00
+	// value and starts a new trace otherwise.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // DirectCancel asks a worker to stop an attempt.
