@@ -336,4 +336,3 @@ func freeAddress(t *testing.T) string {
 	defer l.Close()
 	return l.Addr().String()
 }
-
