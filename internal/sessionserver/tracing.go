@@ -36,8 +36,8 @@ import (
 // authorized POST /commands, a child of the caller's traceparent when it
 // sent a valid one; its context is what the command carries to its
 // dispatch and its worker (the ExternalTask's TraceparentAnnotation, a
-// Direct command's handler). Every function here is called only when
-// tracing.Enabled.
+// Direct command's handler). The functions that make spans are called only
+// when tracing.Enabled; without tracing a command carries no context.
 
 // startSubmitSpan starts the submit span of sc's POST /commands and
 // returns r with it in its context.
