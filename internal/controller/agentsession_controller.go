@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -102,6 +103,9 @@ type AgentSessionReconciler struct {
 	// warm, when set, lets sessions adopt the warm pods of RuntimePools
 	// (runtimepool_adopt.go); it is shared with the RuntimePool controller.
 	warm *warmPools
+	// madePods names, per session, the runtime pod the reconciler last
+	// created or adopted, until the cache shows it (recentPod).
+	madePods sync.Map // types.NamespacedName -> string
 }
 
 var _ reconcile.Reconciler = &AgentSessionReconciler{}
@@ -371,6 +375,7 @@ func (r *AgentSessionReconciler) reconcileDelete(ctx context.Context, s *agentla
 	r.activity.forget(key)
 	r.written.forget(key)
 	r.Passivations.forget(key)
+	r.madePods.Delete(key)
 	logf.FromContext(ctx).Info("session deleted; its work was cancelled", "cancelled", n)
 	controllerutil.RemoveFinalizer(s, SessionCleanupFinalizer)
 	if err := r.Update(ctx, s); err != nil {

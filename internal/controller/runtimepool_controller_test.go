@@ -17,6 +17,7 @@ limitations under the License.
 package controller
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -423,6 +424,80 @@ var _ = Describe("RuntimePool controller", func() {
 		expectWarm(pool, onA)
 	})
 
+	It("on a drain, hands the resuming session a warm pod on another node, never one on the cordoned node", func() {
+		ns := taskNamespace()
+		taskQueue(ns, nil)
+		tmpl := agentTemplate("agent:drain")
+		pool := newRuntimePool(ns, "agents", 2, tmpl)
+		Expect(k8sClient.Create(ctx, pool)).To(Succeed())
+		nodeA, nodeB := newNode("warm-drain-a"), newNode("warm-drain-b")
+		first := readyWarmPod(pool, 2, nodeA)
+		s := poolSession(ns, "drained", tmpl)
+		Eventually(sessionPodName(s)).Should(Equal(first.Name))
+		Eventually(phaseOf(s)).Should(Equal(agentlanev1alpha1.SessionActive))
+
+		By("one warm pod ready on the session's node, one on another")
+		var pods []corev1.Pod
+		Eventually(func(g Gomega) {
+			pods = warmPodsOf(pool)(g)
+			g.Expect(pods).To(HaveLen(2), "the pool refilled")
+		}).Should(Succeed())
+		onA, onB := &pods[0], &pods[1]
+		run(onA, nodeA)
+		run(onB, nodeB)
+		Eventually(func(g Gomega) { g.Expect(getRuntimePool(pool)(g).Status.ReadyReplicas).To(Equal(int32(2))) }).Should(Succeed())
+
+		By("draining the session's node")
+		cordon(nodeA)
+		Eventually(phaseOf(s)).Should(Equal(agentlanev1alpha1.SessionPassivating))
+		checkpoint(s, "run-warm-drain")
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(first), first)).To(Succeed())
+			g.Expect(first.DeletionTimestamp).NotTo(BeNil(), "evicted")
+		}).Should(Succeed())
+		finishDeletion(first)
+
+		Eventually(sessionPodName(s)).Should(Equal(onB.Name))
+		Eventually(phaseOf(s)).Should(Equal(agentlanev1alpha1.SessionActive))
+		expectWarm(pool, onA)
+	})
+
+	It("gives a session whose cache lags behind the pod it just got that pod again, not a second one", func() {
+		ns := taskNamespace()
+		tmpl := agentTemplate("agent:lag")
+		pool := newRuntimePool(ns, "agents", 1, tmpl)
+		Expect(k8sClient.Create(ctx, pool)).To(Succeed())
+		warm := readyWarmPod(pool, 1, newNode("warm-lag"))
+		// Its queue does not exist: the manager leaves its pods to the spec.
+		s := testSession("lagging", "no-such-queue")
+		s.Namespace = ns
+		s.Spec.Runtime = &agentlanev1alpha1.SessionRuntime{PodTemplate: tmpl}
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+		s = getSession(client.ObjectKeyFromObject(s))(Default)
+		r := &AgentSessionReconciler{Client: k8sClient, APIReader: k8sClient, Clock: clocktesting.NewFakeClock(time.Now()), warm: newWarmPools()}
+
+		first, err := r.ensureRuntime(ctx, s, &lifecycle{}, nil)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(first.Name).To(Equal(warm.Name), "adopted")
+		By("a cache that does not show the adopted pod yet")
+		r.Client = podsUnseen{k8sClient}
+		again, err := r.ensureRuntime(ctx, s, &lifecycle{}, nil)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(again.Name).To(Equal(first.Name))
+
+		By("once the pod is gone, a new one, given again while the cache lags")
+		Expect(k8sClient.Delete(ctx, first, client.GracePeriodSeconds(0))).To(Succeed())
+		cold, err := r.ensureRuntime(ctx, s, &lifecycle{}, nil)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cold.Name).To(HavePrefix("lagging-"))
+		again, err = r.ensureRuntime(ctx, s, &lifecycle{}, nil)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(again.Name).To(Equal(cold.Name))
+		list := &corev1.PodList{}
+		Expect(k8sClient.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{RuntimeLabel: s.Name})).To(Succeed())
+		Expect(list.Items).To(HaveLen(1))
+	})
+
 	It("keeps no pod of a template the API server refuses, or that sets what a warm pod must not have", func() {
 		ns := taskNamespace()
 		bad := agentTemplate("agent:bad")
@@ -506,3 +581,13 @@ var _ = Describe("RuntimePool controller", func() {
 		Eventually(warmPodsOf(pool)).Should(HaveLen(int(ptr.Deref(pool.Spec.Replicas, 1))))
 	})
 })
+
+// podsUnseen is a client whose cache has not seen any pod yet.
+type podsUnseen struct{ client.Client }
+
+func (c podsUnseen) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := list.(*corev1.PodList); ok {
+		return nil
+	}
+	return c.Client.List(ctx, list, opts...)
+}

@@ -119,7 +119,11 @@ func (r *AgentSessionReconciler) ensureRuntime(ctx context.Context, s *agentlane
 		return nil, err
 	}
 	if pod != nil {
+		r.madePods.CompareAndDelete(client.ObjectKeyFromObject(s), pod.Name)
 		return pod, nil
+	}
+	if pod, err := r.recentPod(ctx, s); err != nil || pod != nil {
+		return pod, err
 	}
 	if u := s.Spec.Runtime.UndecodablePodTemplate; u != nil {
 		// Stored before templates were checked at admission; the rest of
@@ -131,6 +135,9 @@ func (r *AgentSessionReconciler) ensureRuntime(ctx context.Context, s *agentlane
 		return nil, nil
 	}
 	if warm, err := r.adoptWarmPod(ctx, s); err != nil || warm != nil {
+		if warm != nil {
+			r.madePods.Store(client.ObjectKeyFromObject(s), warm.Name)
+		}
 		return warm, err
 	}
 	ca := r.sessionAPICA()
@@ -153,7 +160,34 @@ func (r *AgentSessionReconciler) ensureRuntime(ctx context.Context, s *agentlane
 		}
 		return nil, fmt.Errorf("create the runtime pod: %w", err)
 	}
+	r.madePods.Store(client.ObjectKeyFromObject(s), pod.Name)
 	r.event(s, corev1.EventTypeNormal, agentlanev1alpha1.AgentSessionRuntimePodCreatedReason, "CreatePod", "created runtime pod %s%s", pod.Name, checkpointNote(s))
+	return pod, nil
+}
+
+// recentPod returns the runtime pod the reconciler last created or adopted
+// for the session when the cache does not show it yet, read from the API
+// server: a reconcile that runs before the cache has caught up with that
+// pod takes it instead of making (or adopting) a second one. It returns nil
+// once that pod is gone, being deleted or finished.
+func (r *AgentSessionReconciler) recentPod(ctx context.Context, s *agentlanev1alpha1.AgentSession) (*corev1.Pod, error) {
+	key := client.ObjectKeyFromObject(s)
+	name, ok := r.madePods.Load(key)
+	if !ok {
+		return nil, nil
+	}
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	pod := &corev1.Pod{}
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name.(string)}, pod); client.IgnoreNotFound(err) != nil {
+		return nil, fmt.Errorf("read runtime pod %s: %w", name, err)
+	} else if err != nil || !pod.DeletionTimestamp.IsZero() || !metav1.IsControlledBy(pod, s) ||
+		pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+		r.madePods.CompareAndDelete(key, name)
+		return nil, nil
+	}
 	return pod, nil
 }
 
