@@ -22,10 +22,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -378,6 +380,54 @@ var _ = Describe("RuntimePool controller", func() {
 		Expect(metav1.IsControlledBy(pod, x)).To(BeTrue())
 	})
 
+	It("lets two sessions whose caches show the same warm pod adopt it once: the other gets a new pod", func() {
+		ns := taskNamespace()
+		tmpl := agentTemplate("agent:race-cache")
+		pool := newRuntimePool(ns, "agents", 1, tmpl)
+		Expect(k8sClient.Create(ctx, pool)).To(Succeed())
+		warm := readyWarmPod(pool, 1, newNode("warm-race-cache"))
+		snapshot := &corev1.PodList{}
+		Expect(k8sClient.List(ctx, snapshot, client.InNamespace(ns))).To(Succeed())
+		Expect(snapshot.Items).To(HaveLen(1))
+
+		shared := newWarmPools()
+		var sessions []*agentlanev1alpha1.AgentSession
+		for _, name := range []string{"racer-a", "racer-b"} {
+			// Its queue does not exist: the manager leaves its pods to the spec.
+			s := testSession(name, "no-such-queue")
+			s.Namespace = ns
+			s.Spec.Runtime = &agentlanev1alpha1.SessionRuntime{PodTemplate: tmpl}
+			Expect(k8sClient.Create(ctx, s)).To(Succeed())
+			sessions = append(sessions, getSession(client.ObjectKeyFromObject(s))(Default))
+		}
+		got := make([]*corev1.Pod, len(sessions))
+		var wg sync.WaitGroup
+		for i, s := range sessions {
+			wg.Add(1)
+			go func() {
+				defer GinkgoRecover()
+				defer wg.Done()
+				r := &AgentSessionReconciler{Client: frozenPods{Client: k8sClient, pods: snapshot}, APIReader: k8sClient,
+					Clock: clocktesting.NewFakeClock(time.Now()), warm: shared}
+				pod, err := r.ensureRuntime(ctx, s, &lifecycle{}, nil)
+				Expect(err).NotTo(HaveOccurred())
+				got[i] = pod
+			}()
+		}
+		wg.Wait()
+		Expect(got[0]).NotTo(BeNil())
+		Expect(got[1]).NotTo(BeNil())
+		Expect([]string{got[0].Name, got[1].Name}).To(ContainElement(warm.Name))
+		Expect(got[0].Name).NotTo(Equal(got[1].Name))
+		for result, n := range map[string]float64{adoptionAdopted: 1, adoptionConflict: 1, adoptionCold: 1} {
+			Expect(testutil.ToFloat64(shared.metrics.adoptions.WithLabelValues(result))).To(Equal(n), result)
+		}
+		pod := &corev1.Pod{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(warm), pod)).To(Succeed())
+		Expect(pod.OwnerReferences).To(HaveLen(1))
+		Expect([]string{sessions[0].Name, sessions[1].Name}).To(ContainElement(pod.OwnerReferences[0].Name))
+	})
+
 	It("never adopts a warm pod on the node a migration moves the session off", func() {
 		ns := taskNamespace()
 		taskQueue(ns, nil)
@@ -587,6 +637,20 @@ type podsUnseen struct{ client.Client }
 
 func (c podsUnseen) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	if _, ok := list.(*corev1.PodList); ok {
+		return nil
+	}
+	return c.Client.List(ctx, list, opts...)
+}
+
+// frozenPods is a client whose cache shows pods as they were in pods.
+type frozenPods struct {
+	client.Client
+	pods *corev1.PodList
+}
+
+func (c frozenPods) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if l, ok := list.(*corev1.PodList); ok {
+		c.pods.DeepCopyInto(l)
 		return nil
 	}
 	return c.Client.List(ctx, list, opts...)
