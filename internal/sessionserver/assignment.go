@@ -51,7 +51,7 @@ import (
 // pod, and the session of an adopted one (the AgentSession controller's
 // RuntimeLabel, empty on a warm pod).
 const (
-	runtimePoolLabel    = "agentlane.io/runtime-pool"
+	runtimePoolLabel    = agentlanev1alpha1.RuntimePoolLabel
 	sessionRuntimeLabel = "agentlane.io/session-runtime"
 )
 

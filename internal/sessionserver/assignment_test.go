@@ -108,7 +108,7 @@ func newWarmPod(ns, name, sa string, labelled bool) warmPod {
 	}
 	if labelled {
 		// As a RuntimePool labels its pods: of no session yet.
-		pod.Labels = map[string]string{sessionRuntimeLabel: "", runtimePoolLabel: "pool", "agentlane.io/template-hash": "h1"}
+		pod.Labels = map[string]string{sessionRuntimeLabel: "", runtimePoolLabel: "pool", agentlanev1alpha1.TemplateHashLabel: "h1"}
 	}
 	Expect(k8sClient.Create(ctx, pod)).To(Succeed())
 	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
@@ -136,7 +136,7 @@ func adopt(pod *corev1.Pod, session *agentlanev1alpha1.AgentSession) {
 		if p.Annotations == nil {
 			p.Annotations = map[string]string{}
 		}
-		p.Annotations["agentlane.io/adopted-at"] = time.Now().UTC().Format(time.RFC3339Nano)
+		p.Annotations[agentlanev1alpha1.AdoptedAtAnnotation] = time.Now().UTC().Format(time.RFC3339Nano)
 		p.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(session, agentlanev1alpha1.GroupVersion.WithKind("AgentSession"))}
 		return k8sClient.Update(ctx, p)
 	})).To(Succeed())
