@@ -65,7 +65,7 @@ func (c *Client) GetAssignment(ctx context.Context, namespace string, wait time.
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.send(req)
+	resp, err := c.send(req) //nolint:bodyclose // closed by the deferred drainClose
 	if err != nil {
 		return nil, err
 	}
