@@ -61,13 +61,16 @@ func (r *ExternalTaskReconciler) settleFinished(ctx context.Context, b binding, 
 		return
 	}
 	if succeeded {
-		taken := r.Clock.Now()
+		tp, taken := traceTask(task), time.Time{}
+		if tp != "" {
+			taken = r.Clock.Now()
+		}
 		err := b.queue.CompleteAttempt(task.Name, int(st.Attempt), schedulerResult(st.Result))
 		if errors.Is(err, lanequeue.ErrStaleAttempt) || errors.Is(err, lanequeue.ErrNotPending) {
 			err = b.queue.Settle(task.Name, schedulerResult(st.Result))
 		}
 		if err == nil || errors.Is(err, lanequeue.ErrNotFound) {
-			if tp := traceTask(task); tp != "" {
+			if tp != "" {
 				traceResult(tp, task, st.Attempt, agentlanev1alpha1.AttemptSucceeded, taken, r.Clock.Now())
 			}
 			return

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -98,11 +99,14 @@ func (r *ExternalTaskReconciler) converge(ctx context.Context, b binding, s *tas
 				// workers were busy, find out whether any is left.
 				r.wakeAwaiting(task.Namespace, -1)
 			}
-			taken := r.Clock.Now()
+			tp, taken := traceTask(task), time.Time{}
+			if tp != "" {
+				taken = r.Clock.Now()
+			}
 			if err := closeAttempt(b, task, n, *end, st.Result); err != nil {
 				return ctrl.Result{}, err
 			}
-			if tp := traceTask(task); tp != "" {
+			if tp != "" {
 				traceResult(tp, task, n, end.Outcome, taken, r.Clock.Now())
 			}
 
