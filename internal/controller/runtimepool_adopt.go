@@ -162,7 +162,7 @@ func (r *AgentSessionReconciler) adoptWarmPod(ctx context.Context, s *agentlanev
 			r.warm.metrics.adoption(adoptionAdopted)
 			r.warm.adopted(client.ObjectKeyFromObject(pool), pod.Name, r.Clock.Now())
 			r.event(s, corev1.EventTypeNormal, agentlanev1alpha1.AgentSessionRuntimePodAdoptedReason, "AdoptPod",
-				"adopted warm pod %s of RuntimePool %s%s", pod.Name, pool.Name, podNote(pod))
+				"adopted warm pod %s of RuntimePool %s%s%s", pod.Name, pool.Name, podNote(pod), checkpointNote(s))
 			return pod, nil
 		}
 	}
