@@ -78,9 +78,9 @@ func traceDispatched(tp string, task *agentlanev1alpha1.ExternalTask, lane strin
 	tracing.End(span, written, "Dispatched to "+string(holder), "")
 }
 
-// traceResult records the manager's taking of attempt n's end: a worker's
-// success, or an end the manager judged (a failure the worker reported, a
-// lost worker, a timeout).
+// traceResult records the manager's taking of attempt n's end from the
+// task: a result a worker, a Job or a handler wrote, or an end the manager
+// judged (a lost worker, a failed Job).
 func traceResult(tp string, task *agentlanev1alpha1.ExternalTask, n int32, outcome agentlanev1alpha1.AttemptOutcome, start, finish time.Time) {
 	tracing.Record(tracing.SpanResult, tp, start, finish, traceCommand(task, string(task.Status.Lane), n), string(outcome))
 }
