@@ -181,12 +181,18 @@ func (r *AgentSessionReconciler) recentPod(ctx context.Context, s *agentlanev1al
 		reader = r.Client
 	}
 	pod := &corev1.Pod{}
-	if err := reader.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name.(string)}, pod); client.IgnoreNotFound(err) != nil {
+	err := reader.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: name.(string)}, pod)
+	switch {
+	case apierrors.IsNotFound(err):
+		pod = nil
+	case err != nil:
 		return nil, fmt.Errorf("read runtime pod %s: %w", name, err)
-	} else if err != nil || !pod.DeletionTimestamp.IsZero() || !metav1.IsControlledBy(pod, s) ||
-		pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+	case !pod.DeletionTimestamp.IsZero() || !metav1.IsControlledBy(pod, s) ||
+		pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded:
+		pod = nil
+	}
+	if pod == nil {
 		r.madePods.CompareAndDelete(key, name)
-		return nil, nil
 	}
 	return pod, nil
 }
