@@ -125,6 +125,7 @@ var _ = Describe("warm runtime pods on a real cluster", Ordered, func() {
 		waitForWarmPod("warm-e2e", "")
 		apply(fmt.Sprintf(warmSessionYAML, "warm", indent(warmTmpl, 6)))
 		apply(fmt.Sprintf(warmSessionYAML, "cold", indent(coldTmpl, 6)))
+		DeferCleanup(func() { kubectl("delete", "agentsession", "-n", ns, "warm", "cold", "--wait=false") })
 
 		var warm, cold []time.Duration
 		for i := range drainsPerKind {
