@@ -317,7 +317,10 @@ func (o options) registry(ctx context.Context) (*executor.Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	registry, err := runner.Registry(ctx, 500*time.Millisecond)
+	// Both containers start at once: asking often keeps a new worker's
+	// first task (a WorkerPool's, scaled from zero) from waiting for the
+	// next look. A look is one request on a local socket.
+	registry, err := runner.Registry(ctx, 50*time.Millisecond)
 	if err != nil {
 		return nil, fmt.Errorf("runner at %s: %w", o.runnerSocket, err)
 	}

@@ -170,5 +170,5 @@ func serveRunner(ctx context.Context, o runnerOptions) error {
 	}
 	registry := o.tasks.registry(o.maxOutputSize)
 	ctrl.Log.WithName("runner").Info("Serving tasks", "socket", o.socket, "commandTypes", registry.CommandTypes())
-	return executor.ServeRunner(ctx, o.socket, &executor.RunnerServer{Registry: registry}, o.drain, 200*time.Millisecond)
+	return executor.ServeRunner(ctx, o.socket, &executor.RunnerServer{Registry: registry}, o.drain, 50*time.Millisecond)
 }
