@@ -309,8 +309,8 @@ func (r *RuntimePoolReconciler) allowance(ctx context.Context, pool *agentlanev1
 			left -= ptr.Deref(p.Spec.Replicas, 1)
 		}
 	}
-	// Not listed yet (a stale cache): keep nothing until it is.
-	return 0, agentlanev1alpha1.RuntimePoolProgressingReason, "waiting for the pool to be listed", nil
+	// Read but not listed: look again rather than guess the bounds.
+	return 0, "", "", fmt.Errorf("RuntimePool %s is not among its namespace's pools yet", pool.Name)
 }
 
 // warmTemplateProblems lists what a pool's template sets that the manager
