@@ -319,10 +319,13 @@ func reportPool(name, line string) {
 // tasks; it must scale up from zero, run every task and go back to zero
 // once its scale-down window has passed. It reports, and does not assert,
 // the time from the first submit to the first task started against the
-// pod's own start: after the pod is Ready its worker still waits for its
-// runner and registers its Lease, the manager dispatches to it, and it
-// sees the dispatch before the run begins, which on this loaded machine
-// takes from under one to about two seconds (docs/workers.md, "WorkerPools").
+// pod's own start (created to Ready) plus one second: the manager's sizing
+// and the Deployment's controllers take 0.2 to 0.5 s to create the pod, and
+// after the pod is Ready its worker connects to its runner and registers
+// its Lease, the manager dispatches to it and the run begins, 0.3 to 0.5 s
+// more; on this shared 2-core machine that met the bound by 0.1 to 0.5 s at
+// load averages of 2 to 7, too close to assert (docs/workers.md,
+// "WorkerPools").
 var _ = Describe("WorkerPool on a real cluster", Ordered, func() {
 	AfterAll(func() {
 		// The namespace and everything in it, the pool's Deployment
