@@ -225,6 +225,8 @@ func main() {
 			os.Exit(1)
 		}
 	}
+	// A WorkerPool's workers send their traces where the manager's go.
+	o.workerPools.Env = controller.TraceExportEnv(os.Environ())
 	access = append(access, controller.WithDelegationBounds(o.delegation), controller.WithWorkerPools(o.workerPools),
 		controller.WithRuntimePools(o.runtimePools))
 	controllers, err := controller.Setup(ctx, mgr, shared, access...)

@@ -78,6 +78,33 @@ type WorkerPoolOptions struct {
 	// PerNamespace bounds the pools a namespace runs: the oldest run, the
 	// others are held at zero with the reason TooManyPools.
 	PerNamespace int
+	// Env is set in every pool worker's worker container, after the
+	// manager's own variables: the manager passes on where its traces go
+	// (TraceExportEnv), so that a pool's workers trace as it does.
+	Env []corev1.EnvVar
+}
+
+// TraceExportEnv returns the variables of environ (as os.Environ gives
+// them) that say where OpenTelemetry traces go and how they are sampled,
+// for the workers of WorkerPools. It leaves out the exporter's headers,
+// certificates and keys: a pool's Deployment lives in the tenant's
+// namespace, where its readers see every variable of its pods.
+func TraceExportEnv(environ []string) []corev1.EnvVar {
+	passed := []string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+		"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+		"OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG",
+		"OTEL_TRACES_EXPORTER", "OTEL_SDK_DISABLED",
+	}
+	var env []corev1.EnvVar
+	for _, kv := range environ {
+		name, value, ok := strings.Cut(kv, "=")
+		if ok && slices.Contains(passed, name) {
+			env = append(env, corev1.EnvVar{Name: name, Value: value})
+		}
+	}
+	slices.SortFunc(env, func(a, b corev1.EnvVar) int { return strings.Compare(a.Name, b.Name) })
+	return env
 }
 
 func (o *WorkerPoolOptions) defaults() {
@@ -267,7 +294,7 @@ func (r *WorkerPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.ensureRBAC(ctx, pool.Namespace); err != nil {
 		return ctrl.Result{}, err
 	}
-	want := workerPoolDeployment(pool, d.Replicas, r.Options.Image)
+	want := workerPoolDeployment(pool, d.Replicas, r.Options.Image, r.Options.Env)
 	if deploy == nil {
 		if err := controllerutil.SetControllerReference(pool, want, r.Scheme()); err != nil {
 			return ctrl.Result{}, err

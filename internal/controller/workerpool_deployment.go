@@ -115,8 +115,8 @@ func workerPoolTemplateProblems(t *corev1.PodTemplateSpec) []string {
 
 // workerPoolDeployment builds the Deployment of pool with replicas:
 // config/worker's pod, serving the pool's namespace, queues and lanes, with
-// the additions of spec.podTemplate.
-func workerPoolDeployment(pool *agentlanev1alpha1.WorkerPool, replicas int32, defaultImage string) *appsv1.Deployment {
+// the additions of spec.podTemplate, and env in the worker container.
+func workerPoolDeployment(pool *agentlanev1alpha1.WorkerPool, replicas int32, defaultImage string, env []corev1.EnvVar) *appsv1.Deployment {
 	image := pool.Spec.Image
 	if image == "" {
 		image = defaultImage
@@ -167,6 +167,7 @@ func workerPoolDeployment(pool *agentlanev1alpha1.WorkerPool, replicas int32, de
 			{Name: "worker-token", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true},
 		},
 	}
+	worker.Env = append(worker.Env, env...)
 	runner := corev1.Container{
 		Name:    "runner",
 		Image:   runnerImage,
