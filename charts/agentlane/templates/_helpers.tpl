@@ -136,3 +136,22 @@ caConfigMap: {{ $d.caConfigMap | default "agentlane-session-api-ca" | quote }}
 {{- if (include "agentlane.workerDirect" (list $ $pool) | fromYaml).enabled }}true{{ end }}
 {{- end }}
 {{- end }}
+
+{{/* tracingEnv is the OTEL_* variables of the values' tracing, none when its
+otlpEndpoint is empty. */}}
+{{- define "agentlane.tracingEnv" -}}
+{{- with .Values.tracing }}
+{{- if .otlpEndpoint }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ .otlpEndpoint | quote }}
+{{- with .sampler }}
+- name: OTEL_TRACES_SAMPLER
+  value: {{ . | quote }}
+{{- end }}
+{{- with .samplerArg }}
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
