@@ -336,9 +336,9 @@ func warmTemplateProblems(tmpl *corev1.PodTemplateSpec) []string {
 }
 
 // tidy lists the pool's warm pods and deletes those it no longer keeps:
-// finished ones, those of another template or another image, and those
-// past desired (unready first, then the newest). It returns the pods it
-// keeps.
+// finished ones, those on a lost node, those of another template or
+// another image, and those past desired (unready first, then the newest).
+// It returns the pods it keeps.
 func (r *RuntimePoolReconciler) tidy(ctx context.Context, pool *agentlanev1alpha1.RuntimePool, hash string, desired int32) ([]*corev1.Pod, error) {
 	pods := &corev1.PodList{}
 	if err := r.List(ctx, pods, client.InNamespace(pool.Namespace), client.MatchingLabels{RuntimePoolLabel: pool.Name}); err != nil {
@@ -351,7 +351,11 @@ func (r *RuntimePoolReconciler) tidy(ctx context.Context, pool *agentlanev1alpha
 			continue
 		}
 		r.seen(client.ObjectKeyFromObject(pool), p.Name)
-		if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded ||
+		lost, err := r.onLostNode(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		if lost || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded ||
 			p.Labels[TemplateHashLabel] != hash || !sameImages(p, &pool.Spec.Template) {
 			drop = append(drop, p)
 			continue
@@ -380,6 +384,28 @@ func (r *RuntimePoolReconciler) tidy(ctx context.Context, pool *agentlanev1alpha
 		}
 	}
 	return live, nil
+}
+
+// onLostNode tells whether the pod was placed on a node whose kubelet
+// stopped answering (the node controller taints it; the manager caches
+// nodes without their status): such a pod never becomes ready, or is
+// ready no more, and the pool makes another in its place.
+func (r *RuntimePoolReconciler) onLostNode(ctx context.Context, p *corev1.Pod) (bool, error) {
+	if p.Spec.NodeName == "" {
+		return false, nil
+	}
+	node := &corev1.Node{}
+	if err := r.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, node); err != nil {
+		// A node the cache does not show yet is not lost; one deleted
+		// takes its pods with it (the pod garbage collector).
+		return false, client.IgnoreNotFound(err)
+	}
+	// A new node is tainted not-ready (NoSchedule) until its kubelet first
+	// reports: not lost. One whose kubelet stops answering is tainted
+	// unreachable, one that reports not ready for long not-ready NoExecute.
+	return slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool {
+		return t.Key == corev1.TaintNodeUnreachable || (t.Key == corev1.TaintNodeNotReady && t.Effect == corev1.TaintEffectNoExecute)
+	}), nil
 }
 
 // create makes n warm pods. It returns why the API server refused the

@@ -30,6 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -318,6 +319,43 @@ var _ = Describe("RuntimePool controller", func() {
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(forged), f)).To(Succeed())
 		Expect(f.Labels).To(HaveKeyWithValue(RuntimeLabel, ""), "the forged pod is left alone")
 		Expect(f.OwnerReferences).To(BeEmpty())
+	})
+
+	It("replaces a warm pod whose node stopped answering", func() {
+		ns := taskNamespace()
+		tmpl := agentTemplate("agent:lost")
+		pool := newRuntimePool(ns, "agents", 1, tmpl)
+		Expect(k8sClient.Create(ctx, pool)).To(Succeed())
+		node := newNode("warm-lost")
+		first := readyWarmPod(pool, 1, node)
+		Consistently(warmPodNames(pool), "500ms").Should(Equal([]string{first.Name}), "a pod on a live node is kept")
+
+		By("the node stops answering: the node controller taints it unreachable and marks its pods not ready")
+		Eventually(func(g Gomega) {
+			cur := &corev1.Node{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(node), cur)).To(Succeed())
+			cur.Spec.Taints = append(cur.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoSchedule})
+			g.Expect(k8sClient.Update(ctx, cur)).To(Succeed())
+		}).Should(Succeed())
+		Eventually(func(g Gomega) {
+			cur := &corev1.Pod{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(first), cur)).To(Succeed())
+			cur.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+			g.Expect(k8sClient.Status().Update(ctx, cur)).To(Succeed())
+		}).Should(Succeed())
+
+		Eventually(func(g Gomega) {
+			names := warmPodNames(pool)(g)
+			g.Expect(names).To(HaveLen(1))
+			g.Expect(names).NotTo(ContainElement(first.Name), "the pod on the lost node is still kept")
+		}).Should(Succeed())
+		gone := &corev1.Pod{}
+		err := k8sClient.Get(ctx, client.ObjectKeyFromObject(first), gone)
+		if err == nil {
+			Expect(gone.DeletionTimestamp).NotTo(BeNil(), "the pod on the lost node is deleted")
+		} else {
+			Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%v", err)
+		}
 	})
 
 	It("falls back to a new pod with a WarmPoolEmpty event when the pool has no ready pod", func() {

@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -119,12 +118,7 @@ func liveWorkers() []corev1.Pod {
 	GinkgoHelper()
 	var live []corev1.Pod
 	for _, p := range podsOf("worker") {
-		node := &corev1.Node{}
-		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, node)).To(Succeed())
-		nodeReady := slices.ContainsFunc(node.Status.Conditions, func(c corev1.NodeCondition) bool {
-			return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
-		})
-		if ready(&p) && nodeReady {
+		if ready(&p) && nodeReady(Default, p.Spec.NodeName) {
 			live = append(live, p)
 		}
 	}

@@ -19,6 +19,7 @@ package cluster
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -315,4 +316,15 @@ func workerPodClient(pod corev1.Pod) client.Client {
 	cl, err := client.New(c, client.Options{Scheme: testenv.Scheme()})
 	Expect(err).NotTo(HaveOccurred())
 	return cl
+}
+
+// nodeReady tells whether the node reports itself Ready (a node an earlier
+// spec killed turns NotReady once its heartbeats are missed, and keeps its
+// pods listed, those being deleted included, until it is removed).
+func nodeReady(g Gomega, name string) bool {
+	node := &corev1.Node{}
+	g.Expect(k8sClient.Get(ctx, client.ObjectKey{Name: name}, node)).To(Succeed())
+	return slices.ContainsFunc(node.Status.Conditions, func(c corev1.NodeCondition) bool {
+		return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+	})
 }
