@@ -264,7 +264,7 @@ func main() {
 
 	log.Info("starting manager")
 	err = mgr.Start(ctx)
-	flushTraces(stopTracing)
+	tracing.Flush(stopTracing, ctrl.Log.WithName("tracing"))
 	if err != nil {
 		log.Error(err, "manager stopped with an error")
 		os.Exit(1)

@@ -239,7 +239,7 @@ func main() {
 		os.Exit(2)
 	}
 	err = run(ctx, cfg, o)
-	flushTraces(stopTracing)
+	tracing.Flush(stopTracing, ctrl.Log.WithName("tracing"))
 	if err != nil {
 		log.Error(err, "Worker failed")
 		os.Exit(1)

@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel"
@@ -186,4 +187,18 @@ func queueSize(v string) (int, error) {
 		return 0, fmt.Errorf("OTEL_BSP_MAX_QUEUE_SIZE=%q: want 1 to %d", v, MaxQueueSize)
 	}
 	return n, nil
+}
+
+// flushTimeout bounds the export of the spans still queued at exit.
+const flushTimeout = 5 * time.Second
+
+// Flush exports the spans still queued, for at most five seconds, and
+// stops the tracer provider that Setup returned stop for (a no-op when
+// tracing is off); a binary calls it as it exits.
+func Flush(stop func(context.Context) error, log logr.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer cancel()
+	if err := stop(ctx); err != nil {
+		log.Error(err, "Could not flush the traces")
+	}
 }
