@@ -135,9 +135,13 @@ var _ = Describe("warm runtime pods on a real cluster", Ordered, func() {
 		GinkgoWriter.Println(line)
 		fmt.Fprintln(os.Stderr, line)
 		// The times are reported against the 500 ms target for a warm p50,
-		// not asserted: a loaded machine moves them; an adopted pod must
-		// still answer sooner than a new one.
-		Expect(warmP50).To(BeNumerically("<", coldP50), "an adopted warm pod answers sooner than a new pod")
+		// not asserted: a loaded machine moves them, and five drains of
+		// each kind are too few to rank two distributions on it. What makes
+		// a pod warm is asserted for every drain in drainToAnswer: the
+		// adopted pod was ready before the old one was evicted, a cold one
+		// was made after.
+		Expect(warm).To(HaveLen(drainsPerKind), line)
+		Expect(cold).To(HaveLen(drainsPerKind), line)
 	})
 })
 
@@ -207,13 +211,31 @@ func drainToAnswer(name, pool string, round int) time.Duration {
 
 	resumed := runtimePodOtherThan(name, first.Name)
 	Expect(resumed.Spec.NodeName).NotTo(Equal(node))
-	_, adopted := resumed.Annotations[agentlanev1alpha1.AdoptedAtAnnotation]
+	adoptedAt, adopted := resumed.Annotations[agentlanev1alpha1.AdoptedAtAnnotation]
 	Expect(adopted).To(Equal(pool != ""), "pod %s adopted (annotation %s): %v", resumed.Name, agentlanev1alpha1.AdoptedAtAnnotation, resumed.Annotations)
+	// Timestamps of the API are whole seconds: compare with the eviction
+	// cut to its second.
+	evictedSecond := at.Truncate(time.Second)
+	detail := ""
+	if adopted {
+		// Warm: no pod start lies between the eviction and the answer.
+		readyAt := readySince(resumed)
+		Expect(readyAt.IsZero()).To(BeFalse(), "adopted pod %s has no Ready condition", resumed.Name)
+		Expect(readyAt.After(evictedSecond)).To(BeFalse(),
+			"adopted pod %s was ready at %s, after %s was evicted at %s: it was no warm pod", resumed.Name, readyAt, first.Name, at)
+		if t, err := time.Parse(time.RFC3339Nano, adoptedAt); err == nil {
+			detail = fmt.Sprintf(" (adopted %s after the eviction)", t.Sub(at).Round(time.Millisecond))
+		}
+	} else {
+		// Cold: the resumed pod was made for the resume.
+		Expect(resumed.CreationTimestamp.Time.Before(evictedSecond)).To(BeFalse(),
+			"pod %s, created at %s, resumed %s evicted at %s: a cold resume makes a new pod", resumed.Name, resumed.CreationTimestamp, name, at)
+	}
 	var out string
 	Eventually(drained).WithTimeout(3 * time.Minute).Should(Receive(&out))
 	Expect(out).To(ContainSubstring("node/"+node+" drained"), out)
-	GinkgoWriter.Printf("%s drain %d: evicted %s on %s, %s answered on %s after %s\n", name, round+1, first.Name, node,
-		resumed.Name, resumed.Spec.NodeName, d.Round(time.Millisecond))
+	GinkgoWriter.Printf("%s drain %d: evicted %s on %s, %s answered on %s after %s%s\n", name, round+1, first.Name, node,
+		resumed.Name, resumed.Spec.NodeName, d.Round(time.Millisecond), detail)
 	return d
 }
 
@@ -238,6 +260,16 @@ func answer(name string, timeout time.Duration) time.Time {
 		at = time.Now()
 	}).WithTimeout(timeout).WithPolling(20 * time.Millisecond).Should(Succeed())
 	return at
+}
+
+// readySince is when the pod last became ready, zero when it is not.
+func readySince(p *corev1.Pod) time.Time {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
 }
 
 // median is the middle duration of ds (the upper one of an even count).
