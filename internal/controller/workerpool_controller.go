@@ -129,7 +129,8 @@ func (o *WorkerPoolOptions) defaults() {
 // pool at once, not at the next poll.
 type WorkerPoolReconciler struct {
 	// Client reads through the manager's cache; the service accounts and
-	// RoleBindings, which it does not cache, are only created.
+	// RoleBindings, which it does not cache, are only created: again every
+	// rbacRecheckInterval, so that one deleted comes back.
 	client.Client
 	Schedulers *scheduling.Schedulers
 	Recorder   events.EventRecorder
@@ -141,9 +142,9 @@ type WorkerPoolReconciler struct {
 	// windows); lastStatus when its status was last written.
 	sizers     map[types.NamespacedName]*capacity.Sizer
 	lastStatus map[types.NamespacedName]time.Time
-	// rbacDone lists the namespaces whose service account and RoleBinding
-	// this manager run has seen in place.
-	rbacDone map[string]bool
+	// rbacDone is when the service account and RoleBinding of each
+	// namespace were last seen in place.
+	rbacDone map[string]time.Time
 	metrics  *workerPoolMetrics
 }
 
@@ -160,7 +161,7 @@ func (r *WorkerPoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.Options.defaults()
 	r.sizers = map[types.NamespacedName]*capacity.Sizer{}
 	r.lastStatus = map[types.NamespacedName]time.Time{}
-	r.rbacDone = map[string]bool{}
+	r.rbacDone = map[string]time.Time{}
 	if r.metrics == nil {
 		r.metrics = newWorkerPoolMetrics()
 	}
@@ -331,9 +332,11 @@ func (r *WorkerPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	r.setConditions(pool, d, blocked, blockReason, blockMsg)
 	r.metrics.observe(pool)
 
-	result := ctrl.Result{}
+	// Back at least every rbacRecheckInterval: a quiet pool's workers keep
+	// their RoleBinding too.
+	result := ctrl.Result{RequeueAfter: rbacRecheckInterval}
 	if d.RecheckAfter > 0 {
-		result.RequeueAfter = d.RecheckAfter
+		result.RequeueAfter = min(d.RecheckAfter, rbacRecheckInterval)
 	}
 	if !equality.Semantic.DeepEqual(*old, *st) {
 		if onlyCounts(old, st) && now.Sub(r.lastWrite(req.NamespacedName)) < workerPoolStatusInterval {
@@ -471,13 +474,21 @@ func (r *WorkerPoolReconciler) blocked(ctx context.Context, pool *agentlanev1alp
 	return false, "", "", nil
 }
 
+// rbacRecheckInterval is how often a namespace's pool service account and
+// RoleBinding are made again if missing: two create calls per namespace
+// with pools, which the API server answers AlreadyExists.
+const rbacRecheckInterval = 5 * time.Minute
+
 // ensureRBAC makes the pools' service account of namespace and binds the
-// workers' role to it there, once per manager run and namespace.
+// workers' role to it there, if missing: at most once per
+// rbacRecheckInterval and namespace, so that a deleted one is back within
+// it (the manager does not cache either kind).
 func (r *WorkerPoolReconciler) ensureRBAC(ctx context.Context, namespace string) error {
+	now := r.Clock.Now()
 	r.mu.Lock()
-	done := r.rbacDone[namespace]
+	done, ok := r.rbacDone[namespace]
 	r.mu.Unlock()
-	if done {
+	if ok && now.Sub(done) < rbacRecheckInterval {
 		return nil
 	}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: WorkerPoolServiceAccount, Namespace: namespace,
@@ -493,7 +504,7 @@ func (r *WorkerPoolReconciler) ensureRBAC(ctx context.Context, namespace string)
 		}
 	}
 	r.mu.Lock()
-	r.rbacDone[namespace] = true
+	r.rbacDone[namespace] = now
 	r.mu.Unlock()
 	return nil
 }

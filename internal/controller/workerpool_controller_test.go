@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -27,9 +28,11 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -245,5 +248,30 @@ var _ = Describe("WorkerPool controller", func() {
 		}).Should(Succeed())
 		runner := poolDeployment(pool)(Default).Spec.Template.Spec.Containers[1]
 		Expect(runner.Resources.Limits.Memory().String()).To(Equal("1Gi"))
+	})
+	It("makes the pool workers' RoleBinding again when it was deleted, within the recheck interval, and calls the API server no more often", func() {
+		ns := taskNamespace()
+		clk := clocktesting.NewFakeClock(time.Now())
+		r := &WorkerPoolReconciler{Client: k8sClient, Clock: clk, rbacDone: map[string]time.Time{}}
+		r.Options.defaults()
+		key := types.NamespacedName{Namespace: ns, Name: WorkerPoolServiceAccount}
+		Expect(r.ensureRBAC(ctx, ns)).To(Succeed())
+		rb := &rbacv1.RoleBinding{}
+		Expect(k8sClient.Get(ctx, key, rb)).To(Succeed())
+		Expect(rb.RoleRef.Name).To(Equal(DefaultWorkerRole))
+
+		By("deleted: not looked at again before the interval")
+		Expect(k8sClient.Delete(ctx, rb)).To(Succeed())
+		clk.Step(rbacRecheckInterval - time.Second)
+		Expect(r.ensureRBAC(ctx, ns)).To(Succeed())
+		Expect(apierrors.IsNotFound(k8sClient.Get(ctx, key, &rbacv1.RoleBinding{}))).To(BeTrue())
+
+		By("made again once the interval passed, with the same subject")
+		clk.Step(time.Second)
+		Expect(r.ensureRBAC(ctx, ns)).To(Succeed())
+		again := &rbacv1.RoleBinding{}
+		Expect(k8sClient.Get(ctx, key, again)).To(Succeed())
+		Expect(again.UID).NotTo(Equal(rb.UID))
+		Expect(again.Subjects).To(Equal([]rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: WorkerPoolServiceAccount, Namespace: ns}}))
 	})
 })
