@@ -29,6 +29,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -48,6 +49,7 @@ var (
 	flagDirectExecTasks        = flag.Int("direct-exec-tasks", 2000, "date tasks of the Direct throughput run")
 	flagDirectLatencyTasks     = flag.Int("direct-latency-tasks", 5000, "noop tasks of the Direct half-load run")
 	flagDirectExecLatencyTasks = flag.Int("direct-exec-latency-tasks", 400, "date tasks of the Direct half-load run")
+	flagDirectLoads            = flag.String("direct-loads", "0.5", "comma-separated fractions of the noop throughput at which the noop latency run is repeated (0.5 is the half-load run; 0.1,0.25,0.5 shows how the tail grows with the load)")
 	flagDirectCapacity         = flag.Int("direct-capacity", 16, "Direct attempts each worker runs at once")
 	flagDirectWarmup           = flag.Int("direct-warmup", 1000, "noop tasks run before the Direct runs and not measured")
 	flagDirectProfile          = flag.Duration("direct-cpu-profile", 5*time.Second, "with -profile-dir, length of the CPU profiles of the manager and of the benchmark taken from the start of each Direct throughput run (cpu-direct-<type>.pb.gz, cpu-bench-direct-<type>.pb.gz)")
@@ -110,9 +112,10 @@ type directRun struct {
 	grantStart [2]time.Duration
 }
 
-// directLatency is a Direct half-load run.
+// directLatency is a Direct latency run at a fraction of the throughput.
 type directLatency struct {
 	kind  string
+	load  float64 // the fraction of the throughput run's rate asked for
 	rate  float64 // achieved submissions per second
 	tasks int
 	// answer is from the submit call to its answer (p50, p99).
@@ -175,10 +178,12 @@ func (e *env) directRuns(tn *tenant) directReport {
 		rep.runs = append(rep.runs, date)
 	}
 	if *flagDirectLatencyTasks > 0 {
-		rep.latency = append(rep.latency, e.directHalfLoad(tn, directNoop, "ln", noop.rate/2, *flagDirectLatencyTasks))
+		for i, load := range directLoads(e.t) {
+			rep.latency = append(rep.latency, e.directHalfLoad(tn, directNoop, fmt.Sprintf("ln%d", i), load, noop.rate, *flagDirectLatencyTasks))
+		}
 	}
 	if *flagDirectExecTasks > 0 && *flagDirectExecLatencyTasks > 0 {
-		rep.latency = append(rep.latency, e.directHalfLoad(tn, directDate, "ld", date.rate/2, *flagDirectExecLatencyTasks))
+		rep.latency = append(rep.latency, e.directHalfLoad(tn, directDate, "ld", 0.5, date.rate, *flagDirectExecLatencyTasks))
 	}
 	return rep
 }
@@ -284,11 +289,26 @@ func (e *env) directThroughput(tn *tenant, kind, prefix string, n int) directRun
 	return run
 }
 
+// directLoads parses -direct-loads.
+func directLoads(t *testing.T) []float64 {
+	var out []float64
+	for f := range strings.SplitSeq(*flagDirectLoads, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || v <= 0 || v > 1 {
+			t.Fatalf("-direct-loads: %q is no fraction in (0, 1]", f)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
 // directHalfLoad submits n commands of kind to the tenant's Direct lane at
-// rate per second, round robin over its clients, and measures each from its
+// load times full per second (half the throughput run's rate full for the
+// half-load run), round robin over its clients, and measures each from its
 // submission to its answer and, for date, to its start on the worker.
-func (e *env) directHalfLoad(tn *tenant, kind, prefix string, rate float64, n int) directLatency {
+func (e *env) directHalfLoad(tn *tenant, kind, prefix string, load, full float64, n int) directLatency {
 	e.t.Helper()
+	rate := load * full
 	time.Sleep(3 * time.Second)
 	var mu sync.Mutex
 	var answers, starts, execs []time.Duration
@@ -330,7 +350,7 @@ func (e *env) directHalfLoad(tn *tenant, kind, prefix string, rate float64, n in
 	sentIn := time.Since(before.usage.at)
 	wg.Wait()
 	after := e.snapshot()
-	l := directLatency{kind: kind, rate: float64(n) / sentIn.Seconds(), tasks: n, failed: int(failed.Load()),
+	l := directLatency{kind: kind, load: load, rate: float64(n) / sentIn.Seconds(), tasks: n, failed: int(failed.Load()),
 		wait:       histogramQuantiles(before.manager, after.manager, directWaitMetric),
 		grantStart: histogramQuantiles(before.manager, after.manager, directStartMetric),
 		writes:     writeCounts(before.api, after.api)}
@@ -339,7 +359,7 @@ func (e *env) directHalfLoad(tn *tenant, kind, prefix string, rate float64, n in
 	l.start[0], l.start[1] = percentiles(starts)
 	l.exec[0], l.exec[1] = percentiles(execs)
 	if l.failed > 0 {
-		e.t.Errorf("Direct %s half-load run: %d of %d commands did not succeed", kind, l.failed, n)
+		e.t.Errorf("Direct %s %s run: %d of %d commands did not succeed", kind, l.loadName(), l.failed, n)
 	}
 	return l
 }
@@ -466,8 +486,8 @@ func (r report) printDirect(w io.Writer) {
 		}
 	}
 	for _, l := range d.latency {
-		fmt.Fprintf(w, "\nDirect %s at half load (%.0f/s, %d tasks): submit to start on the worker p50 %s  p99 %s; submit to answer p50 %s  p99 %s",
-			l.kind, l.rate, l.tasks, ms(l.start[0]), ms(l.start[1]), ms(l.answer[0]), ms(l.answer[1]))
+		fmt.Fprintf(w, "\nDirect %s at %s (%.0f/s, %d tasks): submit to start on the worker p50 %s  p99 %s; submit to answer p50 %s  p99 %s",
+			l.kind, l.loadName(), l.rate, l.tasks, ms(l.start[0]), ms(l.start[1]), ms(l.answer[0]), ms(l.answer[1]))
 		if l.exec[1] > 0 {
 			fmt.Fprintf(w, "; submit to the process's start p50 %s  p99 %s", ms(l.exec[0]), ms(l.exec[1]))
 		}
@@ -496,12 +516,21 @@ func (r report) printDirectSummary(row func(k, v string)) {
 		row("Direct "+run.kind+": API server / workers / bench cores", fmt.Sprintf("%.2f / %.2f / %.2f", run.apiCores, run.workerCores, run.benchCores))
 	}
 	for _, l := range r.direct.latency {
-		row(fmt.Sprintf("Direct %s half load: submit-to-start p50 / p99", l.kind), fmt.Sprintf("%s / %s (%.0f/s)", ms(l.start[0]), ms(l.start[1]), l.rate))
-		row(fmt.Sprintf("Direct %s half load: answer p50 / p99", l.kind), fmt.Sprintf("%s / %s", ms(l.answer[0]), ms(l.answer[1])))
+		row(fmt.Sprintf("Direct %s %s: submit-to-start p50 / p99", l.kind, l.loadName()), fmt.Sprintf("%s / %s (%.0f/s)", ms(l.start[0]), ms(l.start[1]), l.rate))
+		row(fmt.Sprintf("Direct %s %s: answer p50 / p99", l.kind, l.loadName()), fmt.Sprintf("%s / %s", ms(l.answer[0]), ms(l.answer[1])))
 		if l.exec[1] > 0 {
-			row(fmt.Sprintf("Direct %s half load: process start p50 / p99", l.kind), fmt.Sprintf("%s / %s", ms(l.exec[0]), ms(l.exec[1])))
+			row(fmt.Sprintf("Direct %s %s: process start p50 / p99", l.kind, l.loadName()), fmt.Sprintf("%s / %s", ms(l.exec[0]), ms(l.exec[1])))
 		}
-		row(fmt.Sprintf("Direct %s half load: grant-to-start p50 / p99", l.kind), fmt.Sprintf("%s / %s", ms(l.grantStart[0]), ms(l.grantStart[1])))
-		row(fmt.Sprintf("Direct %s half load: wait p50 / p99", l.kind), fmt.Sprintf("%s / %s", ms(l.wait[0]), ms(l.wait[1])))
+		row(fmt.Sprintf("Direct %s %s: grant-to-start p50 / p99", l.kind, l.loadName()), fmt.Sprintf("%s / %s", ms(l.grantStart[0]), ms(l.grantStart[1])))
+		row(fmt.Sprintf("Direct %s %s: wait p50 / p99", l.kind, l.loadName()), fmt.Sprintf("%s / %s", ms(l.wait[0]), ms(l.wait[1])))
 	}
+}
+
+// loadName names the run's load: "half load", or the percentage of the
+// throughput.
+func (l directLatency) loadName() string {
+	if l.load == 0.5 {
+		return "half load"
+	}
+	return fmt.Sprintf("%.0f%% load", l.load*100)
 }
