@@ -46,7 +46,7 @@ func managerArgs(objs []*unstructured.Unstructured) []string {
 var _ = Describe("charts/agentlane's bound values", func() {
 	It("passes no bound flag by default", func() {
 		for _, a := range managerArgs(helmTemplate("")) {
-			for _, p := range []string{"--session-api-max-", "--session-api-rate", "--session-store-", "--delegation-"} {
+			for _, p := range []string{"--session-api-max-", "--session-api-rate", "--session-store-", "--delegation-", "--workerpool-max-", "--runtimepool-max-"} {
 				Expect(a).NotTo(HavePrefix(p))
 			}
 		}
@@ -64,11 +64,15 @@ sessionAPI:
     checkpointRate: -1
     inboxWriteInterval: 0s
     maxDelegationsPerNamespace: 500
+    maxAssignmentWaitsPerNamespace: 32
 sessionStore:
   namespaceWriteRate: 65536
 delegation:
   maxDepth: 2
   timeout: 30m
+capacity:
+  workerPoolMaxReplicas: 20
+  runtimePoolMaxPods: 64
 `))
 		Expect(args).To(ContainElements(
 			"--session-api-max-connections=2000",
@@ -82,6 +86,9 @@ delegation:
 			"--session-store-namespace-write-rate=65536",
 			"--delegation-max-depth=2",
 			"--delegation-timeout=30m",
+			"--session-api-max-assignment-waits-per-namespace=32",
+			"--workerpool-max-replicas=20",
+			"--runtimepool-max-pods=64",
 		))
 		Expect(args).NotTo(ContainElement(HavePrefix("--session-api-write-timeout")), "a value left empty passes no flag")
 	})
@@ -95,15 +102,17 @@ delegation:
 			} `json:"sessionAPI"`
 			SessionStore map[string]any `json:"sessionStore"`
 			Delegation   map[string]any `json:"delegation"`
+			Capacity     map[string]any `json:"capacity"`
 		}
 		Expect(yaml.Unmarshal(raw, &values)).To(Succeed())
 		set := map[string]any{
 			"sessionAPI":   map[string]any{"bounds": fill(values.SessionAPI.Bounds)},
 			"sessionStore": fill(values.SessionStore),
 			"delegation":   fill(values.Delegation),
+			"capacity":     fill(values.Capacity),
 		}
-		n := len(values.SessionAPI.Bounds) + len(values.SessionStore) + len(values.Delegation)
-		Expect(n).To(BeNumerically(">=", 40))
+		n := len(values.SessionAPI.Bounds) + len(values.SessionStore) + len(values.Delegation) + len(values.Capacity)
+		Expect(n).To(BeNumerically(">=", 46))
 		out, err := yaml.Marshal(set)
 		Expect(err).NotTo(HaveOccurred())
 

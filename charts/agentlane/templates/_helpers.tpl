@@ -36,8 +36,8 @@ agentlane.io/worker-pool: {{ . }}
 {{- end }}
 
 {{/*
-The manager's bound flags from sessionAPI.bounds, sessionStore and
-delegation: one --flag=value per value set; a value left empty ("" or null)
+The manager's bound flags from sessionAPI.bounds, sessionStore, delegation and
+capacity: one --flag=value per value set; a value left empty ("" or null)
 passes no flag, so the manager's default applies. A key the chart does not
 know fails the render rather than being dropped.
 */}}
@@ -78,7 +78,9 @@ know fails the render rather than being dropped.
     "maxDelegationsPendingPerSession" "session-api-max-delegations-pending-per-session"
     "maxDelegationsPerSession" "session-api-max-delegations-per-session"
     "maxDelegationsPendingPerNamespace" "session-api-max-delegations-pending-per-namespace"
-    "maxDelegationsPerNamespace" "session-api-max-delegations-per-namespace"))
+    "maxDelegationsPerNamespace" "session-api-max-delegations-per-namespace"
+    "maxAssignmentWaits" "session-api-max-assignment-waits"
+    "maxAssignmentWaitsPerNamespace" "session-api-max-assignment-waits-per-namespace"))
   (list "sessionStore" .Values.sessionStore (dict
     "maxCheckpointBytes" "session-store-max-checkpoint-bytes"
     "namespaceWriteRate" "session-store-namespace-write-rate"
@@ -86,7 +88,12 @@ know fails the render rather than being dropped.
   (list "delegation" .Values.delegation (dict
     "maxDepth" "delegation-max-depth"
     "maxChildren" "delegation-max-children"
-    "timeout" "delegation-timeout")) }}
+    "timeout" "delegation-timeout"))
+  (list "capacity" .Values.capacity (dict
+    "workerPoolMaxReplicas" "workerpool-max-replicas"
+    "workerPoolsPerNamespace" "workerpool-max-per-namespace"
+    "runtimePoolMaxPods" "runtimepool-max-pods"
+    "runtimePoolsPerNamespace" "runtimepool-max-per-namespace")) }}
 {{- range $g := $groups }}
 {{- $name := index $g 0 }}{{ $flags := index $g 2 }}
 {{- range $k, $v := (index $g 1 | default dict) }}
