@@ -166,6 +166,7 @@ func (e *env) directWorkerToken(ns string) string {
 // directRuns runs the Direct part on the tenant, whose workers hold Direct
 // streams: noop and date throughput, then each at half its rate.
 func (e *env) directRuns(tn *tenant) directReport {
+	loads := directLoads(e.t) // a bad -direct-loads fails before the runs
 	rep := directReport{workers: len(tn.workers), capacity: *flagDirectCapacity}
 	if *flagDirectWarmup > 0 {
 		e.directThroughput(tn, directNoop, warmupPrefix, *flagDirectWarmup)
@@ -178,12 +179,12 @@ func (e *env) directRuns(tn *tenant) directReport {
 		rep.runs = append(rep.runs, date)
 	}
 	if *flagDirectLatencyTasks > 0 {
-		for i, load := range directLoads(e.t) {
-			rep.latency = append(rep.latency, e.directHalfLoad(tn, directNoop, fmt.Sprintf("ln%d", i), load, noop.rate, *flagDirectLatencyTasks))
+		for i, load := range loads {
+			rep.latency = append(rep.latency, e.directLoadRun(tn, directNoop, fmt.Sprintf("ln%d", i), load, noop.rate, *flagDirectLatencyTasks))
 		}
 	}
 	if *flagDirectExecTasks > 0 && *flagDirectExecLatencyTasks > 0 {
-		rep.latency = append(rep.latency, e.directHalfLoad(tn, directDate, "ld", 0.5, date.rate, *flagDirectExecLatencyTasks))
+		rep.latency = append(rep.latency, e.directLoadRun(tn, directDate, "ld", 0.5, date.rate, *flagDirectExecLatencyTasks))
 	}
 	return rep
 }
@@ -302,11 +303,11 @@ func directLoads(t *testing.T) []float64 {
 	return out
 }
 
-// directHalfLoad submits n commands of kind to the tenant's Direct lane at
+// directLoadRun submits n commands of kind to the tenant's Direct lane at
 // load times full per second (half the throughput run's rate full for the
 // half-load run), round robin over its clients, and measures each from its
 // submission to its answer and, for date, to its start on the worker.
-func (e *env) directHalfLoad(tn *tenant, kind, prefix string, load, full float64, n int) directLatency {
+func (e *env) directLoadRun(tn *tenant, kind, prefix string, load, full float64, n int) directLatency {
 	e.t.Helper()
 	rate := load * full
 	time.Sleep(3 * time.Second)
